@@ -1,0 +1,138 @@
+
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+
+/**
+ * Where durable, shared state lives: dataset metadata, schemas, catalog manifests and Parquet files.
+ * Keys are '/'-separated and identical on every backend, so the bucket layout equals the local layout.
+ * The rest of the service talks only to this interface and never knows which backend it runs on.
+ */
+export interface ObjectStore {
+  readonly kind: 'local' | 's3';
+  /** Uploads a local file under `key` (the file is left in place; callers delete it). */
+  putFile(key: string, localPath: string): Promise<void>;
+  putBytes(key: string, body: Buffer | string): Promise<void>;
+  /** Returns the object's bytes, or undefined when it does not exist. */
+  getBytes(key: string): Promise<Buffer | undefined>;
+  /** Lists every key under a prefix (recursive), with sizes. */
+  list(prefix: string): Promise<{ key: string; size: number }[]>;
+  delete(keys: string[]): Promise<void>;
+  /** Deletes every key under a prefix. */
+  deletePrefix(prefix: string): Promise<void>;
+  /**
+   * A local file path with the object's content, for DuckDB to read: the file itself on local disk,
+   * a cached download on S3.
+   */
+  localPath(key: string): Promise<string>;
+  /** Cheap reachability probe for readiness. */
+  ping(): Promise<void>;
+}
+
+async function fsyncDir(dir: string): Promise<void> {
+  const handle = await fs.open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Writes a file atomically and durably: temp file, fsync, rename, fsync of the directory. */
+export async function writeFileDurable(file: string, body: Buffer | string): Promise<void> {
+  await fs.mkdir(path.dirname(file), { recursive: true });
+  const tmp = `${file}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`;
+  const handle = await fs.open(tmp, 'w');
+  try {
+    await handle.writeFile(body);
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+  await fs.rename(tmp, file);
+  await fsyncDir(path.dirname(file));
+}
+
+/** The embedded default: objects are files under a root directory. */
+export class LocalObjectStore implements ObjectStore {
+  readonly kind = 'local' as const;
+  constructor(readonly root: string) {}
+
+  private file(key: string): string {
+    return path.join(this.root, ...key.split('/'));
+  }
+
+  async putFile(key: string, localPath: string): Promise<void> {
+    const target = this.file(key);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    const tmp = `${target}.tmp`;
+    await fs.copyFile(localPath, tmp);
+    const handle = await fs.open(tmp, 'r+');
+    try {
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, target);
+    await fsyncDir(path.dirname(target));
+  }
+
+  async putBytes(key: string, body: Buffer | string): Promise<void> {
+    await writeFileDurable(this.file(key), body);
+  }
+
+  async getBytes(key: string): Promise<Buffer | undefined> {
+    try {
+      return await fs.readFile(this.file(key));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async list(prefix: string): Promise<{ key: string; size: number }[]> {
+    const out: { key: string; size: number }[] = [];
+    // A prefix may end inside a directory name; walk from the deepest complete directory.
+    const slash = prefix.lastIndexOf('/');
+    const baseKey = slash >= 0 ? prefix.slice(0, slash) : '';
+    const walk = async (dirKey: string): Promise<void> => {
+      let entries: import('node:fs').Dirent[];
+      try {
+        entries = await fs.readdir(this.file(dirKey), { withFileTypes: true });
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT' || (err as NodeJS.ErrnoException).code === 'ENOTDIR') return;
+        throw err;
+      }
+      for (const entry of entries) {
+        const key = dirKey ? `${dirKey}/${entry.name}` : entry.name;
+        if (entry.isDirectory()) {
+          if (key.startsWith(prefix) || prefix.startsWith(`${key}/`)) await walk(key);
+        } else if (key.startsWith(prefix) && !entry.name.endsWith('.tmp')) {
+          const stat = await fs.stat(this.file(key));
+          out.push({ key, size: stat.size });
+        }
+      }
+    };
+    await walk(baseKey);
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  async delete(keys: string[]): Promise<void> {
+    await Promise.all(keys.map((key) => fs.rm(this.file(key), { force: true })));
+  }
+
+  async deletePrefix(prefix: string): Promise<void> {
+    const trimmed = prefix.replace(/\/+$/, '');
+    if (!trimmed) throw new Error('refusing to delete the whole store');
+    await fs.rm(this.file(trimmed), { recursive: true, force: true });
+  }
+
+  async localPath(key: string): Promise<string> {
+    return this.file(key);
+  }
+
+  async ping(): Promise<void> {
+    await fs.mkdir(this.root, { recursive: true });
+    await fs.access(this.root, fs.constants.W_OK);
+  }
+}
+
