@@ -1,0 +1,35 @@
+import type { Context } from 'hono';
+import { badRequest, HttpError } from './errors.ts';
+
+/** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
+export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
+  const declared = Number(c.req.header('content-length') ?? NaN);
+  if (declared > maxBytes) throw tooLarge(maxBytes);
+  const body = c.req.raw.body;
+  if (!body) return Buffer.alloc(0);
+  const chunks: Buffer[] = [];
+  let size = 0;
+  const reader = body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      throw tooLarge(maxBytes);
+    }
+    chunks.push(Buffer.from(value.buffer, value.byteOffset, value.byteLength));
+  }
+  return Buffer.concat(chunks, size);
+}
+
+const tooLarge = (maxBytes: number) => new HttpError(413, `request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);
+
+export function parseJson(body: Buffer): unknown {
+  if (body.length === 0) throw badRequest('request body is empty');
+  try {
+    return JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw badRequest(`malformed JSON: ${(err as Error).message}`);
+  }
+}

@@ -1,0 +1,15 @@
+import type { DuckDBInstance } from '@duckdb/node-api';
+import type { Config } from '../config.ts';
+import type { DatasetRegistry } from '../storage/datasets.ts';
+import type { ApiKeys, Principal } from './auth.ts';
+
+/** Everything the routes need, built once in main.ts. */
+export interface Services {
+  config: Config;
+  keys: ApiKeys;
+  registry: DatasetRegistry;
+  duck: DuckDBInstance;
+  isReady: () => Promise<{ ready: boolean; reason?: string }>;
+}
+
+export type AppEnv = { Variables: { principal: Principal } };

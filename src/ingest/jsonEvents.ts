@@ -1,0 +1,34 @@
+import { eventsFromJson, flattenEvent } from './flatten.ts';
+import type { FlatRow, RowBatch } from './types.ts';
+import { JSON_KNOWN_TYPES } from '../storage/datasets.ts';
+
+/**
+ * `X-P-Meta-<key>: v` and `X-P-Tag-<key>: v` headers become `key=v` pairs joined by `^` in the
+ * `p_metadata` / `p_tags` columns, as Parseable stores them.
+ */
+export function headerPairs(headers: Headers, prefix: 'x-p-meta-' | 'x-p-tag-'): string | null {
+  const pairs: string[] = [];
+  headers.forEach((value, name) => {
+    if (name.toLowerCase().startsWith(prefix)) pairs.push(`${name.slice(prefix.length).toLowerCase()}=${value}`);
+  });
+  return pairs.length ? pairs.sort().join('^') : null;
+}
+
+/** JSON events → rows: flattened, stamped with the receive time and the request's metadata/tags. */
+export function jsonEventsToBatch(body: unknown, headers: Headers, maxDepth: number, now = new Date()): RowBatch {
+  const events = eventsFromJson(body);
+  const received = now.toISOString();
+  const meta = headerPairs(headers, 'x-p-meta-');
+  const tags = headerPairs(headers, 'x-p-tag-');
+  const rows: FlatRow[] = events.map((e) => {
+    const row = flattenEvent(e, maxDepth);
+    // The service owns p_ columns: a client's own p_timestamp never overrides the receive time.
+    row.p_timestamp = received;
+    if (meta !== null) row.p_metadata = meta;
+    else delete row.p_metadata;
+    if (tags !== null) row.p_tags = tags;
+    else delete row.p_tags;
+    return row;
+  });
+  return { rows, knownTypes: JSON_KNOWN_TYPES };
+}

@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { serve } from '@hono/node-server';
+import { loadConfig, type Config } from './config.ts';
+import { createApp } from './http/app.ts';
+import { ApiKeys } from './http/auth.ts';
+import { log, setLogLevel } from './log.ts';
+import { openDuckDB, withConnection } from './query/duckdb.ts';
+import { DatasetRegistry } from './storage/datasets.ts';
+import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
+
+/** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
+async function nodeId(config: Config): Promise<string> {
+  if (config.nodeId) return config.nodeId;
+  const file = path.join(config.dataDir, 'node-id');
+  const existing = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+  if (existing) return existing;
+  const id = `node-${randomBytes(4).toString('hex')}`;
+  await writeFileDurable(file, `${id}\n`);
+  return id;
+}
+
+async function openStore(config: Config): Promise<ObjectStore> {
+  if (config.storage === 'local') return new LocalObjectStore(path.join(config.dataDir, 'store'));
+  const { S3ObjectStore } = await import('./storage/s3Store.ts');
+  return new S3ObjectStore({
+    endpoint: config.s3.url,
+    bucket: config.s3.bucket,
+    region: config.s3.region,
+    accessKeyId: config.s3.accessKey,
+    secretAccessKey: config.s3.secretKey,
+    cacheDir: path.join(config.dataDir, 'cache'),
+    cacheBytes: config.cacheBytes,
+  });
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  setLogLevel(config.logLevel);
+  await fs.mkdir(config.dataDir, { recursive: true });
+  const tmp = path.join(config.dataDir, 'tmp');
+  await fs.rm(tmp, { recursive: true, force: true });
+  await fs.mkdir(tmp, { recursive: true });
+
+  const id = await nodeId(config);
+  const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
+  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.queryThreads, memoryLimit: config.queryMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const reserved = await withConnection(duck, async (conn) =>
+    (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
+  );
+  const store = await openStore(config);
+  const registry = new DatasetRegistry(store, duck, {
+    dataDir: config.dataDir,
+    nodeId: id,
+    maxColumns: config.maxColumns,
+    flushIntervalMs: config.flushIntervalMs,
+    flushBytes: config.flushBytes,
+    walMaxBytes: config.walMaxBytes,
+    zstdLevel: config.zstdLevel,
+    rowGroupRows: config.rowGroupRows,
+  });
+  await registry.init(reserved);
+  registry.start();
+
+  const app = createApp({
+    config,
+    keys,
+    registry,
+    duck,
+    isReady: async () => {
+      try {
+        await store.ping();
+        return { ready: true };
+      } catch (err) {
+        return { ready: false, reason: `storage unreachable: ${(err as Error).message}` };
+      }
+    },
+  });
+  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () =>
+    log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
+  );
+
+  let stopping = false;
+  const shutdown = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info('shutting down', { signal });
+    server.close();
+    await registry.shutdown();
+    log.info('stopped');
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void shutdown('SIGTERM'));
+  process.on('SIGINT', () => void shutdown('SIGINT'));
+}
+
+main().catch((err) => {
+  log.error('fatal', { error: err as Error });
+  process.exit(1);
+});

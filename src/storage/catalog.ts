@@ -1,0 +1,84 @@
+/**
+ * The per-dataset catalog: which Parquet files hold the dataset's rows, with each file's time range,
+ * row count, size and columns. It is the union of immutable manifest objects, one per flush (or
+ * compaction), each naming the files it adds and removes. Manifests are never rewritten, so several
+ * writers never conflict, and the catalog is (all added) − (all removed) whatever order manifests are
+ * read in. Queries pick files from it by time range without listing any storage prefix.
+ */
+export interface FileEntry {
+  key: string;
+  rows: number;
+  bytes: number;
+  /** Time column range of the file in epoch milliseconds (floor of min and max). */
+  minMs: number;
+  maxMs: number;
+  columns: string[];
+  nodeId: string;
+}
+
+export interface Manifest {
+  version: 1;
+  generation: string;
+  nodeId: string;
+  seq: number;
+  createdAt: string;
+  add: FileEntry[];
+  remove: string[];
+  /** WAL segments of `nodeId` whose rows this manifest stored (so recovery never stores them twice). */
+  walSegments: number[];
+  /** Raw request bytes behind the added rows (ingestion stats). */
+  ingestedBytes: number;
+}
+
+export class Catalog {
+  private files = new Map<string, FileEntry>();
+  private removed = new Set<string>();
+  private seen = new Set<string>();
+  private flushedSegments = new Map<string, Set<number>>();
+  ingestedBytes = 0;
+
+  /** Applies a manifest once (by its key); returns false when it was already applied. */
+  apply(manifestKey: string, m: Manifest): boolean {
+    if (this.seen.has(manifestKey)) return false;
+    this.seen.add(manifestKey);
+    for (const key of m.remove) {
+      this.removed.add(key);
+      this.files.delete(key);
+    }
+    for (const f of m.add) if (!this.removed.has(f.key)) this.files.set(f.key, f);
+    let segs = this.flushedSegments.get(m.nodeId);
+    if (!segs) this.flushedSegments.set(m.nodeId, (segs = new Set()));
+    for (const s of m.walSegments) segs.add(s);
+    this.ingestedBytes += m.ingestedBytes;
+    return true;
+  }
+
+  hasManifest(manifestKey: string): boolean {
+    return this.seen.has(manifestKey);
+  }
+
+  isSegmentFlushed(nodeId: string, seq: number): boolean {
+    return this.flushedSegments.get(nodeId)?.has(seq) ?? false;
+  }
+
+  /** Files whose time range may overlap [startMs, endMs). */
+  select(startMs: number, endMs: number): FileEntry[] {
+    const out: FileEntry[] = [];
+    for (const f of this.files.values()) if (f.maxMs + 1 > startMs && f.minMs < endMs) out.push(f);
+    return out.sort((a, b) => a.minMs - b.minMs || (a.key < b.key ? -1 : 1));
+  }
+
+  all(): FileEntry[] {
+    return [...this.files.values()];
+  }
+
+  totals(): { rows: number; bytes: number; files: number } {
+    let rows = 0;
+    let bytes = 0;
+    for (const f of this.files.values()) {
+      rows += f.rows;
+      bytes += f.bytes;
+    }
+    return { rows, bytes, files: this.files.size };
+  }
+}

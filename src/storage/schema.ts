@@ -1,0 +1,138 @@
+import { badRequest } from '../http/errors.ts';
+import type { ColumnType, FlatRow, FlatValue, RowBatch } from '../ingest/types.ts';
+
+/** Column name → type, in the order columns were first seen. */
+export type Schema = Record<string, ColumnType>;
+
+export function inferType(value: FlatValue): ColumnType | undefined {
+  switch (typeof value) {
+    case 'string':
+      return 'VARCHAR';
+    case 'boolean':
+      return 'BOOLEAN';
+    case 'number':
+      return Number.isSafeInteger(value) ? 'BIGINT' : 'DOUBLE';
+    default:
+      if (Array.isArray(value)) return value.every((v) => typeof v === 'number') ? 'DOUBLE[]' : 'VARCHAR[]';
+      return undefined;
+  }
+}
+
+/**
+ * The type a column must have to hold both: equal types stay, BIGINT and DOUBLE widen to DOUBLE, and
+ * anything else has no common type here (undefined). Used when one dataset's schemas from several
+ * workers meet, where VARCHAR is the fallback.
+ */
+export function widen(a: ColumnType, b: ColumnType): ColumnType | undefined {
+  if (a === b) return a;
+  if ((a === 'BIGINT' && b === 'DOUBLE') || (a === 'DOUBLE' && b === 'BIGINT')) return 'DOUBLE';
+  if ((a === 'TIMESTAMP' && b === 'TIMESTAMP_NS') || (a === 'TIMESTAMP_NS' && b === 'TIMESTAMP')) return 'TIMESTAMP_NS';
+  if ((a === 'BIGINT[]' && b === 'DOUBLE[]') || (a === 'DOUBLE[]' && b === 'BIGINT[]')) return 'DOUBLE[]';
+  return undefined;
+}
+
+export function unionSchemas(schemas: Schema[]): Schema {
+  const out: Schema = {};
+  for (const schema of schemas) {
+    for (const [name, type] of Object.entries(schema)) {
+      const have = out[name];
+      out[name] = have === undefined ? type : (widen(have, type) ?? 'VARCHAR');
+    }
+  }
+  return out;
+}
+
+export interface SchemaChange {
+  /** The schema after this batch, or undefined when the batch fits the current schema as is. */
+  next?: Schema;
+}
+
+/**
+ * Checks a batch against the dataset schema and returns the evolved schema. Rules (README "Schema"):
+ * new fields add columns; a number into a BIGINT column that is not an integer widens it to DOUBLE;
+ * a number or boolean into a VARCHAR column is stored as its text; any other mismatch rejects the whole
+ * request with a 400 naming the field, so nothing already stored is ever reinterpreted.
+ * Rows are coerced in place (text for VARCHAR columns) so the WAL holds values of the column's type.
+ */
+export function evolveSchema(current: Schema, batch: RowBatch, maxColumns: number): SchemaChange {
+  let next: Schema | undefined;
+  const lowerNames = new Map<string, string>();
+  for (const name of Object.keys(current)) lowerNames.set(name.toLowerCase(), name);
+  const typeOf = (name: string) => (next ?? current)[name];
+  const setType = (name: string, type: ColumnType) => {
+    next ??= { ...current };
+    next[name] = type;
+  };
+
+  for (const row of batch.rows) {
+    for (const name of Object.keys(row)) {
+      const value = row[name];
+      if (value === null) continue;
+      const known = batch.knownTypes[name];
+      const valueType = known ?? inferType(value);
+      if (valueType === undefined) continue;
+      const have = typeOf(name);
+      if (have === undefined) {
+        if (name.length === 0) throw badRequest('an empty field name is not allowed');
+        if (name.length > 255) throw badRequest(`field name "${name.slice(0, 40)}…" is longer than 255 characters`);
+        const clash = lowerNames.get(name.toLowerCase());
+        if (clash !== undefined && clash !== name) {
+          throw badRequest(`field "${name}" differs only in letter case from existing column "${clash}" (column names are case-insensitive in SQL)`);
+        }
+        lowerNames.set(name.toLowerCase(), name);
+        setType(name, valueType);
+        if (Object.keys(next!).length > maxColumns) {
+          throw badRequest(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
+        }
+        continue;
+      }
+      if (have === valueType) continue;
+      if (have === 'VARCHAR' && (valueType === 'BIGINT' || valueType === 'DOUBLE' || valueType === 'BOOLEAN')) {
+        row[name] = String(value);
+        continue;
+      }
+      const widened = widen(have, valueType);
+      if (widened === have) continue;
+      if (widened !== undefined && known === undefined && have === 'BIGINT') {
+        setType(name, widened);
+        continue;
+      }
+      if (widened !== undefined && known !== undefined) {
+        setType(name, widened);
+        continue;
+      }
+      throw badRequest(`field "${name}" has type ${describe(valueType)} but the dataset stores it as ${describe(have)}`);
+    }
+  }
+  return { next };
+}
+
+function describe(type: ColumnType): string {
+  switch (type) {
+    case 'VARCHAR':
+      return 'string (VARCHAR)';
+    case 'BIGINT':
+      return 'integer (BIGINT)';
+    case 'DOUBLE':
+      return 'number (DOUBLE)';
+    case 'BOOLEAN':
+      return 'boolean (BOOLEAN)';
+    default:
+      return type;
+  }
+}
+
+/** Serialises one row as a WAL line. Non-finite doubles become the strings DuckDB casts back to them. */
+export function rowToJsonLine(row: FlatRow): string {
+  for (const key in row) {
+    const v = row[key];
+    if (typeof v === 'number' && !Number.isFinite(v)) row[key] = Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
+    else if (Array.isArray(v)) {
+      for (let i = 0; i < v.length; i++) {
+        const x = v[i];
+        if (typeof x === 'number' && !Number.isFinite(x)) (v as unknown[])[i] = Number.isNaN(x) ? 'NaN' : x > 0 ? 'Infinity' : '-Infinity';
+      }
+    }
+  }
+  return JSON.stringify(row);
+}

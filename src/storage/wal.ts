@@ -1,0 +1,224 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { log } from '../log.ts';
+
+/**
+ * Write-ahead log of one dataset: NDJSON segment files, one flattened row per line, so DuckDB's
+ * `read_json` turns them into Parquet (and queries read them) without any JavaScript in between.
+ *
+ * Group commit: appends that arrive while a write is in flight are gathered and written with one
+ * write + one fdatasync, and all of them are acknowledged together. Every group write ends with the
+ * commit marker line `{}`; on recovery a segment is cut back to its last marker, so a write torn by a
+ * crash (never acknowledged) leaves no partial batch behind. The marker reads as an all-null row,
+ * which every reader drops with `WHERE <time column> IS NOT NULL` (every real row has its time).
+ */
+export const COMMIT_MARKER = '{}\n';
+
+export interface Segment {
+  seq: number;
+  path: string;
+  bytes: number;
+  rows: number;
+  /** Raw request bytes that produced these rows (for the dataset's ingestion stats). */
+  rawBytes: number;
+}
+
+interface Pending {
+  chunks: string[];
+  bytes: number;
+  rows: number;
+  rawBytes: number;
+  waiters: { resolve: () => void; reject: (e: Error) => void }[];
+}
+
+const segmentName = (seq: number) => `${String(seq).padStart(12, '0')}.ndjson`;
+
+export class Wal {
+  private sealed: Segment[] = [];
+  private active?: Segment & { handle: fs.FileHandle };
+  private pending?: Pending;
+  private draining?: Promise<void>;
+  private nextSeq = 1;
+  private readers = new Map<number, number>();
+  private doomed = new Set<number>();
+
+  private constructor(readonly dir: string) {}
+
+  /** Opens (and recovers) the WAL in `dir`: torn tails are cut, every surviving segment is sealed. */
+  static async open(dir: string): Promise<Wal> {
+    const wal = new Wal(dir);
+    await fs.mkdir(dir, { recursive: true });
+    const names = (await fs.readdir(dir)).filter((n) => /^\d{12}\.ndjson$/.test(n)).sort();
+    for (const name of names) {
+      const seq = Number(name.slice(0, 12));
+      wal.nextSeq = Math.max(wal.nextSeq, seq + 1);
+      const file = path.join(dir, name);
+      const segment = await recoverSegment(file, seq);
+      if (segment) wal.sealed.push(segment);
+    }
+    return wal;
+  }
+
+  /** Bytes and rows acknowledged but not yet turned into Parquet. */
+  get size(): { bytes: number; rows: number; rawBytes: number; segments: number } {
+    const all = this.active ? [...this.sealed, this.active] : this.sealed;
+    return {
+      bytes: all.reduce((s, x) => s + x.bytes, 0),
+      rows: all.reduce((s, x) => s + x.rows, 0),
+      rawBytes: all.reduce((s, x) => s + x.rawBytes, 0),
+      segments: all.length,
+    };
+  }
+
+  /** Appends rows (already-serialised lines, each ending in '\n'); resolves once they are on disk. */
+  append(lines: string, rows: number, rawBytes: number): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const p = (this.pending ??= { chunks: [], bytes: 0, rows: 0, rawBytes: 0, waiters: [] });
+      p.chunks.push(lines);
+      p.bytes += Buffer.byteLength(lines);
+      p.rows += rows;
+      p.rawBytes += rawBytes;
+      p.waiters.push({ resolve, reject });
+      this.draining ??= this.drain().finally(() => (this.draining = undefined));
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.pending) {
+      const batch = this.pending;
+      this.pending = undefined;
+      try {
+        const seg = await this.activeSegment();
+        const buf = Buffer.from(batch.chunks.join('') + COMMIT_MARKER);
+        await seg.handle.write(buf, 0, buf.length, seg.bytes);
+        await seg.handle.datasync();
+        seg.bytes += buf.length;
+        seg.rows += batch.rows;
+        seg.rawBytes += batch.rawBytes;
+        for (const w of batch.waiters) w.resolve();
+      } catch (err) {
+        log.error('wal write failed', { dir: this.dir, error: err as Error });
+        // The segment may now hold a torn tail; start a fresh one so later commits stay clean.
+        await this.closeActive(true).catch(() => undefined);
+        for (const w of batch.waiters) w.reject(err as Error);
+      }
+    }
+  }
+
+  private async activeSegment(): Promise<Segment & { handle: fs.FileHandle }> {
+    if (this.active) return this.active;
+    const seq = this.nextSeq++;
+    const file = path.join(this.dir, segmentName(seq));
+    const handle = await fs.open(file, 'w');
+    // The new file's directory entry must be durable before anything in it is acknowledged.
+    const dirHandle = await fs.open(this.dir, 'r');
+    await dirHandle.sync().finally(() => dirHandle.close());
+    this.active = { seq, path: file, bytes: 0, rows: 0, rawBytes: 0, handle };
+    return this.active;
+  }
+
+  private async closeActive(torn = false): Promise<void> {
+    const seg = this.active;
+    if (!seg) return;
+    this.active = undefined;
+    await seg.handle.close();
+    if (torn) {
+      const recovered = await recoverSegment(seg.path, seg.seq);
+      if (recovered) this.sealed.push({ ...recovered, rawBytes: seg.rawBytes });
+    } else if (seg.rows > 0) {
+      this.sealed.push({ seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes });
+    } else {
+      await fs.rm(seg.path, { force: true });
+    }
+  }
+
+  /**
+   * Closes the active segment (after in-flight commits land) so every acknowledged row is in an
+   * immutable sealed segment, and returns those segments. New appends go to a new segment.
+   */
+  async seal(): Promise<Segment[]> {
+    while (this.draining) await this.draining;
+    await this.closeActive();
+    return [...this.sealed];
+  }
+
+  sealedSegments(): Segment[] {
+    return [...this.sealed];
+  }
+
+  /** Marks segments as read by a query; they are not deleted until released. */
+  retain(segments: Segment[]): () => void {
+    for (const s of segments) this.readers.set(s.seq, (this.readers.get(s.seq) ?? 0) + 1);
+    return () => {
+      for (const s of segments) {
+        const n = (this.readers.get(s.seq) ?? 1) - 1;
+        if (n > 0) this.readers.set(s.seq, n);
+        else {
+          this.readers.delete(s.seq);
+          if (this.doomed.delete(s.seq)) void fs.rm(s.path, { force: true });
+        }
+      }
+    };
+  }
+
+  /** Forgets segments whose rows are now in Parquet; files still read by a query go when released. */
+  async remove(seqs: number[]): Promise<void> {
+    const gone = new Set(seqs);
+    const removed = this.sealed.filter((s) => gone.has(s.seq));
+    this.sealed = this.sealed.filter((s) => !gone.has(s.seq));
+    for (const s of removed) {
+      if (this.readers.has(s.seq)) this.doomed.add(s.seq);
+      else await fs.rm(s.path, { force: true });
+    }
+  }
+
+  /** Stops writing and closes files (graceful shutdown). */
+  async close(): Promise<void> {
+    while (this.draining) await this.draining;
+    await this.closeActive();
+  }
+
+  /** Deletes the whole log (dataset deletion). */
+  async destroy(): Promise<void> {
+    while (this.draining) await this.draining.catch(() => undefined);
+    if (this.active) await this.active.handle.close().catch(() => undefined);
+    this.active = undefined;
+    this.sealed = [];
+    await fs.rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Cuts a segment back to its last commit marker; deletes it when nothing in it was committed. */
+async function recoverSegment(file: string, seq: number): Promise<Segment | undefined> {
+  const content = await fs.readFile(file);
+  let end = content.length;
+  // Find the last "{}\n" that starts a line.
+  for (;;) {
+    const at = content.lastIndexOf(COMMIT_MARKER, end - 1);
+    if (at < 0) {
+      end = 0;
+      break;
+    }
+    if (at === 0 || content[at - 1] === 0x0a) {
+      end = at + COMMIT_MARKER.length;
+      break;
+    }
+    end = at;
+  }
+  if (end === 0) {
+    await fs.rm(file, { force: true });
+    return undefined;
+  }
+  if (end < content.length) {
+    log.warn('wal: cut torn tail of segment', { file, keptBytes: end, droppedBytes: content.length - end });
+    await fs.truncate(file, end);
+  }
+  let rows = 0;
+  let markers = 0;
+  for (let i = 0; i < end; i++) if (content[i] === 0x0a) rows++;
+  for (let at = content.indexOf(COMMIT_MARKER); at >= 0 && at < end; at = content.indexOf(COMMIT_MARKER, at + 1)) {
+    if (at === 0 || content[at - 1] === 0x0a) markers++;
+  }
+  rows -= markers;
+  return { seq, path: file, bytes: end, rows, rawBytes: end };
+}
