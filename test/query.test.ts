@@ -1,0 +1,205 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { query, startServer, type TestServer } from './helpers/server.ts';
+
+const ALL = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function ingest(server: TestServer, name: string, events: unknown): Promise<void> {
+  const res = await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: events });
+  expect(res.status, await res.clone().text()).toBe(200);
+}
+
+async function rawQuery(server: TestServer, body: Record<string, unknown>): Promise<{ status: number; body: unknown; text: string; type: string | null }> {
+  const res = await server.request('/api/v1/query', { method: 'POST', json: { ...ALL, ...body } });
+  const text = await res.text();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = undefined;
+  }
+  return { status: res.status, body: parsed, text, type: res.headers.get('content-type') };
+}
+
+async function waitFlushed(server: TestServer, name: string): Promise<void> {
+  for (let i = 0; i < 100; i++) {
+    const stats = (await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as { wal: { count: number } };
+    if (stats.wal.count === 0) return;
+    await sleep(100);
+  }
+  throw new Error('dataset was not flushed in time');
+}
+
+describe('query', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_FLUSH_INTERVAL: '300ms', P_QUERY_TIMEOUT: '1500ms' } });
+    for (const name of ['web', 'users', 'pruned']) expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(201);
+    await ingest(server, 'web', [
+      { user_id: 1, path: '/a', status: 200, latency: 10.5 },
+      { user_id: 2, path: '/b', status: 500, latency: 99.25 },
+      { user_id: 1, path: '/c', status: 200 },
+    ]);
+    await ingest(server, 'users', [
+      { id: 1, name: 'ada' },
+      { id: 2, name: 'bob' },
+    ]);
+  });
+  afterAll(async () => server?.stop());
+
+  it('returns rows as JSON objects with ISO timestamps and numbers', async () => {
+    const rows = await query(server, 'SELECT path, status, latency, p_timestamp FROM web ORDER BY path');
+    expect(rows.map((r) => r.path)).toEqual(['/a', '/b', '/c']);
+    expect(rows[0].status).toBe(200);
+    expect(rows[1].latency).toBe(99.25);
+    expect(rows[2].latency).toBeNull();
+    expect(String(rows[0].p_timestamp)).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/);
+  });
+
+  it('omits nulls unless send_null, and wraps in {fields, records} when asked', async () => {
+    const r1 = await rawQuery(server, { query: "SELECT path, latency FROM web WHERE path = '/c'" });
+    expect(r1.body).toEqual([{ path: '/c' }]);
+    const r2 = await rawQuery(server, { query: "SELECT path, latency FROM web WHERE path = '/c'", send_null: true, fields: true });
+    expect(r2.body).toEqual({ fields: ['path', 'latency'], records: [{ path: '/c', latency: null }] });
+  });
+
+  it('64-bit integers are numbers when safe, strings when not; aggregates work', async () => {
+    const rows = await query(server, 'SELECT count(*) AS n, 9007199254740993::BIGINT AS big, sum(status) AS s FROM web');
+    expect(rows).toEqual([{ n: 3, big: '9007199254740993', s: 900 }]);
+  });
+
+  it('joins, CTEs, subqueries across datasets', async () => {
+    const rows = await query(
+      server,
+      `WITH hits AS (SELECT user_id, count(*) AS n FROM web GROUP BY user_id)
+       SELECT u.name, h.n FROM users u JOIN hits h ON h.user_id = u.id
+       WHERE u.id IN (SELECT user_id FROM web WHERE status = 200) ORDER BY u.name`,
+    );
+    expect(rows).toEqual([{ name: 'ada', n: 2 }]);
+  });
+
+  it('streams NDJSON', async () => {
+    const r = await rawQuery(server, { query: 'SELECT path FROM web ORDER BY path', streaming: true });
+    expect(r.status).toBe(200);
+    expect(r.type).toContain('application/x-ndjson');
+    expect(r.text.trim().split('\n').map((l) => JSON.parse(l))).toEqual([{ path: '/a' }, { path: '/b' }, { path: '/c' }]);
+  });
+
+  it('selects rows by p_timestamp in [startTime, endTime)', async () => {
+    await sleep(20);
+    await ingest(server, 'web', [{ path: '/late', status: 201 }]);
+    const [late] = await query(server, "SELECT p_timestamp FROM web WHERE path = '/late'");
+    const lateTs = String(late.p_timestamp);
+    const after = await query(server, 'SELECT path FROM web', { startTime: lateTs, endTime: ALL.endTime });
+    expect(after.map((r) => r.path)).toEqual(['/late']);
+    const before = await query(server, 'SELECT path FROM web ORDER BY path', { startTime: ALL.startTime, endTime: lateTs });
+    expect(before.map((r) => r.path)).toEqual(['/a', '/b', '/c']);
+    const relative = await query(server, 'SELECT count(*) AS n FROM web', { startTime: '10m', endTime: 'now' });
+    expect(relative).toEqual([{ n: 4 }]);
+    const past = await query(server, 'SELECT count(*) AS n FROM web', { startTime: '2001-01-01T00:00:00Z', endTime: '2001-01-02T00:00:00Z' });
+    expect(past).toEqual([{ n: 0 }]);
+  });
+
+  it('rejects bad requests with 400 and a JSON error', async () => {
+    for (const body of [
+      { query: 'SELECT 1', startTime: 'yesterday-ish' },
+      { query: 'SELECT 1', startTime: '2026-01-02T00:00:00Z', endTime: '2026-01-01T00:00:00Z' },
+      { query: '' },
+      { query: 'SELEC * FROM web' },
+      { query: 'SELECT nope FROM web' },
+    ]) {
+      const r = await rawQuery(server, body);
+      expect(r.status, JSON.stringify(body)).toBe(400);
+      expect(typeof (r.body as { error: string }).error).toBe('string');
+    }
+    const missing = await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT 1' } });
+    expect(missing.status).toBe(400);
+    expect(((await missing.json()) as { error: string }).error).toMatch(/startTime/);
+    const syntax = await rawQuery(server, { query: 'SELECT nope FROM web' });
+    expect((syntax.body as { error: string }).error).toMatch(/nope/);
+  });
+
+  it('unknown dataset is 404', async () => {
+    const r = await rawQuery(server, { query: 'SELECT * FROM ghosts' });
+    expect(r.status).toBe(404);
+    expect((r.body as { error: string }).error).toMatch(/ghosts/);
+  });
+
+  it('refuses hostile SQL: files, URLs, writes, settings, extensions', async () => {
+    const store = path.join(server.dataDir, 'store');
+    const hostile = [
+      "SELECT * FROM read_csv('/etc/passwd')",
+      "SELECT * FROM read_text('/etc/passwd')",
+      "SELECT * FROM '/etc/passwd'",
+      `SELECT * FROM read_parquet('${store}/web/**/*.parquet')`,
+      `SELECT * FROM read_json('${server.dataDir}/wal/web/*/*.ndjson')`,
+      "SELECT * FROM read_csv('http://127.0.0.1:1/x.csv')",
+      "SELECT * FROM query('SELECT 1')",
+      "SELECT * FROM query_table('web')",
+      "COPY web TO '/tmp/stolen.csv'",
+      "COPY (SELECT 1) TO '/tmp/stolen.csv'",
+      "ATTACH '/tmp/other.db' AS other",
+      'INSTALL httpfs',
+      'LOAD httpfs',
+      "SET enable_external_access = true",
+      'PRAGMA database_list',
+      'CREATE TABLE t AS SELECT 1',
+      'DROP VIEW web',
+      'SELECT 1; DROP VIEW web',
+      "INSERT INTO web SELECT * FROM web",
+      'SELECT * FROM duckdb_settings()',
+      'SELECT * FROM main.web',
+      'SELECT * FROM system.main.duckdb_tables()',
+      'EXPORT DATABASE \'/tmp/dump\'',
+    ];
+    for (const sql of hostile) {
+      const r = await rawQuery(server, { query: sql });
+      expect([400, 404], `${sql} → ${r.status} ${r.text}`).toContain(r.status);
+      expect(typeof (r.body as { error: string }).error).toBe('string');
+    }
+    await expect(fs.access('/tmp/stolen.csv')).rejects.toThrow();
+    // The service still works and the data is intact.
+    expect(await query(server, 'SELECT count(*) AS n FROM users')).toEqual([{ n: 2 }]);
+  });
+
+  it('stops a query that runs past the time limit', async () => {
+    const started = Date.now();
+    const r = await rawQuery(server, { query: 'SELECT sum(hash(a.range * b.range)) FROM range(200000) a, range(200000) b' });
+    expect(r.status).toBe(408);
+    expect((r.body as { error: string }).error).toMatch(/time limit/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('opens only the Parquet files whose time range overlaps the query', async () => {
+    await ingest(server, 'pruned', [{ batch: 'old', n: 1 }]);
+    await waitFlushed(server, 'pruned');
+    await sleep(50);
+    await ingest(server, 'pruned', [{ batch: 'new', n: 2 }]);
+    await waitFlushed(server, 'pruned');
+    const rows = await query(server, 'SELECT batch, p_timestamp FROM pruned ORDER BY p_timestamp');
+    expect(rows.map((r) => r.batch)).toEqual(['old', 'new']);
+    // Find the file holding the old batch and make it unreadable.
+    const files: string[] = [];
+    const walk = async (dir: string): Promise<void> => {
+      for (const e of await fs.readdir(dir, { withFileTypes: true })) {
+        const p = path.join(dir, e.name);
+        if (e.isDirectory()) await walk(p);
+        else if (e.name.endsWith('.parquet')) files.push(p);
+      }
+    };
+    await walk(path.join(server.dataDir, 'store', 'pruned'));
+    expect(files.length).toBe(2);
+    const mtimes = await Promise.all(files.map(async (f) => ({ f, t: (await fs.stat(f)).mtimeMs })));
+    const oldFile = mtimes.sort((a, b) => a.t - b.t)[0].f;
+    await fs.writeFile(oldFile, 'this is not parquet any more');
+    // A query over the new batch's time only never opens the old file, so it still works…
+    const newOnly = await query(server, 'SELECT batch FROM pruned', { startTime: String(rows[1].p_timestamp), endTime: ALL.endTime });
+    expect(newOnly).toEqual([{ batch: 'new' }]);
+    // …while one whose range covers the old file has to open it, and fails (a broken stored file is
+    // the server's fault, so 500).
+    const both = await rawQuery(server, { query: 'SELECT batch FROM pruned' });
+    expect(both.status).toBe(500);
+  });
+});
