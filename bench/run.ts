@@ -1,0 +1,100 @@
+/**
+ * `npm run bench`: starts the service and measures it through HTTP, next to the physical limit
+ * measured in the same run (DuckDB reading the very same Parquet files directly).
+ */
+import * as path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { api, fmt, listFiles, median, sendAll, startService, waitFlushed } from './lib.ts';
+import { makeLogEvents } from './logs.ts';
+
+const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
+const BATCH = 1000;
+const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
+const SINGLE_EVENTS = Number(process.env.BENCH_SINGLE_EVENTS ?? 20_000);
+const SINGLE_CLIENTS = 32;
+const RUNS = 5;
+
+const QUERIES: [string, string][] = [
+  ['count', 'SELECT count(*) AS n FROM {t}'],
+  ['by level', 'SELECT level, count(*) AS n FROM {t} GROUP BY level ORDER BY n DESC'],
+  ['top error paths', 'SELECT http_path, count(*) AS errors FROM {t} WHERE http_status >= 500 GROUP BY http_path ORDER BY errors DESC LIMIT 5'],
+  ['p95 latency/service', 'SELECT service, quantile_cont(http_latency_ms, 0.95) AS p95 FROM {t} GROUP BY service ORDER BY service'],
+  ['search + limit', "SELECT time, service, message FROM {t} WHERE message LIKE '%timeout%' AND service = 'checkout' ORDER BY time DESC LIMIT 100"],
+  ['per-minute histogram', "SELECT date_trunc('minute', p_timestamp) AS minute, count(*) AS n FROM {t} GROUP BY 1 ORDER BY 1"],
+];
+
+function table(rows: string[][]): void {
+  const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  for (const r of rows) console.log(`  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')}`);
+}
+
+async function main(): Promise<void> {
+  console.log(`# telemetry lakehouse benchmark (${new Date().toISOString()})`);
+  console.log(`machine: ${(await import('node:os')).cpus().length} cores, node ${process.version}\n`);
+
+  console.log(`generating ${fmt(EVENTS)} log events…`);
+  const events = makeLogEvents(EVENTS, 42);
+  const bodies: string[] = [];
+  for (let i = 0; i < events.length; i += BATCH) bodies.push(JSON.stringify(events.slice(i, i + BATCH)));
+  const rawBytes = bodies.reduce((s, b) => s + Buffer.byteLength(b), 0);
+  const singles = makeLogEvents(SINGLE_EVENTS, 7).map((e) => JSON.stringify(e));
+
+  const server = await startService({ P_FLUSH_INTERVAL: '5s' });
+  try {
+    await api(server.port, 'PUT', '/api/v1/logstream/bench_logs');
+    await api(server.port, 'PUT', '/api/v1/logstream/bench_single');
+
+    console.log('\n## JSON ingestion through HTTP (acknowledged = fsynced in the WAL)');
+    const secs = await sendAll(server.port, '/api/v1/logstream/bench_logs', bodies, CLIENTS);
+    const single = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, SINGLE_CLIENTS);
+    table([
+      ['case', 'events', 'seconds', 'events/s', 'MB/s'],
+      [`batches of ${BATCH}, ${CLIENTS} clients`, fmt(EVENTS), fmt(secs, 2), fmt(EVENTS / secs), fmt(rawBytes / secs / 1e6, 1)],
+      [`batches of 1, ${SINGLE_CLIENTS} clients`, fmt(SINGLE_EVENTS), fmt(single, 2), fmt(SINGLE_EVENTS / single), fmt(singles.reduce((s, b) => s + b.length, 0) / single / 1e6, 1)],
+    ]);
+
+    const flushStart = performance.now();
+    await waitFlushed(server.port, 'bench_logs');
+    console.log(`\nall WAL data in Parquet ${fmt((performance.now() - flushStart) / 1000, 1)} s after the last acknowledgement`);
+    const stats = (await api(server.port, 'GET', '/api/v1/logstream/bench_logs/stats')) as { ingestion: { count: number; size: number }; storage: { size: number; files: number } };
+    console.log(
+      `stored: ${fmt(stats.storage.size / 1e6, 1)} MB in ${stats.storage.files} Parquet files for ${fmt(rawBytes / 1e6, 1)} MB of raw JSON → ` +
+        `stored/raw = 1/${fmt(rawBytes / stats.storage.size, 1)} (${fmt(stats.storage.size / stats.ingestion.count, 1)} bytes/event)`,
+    );
+
+    console.log(`\n## Query latency over ${fmt(EVENTS)} events (median of ${RUNS}; HTTP vs DuckDB direct on the same files)`);
+    const files = await listFiles(path.join(server.dataDir, 'store', 'bench_logs'), '.parquet');
+    const direct = await DuckDBInstance.create(':memory:', { threads: '2' });
+    const conn = await direct.connect();
+    const fileList = `read_parquet([${files.map((f) => `'${f}'`).join(', ')}], hive_partitioning = false)`;
+    const rows: string[][] = [['query', 'service ms', 'direct ms', 'ratio']];
+    const ratios: number[] = [];
+    for (const [label, sql] of QUERIES) {
+      const body = { query: sql.replaceAll('{t}', 'bench_logs'), startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
+      const viaHttp: number[] = [];
+      const viaDirect: number[] = [];
+      for (let i = 0; i <= RUNS; i++) {
+        let t = performance.now();
+        await api(server.port, 'POST', '/api/v1/query', body);
+        if (i > 0) viaHttp.push(performance.now() - t);
+        t = performance.now();
+        const reader = await conn.runAndReadAll(sql.replaceAll('{t}', fileList));
+        reader.getRowObjectsJson();
+        if (i > 0) viaDirect.push(performance.now() - t);
+      }
+      const ratio = median(viaHttp) / median(viaDirect);
+      ratios.push(ratio);
+      rows.push([label, fmt(median(viaHttp), 1), fmt(median(viaDirect), 1), `${fmt(ratio, 2)}×`]);
+    }
+    table(rows);
+    console.log(`  geometric mean ratio: ${fmt(Math.exp(ratios.reduce((s, r) => s + Math.log(r), 0) / ratios.length), 2)}×  (files: ${files.length})`);
+    conn.closeSync();
+  } finally {
+    await server.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
