@@ -1,0 +1,10 @@
+FROM node:20-bookworm-slim
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --omit=dev --no-audit --no-fund
+COPY tsconfig.json ./
+COPY src ./src
+ENV P_DATA_DIR=/data
+EXPOSE 8000
+STOPSIGNAL SIGTERM
+CMD ["node", "--import", "tsx", "src/main.ts"]
