@@ -59,6 +59,10 @@ async function main(): Promise<void> {
     walMaxBytes: config.walMaxBytes,
     zstdLevel: config.zstdLevel,
     rowGroupRows: config.rowGroupRows,
+    catalogRefreshMs: config.catalogRefreshMs,
+    compactionIntervalMs: config.compactionIntervalMs,
+    compactionTargetBytes: config.compactionTargetBytes,
+    deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
   });
   await registry.init(reserved);
   registry.start();

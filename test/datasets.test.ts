@@ -245,7 +245,6 @@ describe('datasets', () => {
 
     const recreate = await put(server, 'metrics');
     expect(recreate.status).toBe(201);
-    expect(await query(server, 'SELECT count(*) AS n FROM metrics')).toEqual([{ n: 0 }]);
     expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
     await ingestText(server, 'metrics', JSON.stringify({ other: 'x' }));
     const fields = (await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields;
@@ -259,6 +258,13 @@ describe('datasets', () => {
     const stats = await body<Stats>(await server.request('/api/v1/logstream/metrics/stats'));
     expect(stats.ingestion.count).toBe(1);
     expect(stats.storage).toEqual({ size: 0, format: 'parquet', files: 0 });
+  });
+
+  it('a re-created dataset is empty: count(*) = 0 before anything is ingested', async () => {
+    expect((await server.request('/api/v1/logstream/metrics', { method: 'DELETE' })).status).toBe(200);
+    expect((await put(server, 'metrics')).status).toBe(201);
+    expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
+    expect(await query(server, 'SELECT count(*) AS n FROM metrics')).toEqual([{ n: 0 }]);
   });
 
   it('deleting a missing dataset is a 404', async () => {

@@ -1,4 +1,7 @@
 import type { Hono } from 'hono';
+import { z } from 'zod';
+import { parseDurationMs } from '../config.ts';
+import { parseJson, readBody } from './body.ts';
 import { authorize, canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
 import { badRequest } from './errors.ts';
@@ -18,7 +21,23 @@ export function datasetKindFromHeader(value: string | undefined): DatasetKind {
   throw badRequest(`X-P-Log-Source "${value}" is not one of json, otel-logs, otel-traces, otel-metrics`);
 }
 
-export function registerDatasetRoutes(app: Hono<AppEnv>, { registry }: Services): void {
+const RetentionBody = z
+  .array(
+    z.object({
+      description: z.string().optional(),
+      action: z.literal('delete'),
+      duration: z.string().refine((d) => {
+        try {
+          return parseDurationMs(d) > 0;
+        } catch {
+          return false;
+        }
+      }, 'duration must be like "30d", "12h" or "90m"'),
+    }),
+  )
+  .max(1, 'one retention rule per dataset');
+
+export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
   app.get('/api/v1/logstream', (c) => {
     const p = c.get('principal');
     authorize(p, 'read');
@@ -53,6 +72,22 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry }: Services)
       time_column: meta.timeColumn,
       fields: Object.entries(schema).map(([field, type]) => ({ name: field, data_type: type })),
     });
+  });
+
+  // Parseable's shape: [{"description": "…", "action": "delete", "duration": "30d"}]; [] clears it.
+  app.put('/api/v1/logstream/:name/retention', async (c) => {
+    const name = c.req.param('name');
+    authorize(c.get('principal'), 'admin', name);
+    const parsed = RetentionBody.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
+    if (!parsed.success) throw badRequest(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    const meta = await registry.setRetention(name, parsed.data);
+    return c.json({ message: `retention of ${name} set`, retention: meta.retention });
+  });
+
+  app.get('/api/v1/logstream/:name/retention', (c) => {
+    const name = c.req.param('name');
+    authorize(c.get('principal'), 'read', name);
+    return c.json(registry.schemaOf(name).meta.retention ?? []);
   });
 
   app.get('/api/v1/logstream/:name/stats', (c) => {

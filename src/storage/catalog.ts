@@ -57,6 +57,12 @@ export class Catalog {
     return this.seen.has(manifestKey);
   }
 
+  maxFlushedSegment(nodeId: string): number {
+    let max = 0;
+    for (const s of this.flushedSegments.get(nodeId) ?? []) if (s > max) max = s;
+    return max;
+  }
+
   isSegmentFlushed(nodeId: string, seq: number): boolean {
     return this.flushedSegments.get(nodeId)?.has(seq) ?? false;
   }

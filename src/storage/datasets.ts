@@ -2,11 +2,13 @@ import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
+import { parseDurationMs } from '../config.ts';
 import { badRequest, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
 import { log } from '../log.ts';
 import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
 import type { ObjectStore } from './objectStore.ts';
+import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
 import { writeParquet } from './parquetWriter.ts';
 import { evolveSchema, rowToJsonLine, unionSchemas, type Schema } from './schema.ts';
 import { Wal, type Segment } from './wal.ts';
@@ -14,8 +16,16 @@ import { Wal, type Segment } from './wal.ts';
 /** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
 export type DatasetKind = 'json' | 'otel-logs' | 'otel-traces' | 'otel-metrics';
 
+/** Parseable's retention shape: `[{"description":…, "action":"delete", "duration":"30d"}]`. */
+export interface RetentionRule {
+  description?: string;
+  action: 'delete';
+  duration: string;
+}
+
 export interface DatasetMeta {
   name: string;
+  retention?: RetentionRule[];
   /** Changes every time a dataset of this name is created, so nothing of a deleted one ever returns. */
   generation: string;
   kind: DatasetKind;
@@ -32,6 +42,11 @@ export interface StorageSettings {
   walMaxBytes: number;
   zstdLevel: number;
   rowGroupRows: number;
+  catalogRefreshMs: number;
+  compactionIntervalMs: number;
+  compactionTargetBytes: number;
+  /** How long a file removed from the catalog stays, for queries (here and on other workers) still reading it. */
+  deleteGraceMs: number;
 }
 
 /** Reserved columns every JSON dataset has. */
@@ -51,13 +66,17 @@ class Dataset {
   /** This worker's own schema object in the store. */
   ownSchema: Schema = {};
   schemaWrite: Promise<void> = Promise.resolve();
-  catalog = new Catalog();
   flushing?: Promise<void>;
   oldestUnflushedAt?: number;
+  /** After a failed flush, no new attempt before this time (exponential backoff). */
+  retryFlushAt = 0;
+  flushFailures = 0;
+  compacting?: Promise<void>;
   deleted = false;
   constructor(
-    readonly meta: DatasetMeta,
+    public meta: DatasetMeta,
     readonly wal: Wal,
+    readonly catalog: Catalog,
   ) {}
 }
 
@@ -72,7 +91,10 @@ export class DatasetRegistry {
   private datasets = new Map<string, Dataset>();
   private creating = new Map<string, Promise<DatasetMeta>>();
   private reserved = new Set<string>();
-  private timer?: NodeJS.Timeout;
+  private timers: NodeJS.Timeout[] = [];
+  /** Objects removed from a catalog by this worker, deleted from storage once the grace period is over. */
+  private pendingDeletes: { key: string; at: number }[] = [];
+  private manifestSeq = 0;
 
   constructor(
     readonly store: ObjectStore,
@@ -105,9 +127,11 @@ export class DatasetRegistry {
   }
 
   private async load(meta: DatasetMeta): Promise<Dataset> {
-    const wal = await Wal.open(this.walDir(meta));
-    const ds = new Dataset(meta, wal);
-    await this.refreshCatalog(ds);
+    const catalog = new Catalog();
+    await this.readManifests(meta, catalog);
+    // Segment numbers continue after every segment a manifest ever named, so a number is never reused.
+    const wal = await Wal.open(this.walDir(meta), catalog.maxFlushedSegment(this.settings.nodeId) + 1);
+    const ds = new Dataset(meta, wal, catalog);
     await this.refreshSchema(ds);
     // Segments already stored as Parquet (crash after the manifest, before the WAL cleanup) go now.
     const flushed = (await wal.seal()).filter((s) => ds.catalog.isSegmentFlushed(this.settings.nodeId, s.seq)).map((s) => s.seq);
@@ -120,14 +144,40 @@ export class DatasetRegistry {
     return ds;
   }
 
-  /** Reads manifests not yet applied. */
-  async refreshCatalog(ds: Dataset): Promise<void> {
-    const entries = await this.store.list(manifestPrefix(ds.meta));
+  /** Reads the manifests not yet applied to a catalog. */
+  private async readManifests(meta: DatasetMeta, catalog: Catalog): Promise<void> {
+    const entries = await this.store.list(manifestPrefix(meta));
     for (const { key } of entries) {
-      if (ds.catalog.hasManifest(key)) continue;
+      if (catalog.hasManifest(key)) continue;
       const body = await this.store.getBytes(key);
-      if (body) ds.catalog.apply(key, JSON.parse(body.toString()) as Manifest);
+      if (body) this.applyManifest(catalog, key, JSON.parse(body.toString()) as Manifest);
     }
+  }
+
+  private applyManifest(catalog: Catalog, key: string, m: Manifest): void {
+    if (!catalog.apply(key, m)) return;
+    this.manifestSeq = Math.max(this.manifestSeq, m.nodeId === this.settings.nodeId ? m.seq : 0);
+    if (m.nodeId === this.settings.nodeId && m.remove.length) {
+      const at = Date.parse(m.createdAt) + this.settings.deleteGraceMs;
+      for (const k of m.remove) this.pendingDeletes.push({ key: k, at });
+    }
+  }
+
+  /** Writes a manifest and applies it to the local catalog. */
+  private async commitManifest(ds: Dataset, m: Omit<Manifest, 'version' | 'generation' | 'nodeId' | 'seq' | 'createdAt'>, seq?: number): Promise<Manifest> {
+    const manifest: Manifest = {
+      version: 1,
+      generation: ds.meta.generation,
+      nodeId: this.settings.nodeId,
+      seq: seq ?? this.manifestSeq + 1,
+      createdAt: new Date().toISOString(),
+      ...m,
+    };
+    this.manifestSeq = Math.max(this.manifestSeq, manifest.seq);
+    const key = `${manifestPrefix(ds.meta)}${this.settings.nodeId}.${String(manifest.seq).padStart(12, '0')}.json`;
+    await this.store.putBytes(key, JSON.stringify(manifest));
+    this.applyManifest(ds.catalog, key, manifest);
+    return manifest;
   }
 
   async refreshSchema(ds: Dataset): Promise<void> {
@@ -244,7 +294,7 @@ export class DatasetRegistry {
     for (const row of batch.rows) lines += `${rowToJsonLine(row)}\n`;
     await ds.wal.append(lines, batch.rows.length, rawBytes);
     ds.oldestUnflushedAt ??= Date.now();
-    if (ds.wal.size.bytes >= this.settings.flushBytes) void this.flush(name).catch(() => undefined);
+    if (ds.wal.size.bytes >= this.settings.flushBytes && !ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(name).catch(() => undefined);
     return batch.rows.length;
   }
 
@@ -262,7 +312,9 @@ export class DatasetRegistry {
     ds.oldestUnflushedAt = undefined;
     if (segments.length === 0) return;
     const started = Date.now();
-    const seq = segments[segments.length - 1].seq;
+    // The manifest sequence must also be unique across restarts: WAL segment numbers only grow, so
+    // the flush takes the larger of the two.
+    const seq = Math.max(segments[segments.length - 1].seq, this.manifestSeq + 1);
     const { generation, name, timeColumn } = ds.meta;
     const staging = path.join(this.settings.dataDir, 'tmp', `flush-${name}-${generation}-${seq}-${randomUUID().slice(0, 8)}`);
     try {
@@ -283,26 +335,22 @@ export class DatasetRegistry {
         add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId });
       }
       if (ds.deleted) return;
-      const manifest: Manifest = {
-        version: 1,
-        generation,
-        nodeId: this.settings.nodeId,
-        seq,
-        createdAt: new Date().toISOString(),
+      // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
+      const manifest = await this.commitManifest(ds, {
         add,
         remove: [],
         walSegments: segments.map((s) => s.seq),
         ingestedBytes: segments.reduce((sum, s) => sum + s.rawBytes, 0),
-      };
-      const key = `${manifestPrefix(ds.meta)}${this.settings.nodeId}.${String(seq).padStart(12, '0')}.json`;
-      await this.store.putBytes(key, JSON.stringify(manifest));
-      // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
-      ds.catalog.apply(key, manifest);
+      }, seq);
       await ds.wal.remove(manifest.walSegments);
+      ds.flushFailures = 0;
+      ds.retryFlushAt = 0;
       log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
     } catch (err) {
       ds.oldestUnflushedAt ??= Date.now();
-      log.error('flush failed', { dataset: name, error: err as Error });
+      ds.flushFailures++;
+      ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
+      log.error('flush failed; will retry', { dataset: name, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
       throw err;
     } finally {
       await fs.rm(staging, { recursive: true, force: true });
@@ -319,9 +367,23 @@ export class DatasetRegistry {
     // No await between reading the catalog and the WAL: a flush swaps them in one tick.
     const files = ds.catalog.select(startMs, endMs);
     const segments = ds.wal.sealedSegments();
-    const release = ds.wal.retain(segments);
-    const withPaths = await Promise.all(files.map(async (f) => ({ ...f, path: await this.store.localPath(f.key) })));
-    return { meta: ds.meta, schema: ds.schema, files: withPaths, segments, release };
+    const releaseSegments = ds.wal.retain(segments);
+    try {
+      const held = await this.acquire(files.map((f) => f.key));
+      return {
+        meta: ds.meta,
+        schema: ds.schema,
+        files: files.map((f, i) => ({ ...f, path: held.paths[i] })),
+        segments,
+        release: () => {
+          releaseSegments();
+          held.release();
+        },
+      };
+    } catch (err) {
+      releaseSegments();
+      throw err;
+    }
   }
 
   stats(name: string) {
@@ -337,23 +399,173 @@ export class DatasetRegistry {
     };
   }
 
-  /** Background flushing on the time threshold. */
+  /**
+   * Brings this worker up to date with the store: datasets created, deleted or re-created by other
+   * workers, their catalog manifests and schemas. Runs every P_CATALOG_REFRESH, so queries never list
+   * the store themselves.
+   */
+  async sync(): Promise<void> {
+    const listed = new Map<string, DatasetMeta>();
+    for (const { key } of await this.store.list('.streams/')) {
+      const body = await this.store.getBytes(key);
+      if (!body) continue;
+      const meta = JSON.parse(body.toString()) as DatasetMeta;
+      listed.set(meta.name, meta);
+    }
+    for (const [name, ds] of [...this.datasets]) {
+      const current = listed.get(name);
+      if (current && current.generation === ds.meta.generation) {
+        ds.meta = current; // retention may have changed
+        continue;
+      }
+      if (this.creating.has(name)) continue;
+      // Deleted (or deleted and re-created) elsewhere: drop what this worker still buffers for it,
+      // so no late flush brings the old data back.
+      log.info('dataset removed by another worker', { dataset: name, generation: ds.meta.generation });
+      ds.deleted = true;
+      this.datasets.delete(name);
+      await ds.wal.destroy();
+    }
+    for (const [name, meta] of listed) {
+      if (!this.datasets.has(name) && !this.creating.has(name)) await this.load(meta);
+    }
+    for (const ds of this.datasets.values()) {
+      await this.readManifests(ds.meta, ds.catalog);
+      await this.refreshSchema(ds);
+    }
+  }
+
+  /** Merges this worker's small files, per hour partition, into files of the target size. */
+  async compact(name: string): Promise<number> {
+    const ds = this.datasets.get(name);
+    if (!ds || ds.compacting) return 0;
+    let merged = 0;
+    const work = (async () => {
+      for (const group of planCompaction(ds.catalog.all(), this.settings.nodeId, this.settings.compactionTargetBytes)) {
+        if (ds.deleted) return;
+        await this.mergeGroup(ds, group);
+        merged += group.length;
+      }
+    })();
+    ds.compacting = work.finally(() => (ds.compacting = undefined));
+    await ds.compacting;
+    return merged;
+  }
+
+  private async mergeGroup(ds: Dataset, group: FileEntry[]): Promise<void> {
+    const started = Date.now();
+    const columns = Object.entries(ds.schema) as [string, ColumnType][];
+    const seq = this.manifestSeq + 1;
+    this.manifestSeq = seq;
+    const name = `${ds.meta.generation}.${this.settings.nodeId}.${String(seq).padStart(12, '0')}.compacted.parquet`;
+    const staging = path.join(this.settings.dataDir, 'tmp', `compact-${randomUUID().slice(0, 8)}-${name}`);
+    const release = await this.acquire(group.map((f) => f.key));
+    try {
+      const written = await mergeParquet(this.duck, {
+        paths: release.paths,
+        presentColumns: new Set(group.flatMap((f) => f.columns)),
+        columns,
+        timeColumn: ds.meta.timeColumn,
+        target: staging,
+        zstdLevel: this.settings.zstdLevel,
+        rowGroupRows: this.settings.rowGroupRows,
+      });
+      const key = `${ds.meta.name}/${hourPartition(group[0].key)}/${name}`;
+      await this.store.putFile(key, staging);
+      if (ds.deleted) return;
+      // One manifest adds the merged file and removes its inputs: readers switch atomically. The
+      // inputs stay in storage for the grace period, for queries that picked them before.
+      await this.commitManifest(ds, {
+        add: [{ key, rows: written.rows, bytes: written.bytes, minMs: written.minMs, maxMs: written.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId }],
+        remove: group.map((f) => f.key),
+        walSegments: [],
+        ingestedBytes: 0,
+      }, seq);
+      log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
+    } finally {
+      release.release();
+      await fs.rm(staging, { force: true });
+    }
+  }
+
+  /** Local paths for stored files, kept (not evicted from a cache) until released. */
+  private async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+    if (this.store.acquire) return this.store.acquire(keys);
+    return { paths: await Promise.all(keys.map((k) => this.store.localPath(k))), release: () => undefined };
+  }
+
+  async setRetention(name: string, rules: RetentionRule[]): Promise<DatasetMeta> {
+    const ds = this.dataset(name);
+    const meta = { ...ds.meta, retention: rules };
+    await this.store.putBytes(metaKey(name), JSON.stringify(meta));
+    ds.meta = meta;
+    return meta;
+  }
+
+  /** Removes from the catalog every file entirely older than the dataset's retention. */
+  async applyRetention(name: string, now = Date.now()): Promise<number> {
+    const ds = this.datasets.get(name);
+    const rule = ds?.meta.retention?.find((r) => r.action === 'delete');
+    if (!ds || !rule) return 0;
+    const cutoff = now - parseDurationMs(rule.duration);
+    const expired = ds.catalog.all().filter((f) => f.maxMs < cutoff);
+    if (!expired.length) return 0;
+    await this.commitManifest(ds, { add: [], remove: expired.map((f) => f.key), walSegments: [], ingestedBytes: 0 });
+    log.info('retention removed files', { dataset: name, files: expired.length, olderThan: new Date(cutoff).toISOString() });
+    return expired.length;
+  }
+
+  /** Deletes objects removed from the catalog once their grace period is over. */
+  private async collectGarbage(now = Date.now()): Promise<void> {
+    const due = this.pendingDeletes.filter((d) => d.at <= now);
+    if (!due.length) return;
+    this.pendingDeletes = this.pendingDeletes.filter((d) => d.at > now);
+    await this.store.delete(due.map((d) => d.key)).catch((err) => {
+      this.pendingDeletes.push(...due);
+      log.warn('deleting removed files failed; will retry', { error: (err as Error).message });
+    });
+  }
+
+  /** Background work: flush on the time threshold, sync with the store, compaction, retention, GC. */
   start(): void {
-    this.timer = setInterval(() => {
+    const every = (ms: number, fn: () => Promise<void> | void) => {
+      let running = false;
+      const t = setInterval(async () => {
+        if (running) return;
+        running = true;
+        try {
+          await fn();
+        } catch (err) {
+          log.warn('background task failed', { error: (err as Error).message });
+        } finally {
+          running = false;
+        }
+      }, ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    every(Math.min(1000, this.settings.flushIntervalMs), () => {
       const now = Date.now();
       for (const ds of this.datasets.values()) {
-        if (ds.oldestUnflushedAt !== undefined && now - ds.oldestUnflushedAt >= this.settings.flushIntervalMs && !ds.flushing) {
-          void this.flush(ds.meta.name).catch(() => undefined);
-        }
+        const due = ds.oldestUnflushedAt !== undefined && now - ds.oldestUnflushedAt >= this.settings.flushIntervalMs;
+        if (due && !ds.flushing && now >= ds.retryFlushAt) void this.flush(ds.meta.name).catch(() => undefined);
       }
-    }, Math.min(1000, this.settings.flushIntervalMs));
-    this.timer.unref();
+    });
+    every(this.settings.catalogRefreshMs, () => this.sync());
+    every(this.settings.compactionIntervalMs, async () => {
+      for (const name of [...this.datasets.keys()]) {
+        await this.applyRetention(name);
+        await this.compact(name);
+      }
+    });
+    every(Math.min(5000, this.settings.deleteGraceMs), () => this.collectGarbage());
   }
 
   /** Graceful shutdown: flush everything, close the logs. */
   async shutdown(): Promise<void> {
-    if (this.timer) clearInterval(this.timer);
+    for (const t of this.timers) clearInterval(t);
     for (const ds of this.datasets.values()) {
+      await ds.compacting?.catch(() => undefined);
       await this.flush(ds.meta.name).catch((err) => log.error('flush on shutdown failed; data stays in the WAL', { dataset: ds.meta.name, error: err as Error }));
       await ds.wal.close();
     }

@@ -24,6 +24,8 @@ export interface ObjectStore {
    * a cached download on S3.
    */
   localPath(key: string): Promise<string>;
+  /** Local paths for several objects, kept in any cache until released (while a query reads them). */
+  acquire?(keys: string[]): Promise<{ paths: string[]; release: () => void }>;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<void>;
 }

@@ -20,6 +20,17 @@ export function timestampTextToMs(text: string): number {
   return ms + (m[7] ? Number(m[7].slice(0, 3).padEnd(3, '0')) : 0);
 }
 
+/** Row count, size and time range of one file from a `COPY … RETURN_STATS` result row. */
+export function fileStatsFromCopy(row: Record<string, unknown>, timeColumn: string): Omit<WrittenFile, 'partition'> {
+  const stats = row.column_statistics as { key: string; value: { key: string; value: string }[] }[];
+  const timeStats = stats.find((s) => s.key === sqlIdent(timeColumn) || s.key === timeColumn);
+  const get = (k: string) => timeStats?.value.find((v) => v.key === k)?.value;
+  const min = get('min');
+  const max = get('max');
+  if (!min || !max) throw new Error(`parquet writer returned no time statistics for ${String(row.filename)}`);
+  return { path: String(row.filename), rows: Number(row.count), bytes: Number(row.file_size_bytes), minMs: timestampTextToMs(min), maxMs: timestampTextToMs(max) };
+}
+
 /** The SELECT that reads WAL segments as typed rows (dropping commit markers). */
 export function walScanSql(segmentPaths: string[], columns: [string, ColumnType][], timeColumn: string): string {
   return (
@@ -58,21 +69,8 @@ export async function writeParquet(
   return withConnection(instance, async (conn) => {
     const result = await conn.runAndReadAll(sql);
     return result.getRowObjectsJson().map((row) => {
-      const stats = row.column_statistics as { key: string; value: { key: string; value: string }[] }[];
-      const timeStats = stats.find((s) => s.key === sqlIdent(opts.timeColumn) || s.key === opts.timeColumn);
-      const get = (k: string) => timeStats?.value.find((v) => v.key === k)?.value;
       const parts = Object.fromEntries((row.partition_keys as { key: string; value: string }[]).map((p) => [p.key, p.value]));
-      const min = get('min');
-      const max = get('max');
-      if (!min || !max) throw new Error(`parquet writer returned no time statistics for ${String(row.filename)}`);
-      return {
-        path: String(row.filename),
-        partition: `date=${parts.__p_date}/hour=${parts.__p_hour}/minute=${parts.__p_minute}`,
-        rows: Number(row.count),
-        bytes: Number(row.file_size_bytes),
-        minMs: timestampTextToMs(min),
-        maxMs: timestampTextToMs(max),
-      };
+      return { ...fileStatsFromCopy(row, opts.timeColumn), partition: `date=${parts.__p_date}/hour=${parts.__p_hour}/minute=${parts.__p_minute}` };
     });
   });
 }

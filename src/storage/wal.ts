@@ -45,8 +45,9 @@ export class Wal {
   private constructor(readonly dir: string) {}
 
   /** Opens (and recovers) the WAL in `dir`: torn tails are cut, every surviving segment is sealed. */
-  static async open(dir: string): Promise<Wal> {
+  static async open(dir: string, firstSeq = 1): Promise<Wal> {
     const wal = new Wal(dir);
+    wal.nextSeq = firstSeq;
     await fs.mkdir(dir, { recursive: true });
     const names = (await fs.readdir(dir)).filter((n) => /^\d{12}\.ndjson$/.test(n)).sort();
     for (const name of names) {

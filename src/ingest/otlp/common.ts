@@ -1,0 +1,88 @@
+import type { ColumnType, FlatRow } from '../types.ts';
+import { putAttributes } from './attributes.ts';
+import { int, list, msg, str, type Msg } from './values.ts';
+
+/** Resource and scope columns every signal carries. */
+export const COMMON_KNOWN_TYPES: Record<string, ColumnType> = {
+  resource_schema_url: 'VARCHAR',
+  resource_dropped_attributes_count: 'BIGINT',
+  scope_name: 'VARCHAR',
+  scope_version: 'VARCHAR',
+  scope_schema_url: 'VARCHAR',
+  scope_dropped_attributes_count: 'BIGINT',
+};
+
+/**
+ * What every record under one scope shares: the resource and scope attributes (scope wins on a clash)
+ * and the resource/scope columns. They are kept apart because record attributes go between them:
+ * record attributes override these attributes, fixed columns override any attribute.
+ */
+export interface Shared {
+  attributes: FlatRow;
+  fixed: FlatRow;
+}
+
+export interface Envelope {
+  /** ResourceLogs / ResourceSpans / ResourceMetrics field of the request. */
+  resources: string;
+  /** ScopeLogs / ScopeSpans / ScopeMetrics field of a resource. */
+  scopes: string;
+  /** LogRecord / Span / Metric field of a scope. */
+  records: string;
+}
+
+/**
+ * Calls `visit` for every record of an Export*ServiceRequest with the columns it inherits and its
+ * path (for messages), e.g. `resourceLogs[0].scopeLogs[1].logRecords[2]`.
+ */
+export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, shared: Shared, at: string) => void): void {
+  const resources = list(request[env.resources], env.resources);
+  for (let r = 0; r < resources.length; r++) {
+    const rAt = `${env.resources}[${r}]`;
+    const rc = msg(resources[r], rAt);
+    if (rc === null) continue;
+    const rAttributes: FlatRow = {};
+    const resource = msg(rc.resource, `${rAt}.resource`);
+    if (resource !== null) putAttributes(rAttributes, resource.attributes, `${rAt}.resource.attributes`);
+    // Fixed columns are always written (null when absent) so an attribute of the same name never
+    // fills them; a null defines no column in storage.
+    const rFixed: FlatRow = {
+      resource_schema_url: str(rc.schemaUrl, `${rAt}.schemaUrl`),
+      resource_dropped_attributes_count:
+        resource === null ? null : int(resource.droppedAttributesCount, `${rAt}.resource.droppedAttributesCount`),
+    };
+
+    const scopes = list(rc[env.scopes], `${rAt}.${env.scopes}`);
+    for (let s = 0; s < scopes.length; s++) {
+      const sAt = `${rAt}.${env.scopes}[${s}]`;
+      const sc = msg(scopes[s], sAt);
+      if (sc === null) continue;
+      const attributes: FlatRow = { ...rAttributes };
+      const scope = msg(sc.scope, `${sAt}.scope`);
+      if (scope !== null) putAttributes(attributes, scope.attributes, `${sAt}.scope.attributes`);
+      const fixed: FlatRow = {
+        ...rFixed,
+        scope_name: scope === null ? null : str(scope.name, `${sAt}.scope.name`),
+        scope_version: scope === null ? null : str(scope.version, `${sAt}.scope.version`),
+        scope_schema_url: str(sc.schemaUrl, `${sAt}.schemaUrl`),
+        scope_dropped_attributes_count: scope === null ? null : int(scope.droppedAttributesCount, `${sAt}.scope.droppedAttributesCount`),
+      };
+
+      const shared: Shared = { attributes, fixed };
+      const records = list(sc[env.records], `${sAt}.${env.records}`);
+      for (let i = 0; i < records.length; i++) {
+        const at = `${sAt}.${env.records}[${i}]`;
+        const record = msg(records[i], at);
+        if (record !== null) visit(record, shared, at);
+      }
+    }
+  }
+}
+
+/** A new row: inherited attributes, then the record's own (which win), then the inherited fixed columns. */
+export function startRow(shared: Shared, recordAttributes: unknown, at: string): FlatRow {
+  const row: FlatRow = { ...shared.attributes };
+  putAttributes(row, recordAttributes, at);
+  Object.assign(row, shared.fixed);
+  return row;
+}

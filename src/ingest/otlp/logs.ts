@@ -1,0 +1,56 @@
+import type { ColumnType, FlatRow } from '../types.ts';
+import { bodyCell } from './attributes.ts';
+import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
+import { enumNumber, id, int, str, time, type ConvertContext, type Msg } from './values.ts';
+
+export const LOGS_TIME_COLUMN = 'time_unix_nano';
+
+export const LOGS_KNOWN_TYPES: Record<string, ColumnType> = {
+  ...COMMON_KNOWN_TYPES,
+  time_unix_nano: 'TIMESTAMP_NS',
+  observed_time_unix_nano: 'TIMESTAMP_NS',
+  severity_number: 'BIGINT',
+  severity_text: 'VARCHAR',
+  body: 'VARCHAR',
+  trace_id: 'VARCHAR',
+  span_id: 'VARCHAR',
+  flags: 'BIGINT',
+  dropped_attributes_count: 'BIGINT',
+  event_name: 'VARCHAR',
+};
+
+const SEVERITY_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'];
+/** SeverityNumber names by number: SEVERITY_NUMBER_UNSPECIFIED, SEVERITY_NUMBER_TRACE … SEVERITY_NUMBER_FATAL4. */
+const SEVERITY_NAMES = [
+  'SEVERITY_NUMBER_UNSPECIFIED',
+  ...SEVERITY_LEVELS.flatMap((level) => ['', '2', '3', '4'].map((n) => `SEVERITY_NUMBER_${level}${n}`)),
+];
+
+/** One row per LogRecord. */
+export function logRows(request: Msg, ctx: ConvertContext): FlatRow[] {
+  const rows: FlatRow[] = [];
+  forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, (lr, shared, at) => {
+    const traceId = id(lr.traceId, 16, 'trace_id');
+    const spanId = id(lr.spanId, 8, 'span_id');
+    if (traceId.error !== undefined || spanId.error !== undefined) {
+      ctx.rejections.add(at, (traceId.error ?? spanId.error)!);
+      return;
+    }
+    const row = startRow(shared, lr.attributes, `${at}.attributes`);
+    const observed = time(lr.observedTimeUnixNano, `${at}.observedTimeUnixNano`);
+    // The time column is never null: records without a time of their own are filed under the
+    // time the collector saw them, or failing that, when this service received them.
+    row.time_unix_nano = time(lr.timeUnixNano, `${at}.timeUnixNano`) ?? observed ?? ctx.receivedAt;
+    row.observed_time_unix_nano = observed;
+    row.severity_number = enumNumber(lr.severityNumber, SEVERITY_NAMES, `${at}.severityNumber`);
+    row.severity_text = str(lr.severityText, `${at}.severityText`);
+    row.body = bodyCell(lr.body, `${at}.body`);
+    row.trace_id = traceId.hex;
+    row.span_id = spanId.hex;
+    row.flags = int(lr.flags, `${at}.flags`);
+    row.dropped_attributes_count = int(lr.droppedAttributesCount, `${at}.droppedAttributesCount`);
+    row.event_name = str(lr.eventName, `${at}.eventName`);
+    rows.push(row);
+  });
+  return rows;
+}
