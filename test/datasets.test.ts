@@ -272,4 +272,12 @@ describe('datasets', () => {
     expect(res.status).toBe(404);
     expect((await body<{ error: string }>(res)).error).toMatch(/neverexisted/);
   });
+
+  it('concurrent PUTs of names differing only in case create one dataset; the others are 409', async () => {
+    const variants = ['Racer', 'racer', 'RACER'];
+    const statuses = (await Promise.all(variants.map((n) => put(server, n)))).map((r) => r.status);
+    expect([...statuses].sort()).toEqual([201, 409, 409]);
+    const list = await body<DatasetInfo[]>(await server.request('/api/v1/logstream'));
+    expect(list.filter((d) => d.name.toLowerCase() === 'racer').length).toBe(1);
+  });
 });
