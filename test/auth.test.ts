@@ -172,7 +172,7 @@ describe('authentication and authorization', () => {
     expect(q.body).toEqual([{ n: 13 }]);
   });
 
-  it('a wrong Bearer token is 401 even next to a valid key form elsewhere', async () => {
+  it('a wrong Bearer token is 401; the scheme name is case-insensitive', async () => {
     const r = await call(server, { method: 'GET', path: '/api/v1/logstream' }, { Authorization: 'Bearer wrong' });
     expect(r.status).toBe(401);
     expect(typeof errorOf(r.body)).toBe('string');

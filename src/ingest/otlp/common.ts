@@ -42,47 +42,46 @@ export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, 
     const rc = msg(resources[r], rAt);
     if (rc === null) continue;
     const rAttributes: FlatRow = {};
-    const resource = msg(rc.resource, `${rAt}.resource`);
-    if (resource !== null) putAttributes(rAttributes, resource.attributes, `${rAt}.resource.attributes`);
+    const resource = msg(rc.resource, rAt, 'resource');
+    if (resource !== null) putAttributes(rAttributes, resource.attributes, `${rAt}.resource`, 'attributes');
     // Fixed columns are always written (null when absent) so an attribute of the same name never
     // fills them; a null defines no column in storage.
     const rFixed: FlatRow = {
-      resource_schema_url: str(rc.schemaUrl, `${rAt}.schemaUrl`),
-      resource_dropped_attributes_count:
-        resource === null ? null : int(resource.droppedAttributesCount, `${rAt}.resource.droppedAttributesCount`),
+      resource_schema_url: str(rc.schemaUrl, rAt, 'schemaUrl'),
+      resource_dropped_attributes_count: resource === null ? null : int(resource.droppedAttributesCount, `${rAt}.resource`, 'droppedAttributesCount'),
     };
 
-    const scopes = list(rc[env.scopes], `${rAt}.${env.scopes}`);
+    const scopes = list(rc[env.scopes], rAt, env.scopes);
     for (let s = 0; s < scopes.length; s++) {
       const sAt = `${rAt}.${env.scopes}[${s}]`;
       const sc = msg(scopes[s], sAt);
       if (sc === null) continue;
       const attributes: FlatRow = { ...rAttributes };
-      const scope = msg(sc.scope, `${sAt}.scope`);
-      if (scope !== null) putAttributes(attributes, scope.attributes, `${sAt}.scope.attributes`);
+      const scope = msg(sc.scope, sAt, 'scope');
+      if (scope !== null) putAttributes(attributes, scope.attributes, `${sAt}.scope`, 'attributes');
       const fixed: FlatRow = {
         ...rFixed,
-        scope_name: scope === null ? null : str(scope.name, `${sAt}.scope.name`),
-        scope_version: scope === null ? null : str(scope.version, `${sAt}.scope.version`),
-        scope_schema_url: str(sc.schemaUrl, `${sAt}.schemaUrl`),
-        scope_dropped_attributes_count: scope === null ? null : int(scope.droppedAttributesCount, `${sAt}.scope.droppedAttributesCount`),
+        scope_name: scope === null ? null : str(scope.name, `${sAt}.scope`, 'name'),
+        scope_version: scope === null ? null : str(scope.version, `${sAt}.scope`, 'version'),
+        scope_schema_url: str(sc.schemaUrl, sAt, 'schemaUrl'),
+        scope_dropped_attributes_count: scope === null ? null : int(scope.droppedAttributesCount, `${sAt}.scope`, 'droppedAttributesCount'),
       };
 
       const shared: Shared = { attributes, fixed };
-      const records = list(sc[env.records], `${sAt}.${env.records}`);
+      const records = list(sc[env.records], sAt, env.records);
+      const recordsAt = `${sAt}.${env.records}`;
       for (let i = 0; i < records.length; i++) {
-        const at = `${sAt}.${env.records}[${i}]`;
-        const record = msg(records[i], at);
-        if (record !== null) visit(record, shared, at);
+        const record = msg(records[i], recordsAt, i);
+        if (record !== null) visit(record, shared, `${recordsAt}[${i}]`);
       }
     }
   }
 }
 
 /** A new row: inherited attributes, then the record's own (which win), then the inherited fixed columns. */
-export function startRow(shared: Shared, recordAttributes: unknown, at: string): FlatRow {
+export function startRow(shared: Shared, record: Msg, at: string, attributesField = 'attributes'): FlatRow {
   const row: FlatRow = { ...shared.attributes };
-  putAttributes(row, recordAttributes, at);
+  putAttributes(row, record[attributesField], at, attributesField);
   Object.assign(row, shared.fixed);
   return row;
 }

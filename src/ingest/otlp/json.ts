@@ -1,36 +1,59 @@
 import { badRequest } from '../../http/errors.ts';
 import type { Msg } from './values.ts';
 
-/**
- * A JSON string, or an integer literal of 16+ digits not preceded by a character that would make it
- * part of a larger number (the fraction or exponent of a double).
- */
-const STRING_OR_LONG_INT = /"[^"\\]*(?:\\.[^"\\]*)*"|(?<![\w.+-])-?\d{16,}(?![.\deE])/g;
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+const LONG_INT = /-?\d{16,}/g;
+const BACKSLASH = 0x5c;
+
+/** Whether the character before an integer literal makes it part of something else (a string is handled apart). */
+const continuesToken = (c: number) =>
+  (c >= 0x30 && c <= 0x39) || c === 0x2e /* . */ || c === 0x2b /* + */ || c === 0x2d /* - */ || c === 0x65 /* e */ || c === 0x45; /* E */
 
 /**
  * OTLP/JSON allows 64-bit integers as bare numbers, which JSON.parse would round to a double (a
  * nanosecond timestamp is ~1.8e18). Such literals are quoted before parsing; every integer reader
- * accepts decimal text, and double readers do too.
+ * accepts decimal text, and so does every double reader.
+ *
+ * Only digit runs of 16+ characters are candidates. Whether one is inside a string is tracked by
+ * jumping from quote to quote (a quote preceded by an odd number of backslashes is escaped), so the
+ * text is scanned once with indexOf rather than a regex that could backtrack through long strings.
  */
 function quoteUnsafeIntegers(text: string): string {
-  if (!/\d{16}/.test(text)) return text;
-  return text.replace(STRING_OR_LONG_INT, (token) => {
-    if (token.charCodeAt(0) === 0x22 /* " */) return token;
-    const n = BigInt(token);
-    return n > MAX_SAFE || n < -MAX_SAFE ? `"${token}"` : token;
-  });
+  LONG_INT.lastIndex = 0;
+  let out = '';
+  let copied = 0;
+  let scanned = 0;
+  let inString = false;
+  for (let m = LONG_INT.exec(text); m !== null; m = LONG_INT.exec(text)) {
+    for (let q = text.indexOf('"', scanned); q !== -1 && q < m.index; q = text.indexOf('"', q + 1)) {
+      if (inString) {
+        let backslashes = 0;
+        while (text.charCodeAt(q - 1 - backslashes) === BACKSLASH) backslashes++;
+        if (backslashes % 2 === 1) continue;
+      }
+      inString = !inString;
+      scanned = q + 1;
+    }
+    scanned = Math.max(scanned, m.index);
+    if (inString) continue;
+    const end = m.index + m[0].length;
+    if (m.index > 0 && continuesToken(text.charCodeAt(m.index - 1))) continue;
+    const next = text.charCodeAt(end);
+    if (next === 0x2e || next === 0x65 || next === 0x45) continue; // a double's integer part
+    const n = BigInt(m[0]);
+    if (n <= MAX_SAFE && n >= -MAX_SAFE) continue;
+    out += `${text.slice(copied, m.index)}"${m[0]}"`;
+    copied = end;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
 }
-
-const SNAKE_KEY = /"[A-Za-z0-9]+_[A-Za-z0-9_]*"\s*:/;
 
 /** snake_case → lowerCamelCase, as the protobuf JSON mapping derives field names. */
 const camel = (key: string) => key.replace(/_([a-z0-9])/g, (_m, c: string) => c.toUpperCase());
 
 /**
  * OTLP/JSON keys are lowerCamelCase; some clients send the proto field names. Every object key in an
- * OTLP payload is a field name (attribute keys are values), so renaming all of them is safe. Only runs
- * when the text has a key with an underscore.
+ * OTLP payload is a field name (attribute keys are values), so renaming all of them is safe.
  */
 function camelKeys(value: unknown): unknown {
   if (Array.isArray(value)) {
@@ -66,5 +89,8 @@ export function parseOtlpJson(body: Buffer): Msg {
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
     throw badRequest('OTLP/JSON request body must be a JSON object');
   }
-  return (SNAKE_KEY.test(text) ? camelKeys(parsed) : parsed) as Msg;
+  // A client that writes proto field names writes them everywhere, starting with resource_logs etc.;
+  // checking the top level spares camelCase requests (nearly all) a walk over the whole tree.
+  const snake = Object.keys(parsed).some((key) => key.includes('_'));
+  return (snake ? camelKeys(parsed) : parsed) as Msg;
 }

@@ -26,30 +26,31 @@ const SEVERITY_NAMES = [
   ...SEVERITY_LEVELS.flatMap((level) => ['', '2', '3', '4'].map((n) => `SEVERITY_NUMBER_${level}${n}`)),
 ];
 
-/** One row per LogRecord. */
+/** One row per LogRecord; a record with a malformed trace or span id is rejected. */
 export function logRows(request: Msg, ctx: ConvertContext): FlatRow[] {
   const rows: FlatRow[] = [];
   forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, (lr, shared, at) => {
     const traceId = id(lr.traceId, 16, 'trace_id');
     const spanId = id(lr.spanId, 8, 'span_id');
-    if (traceId.error !== undefined || spanId.error !== undefined) {
-      ctx.rejections.add(at, (traceId.error ?? spanId.error)!);
+    const idError = traceId.error ?? spanId.error;
+    if (idError !== undefined) {
+      ctx.rejections.add(at, idError);
       return;
     }
-    const row = startRow(shared, lr.attributes, `${at}.attributes`);
-    const observed = time(lr.observedTimeUnixNano, `${at}.observedTimeUnixNano`);
+    const row = startRow(shared, lr, at);
+    const observed = time(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
     // The time column is never null: records without a time of their own are filed under the
     // time the collector saw them, or failing that, when this service received them.
-    row.time_unix_nano = time(lr.timeUnixNano, `${at}.timeUnixNano`) ?? observed ?? ctx.receivedAt;
+    row.time_unix_nano = time(lr.timeUnixNano, at, 'timeUnixNano') ?? observed ?? ctx.receivedAt;
     row.observed_time_unix_nano = observed;
-    row.severity_number = enumNumber(lr.severityNumber, SEVERITY_NAMES, `${at}.severityNumber`);
-    row.severity_text = str(lr.severityText, `${at}.severityText`);
-    row.body = bodyCell(lr.body, `${at}.body`);
+    row.severity_number = enumNumber(lr.severityNumber, SEVERITY_NAMES, at, 'severityNumber');
+    row.severity_text = str(lr.severityText, at, 'severityText');
+    row.body = bodyCell(lr.body, at, 'body');
     row.trace_id = traceId.hex;
     row.span_id = spanId.hex;
-    row.flags = int(lr.flags, `${at}.flags`);
-    row.dropped_attributes_count = int(lr.droppedAttributesCount, `${at}.droppedAttributesCount`);
-    row.event_name = str(lr.eventName, `${at}.eventName`);
+    row.flags = int(lr.flags, at, 'flags');
+    row.dropped_attributes_count = int(lr.droppedAttributesCount, at, 'droppedAttributesCount');
+    row.event_name = str(lr.eventName, at, 'eventName');
     rows.push(row);
   });
   return rows;

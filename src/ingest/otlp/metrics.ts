@@ -1,7 +1,7 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow, type Shared } from './common.ts';
-import { bool, count, dbl, enumNumber, i64, id, int, invalid, list, msg, str, time, type ConvertContext, type Msg } from './values.ts';
+import { bool, count, dbl, enumNumber, i64Number, id, int, invalid, list, msg, str, time, type ConvertContext, type Msg } from './values.ts';
 
 export const METRICS_TIME_COLUMN = 'time_unix_nano';
 
@@ -64,28 +64,30 @@ export function metricRows(request: Msg, ctx: ConvertContext): FlatRow[] {
     const kind = KINDS.find(([field]) => metric[field] !== null && metric[field] !== undefined);
     if (kind === undefined) return; // a metric without data has no points to store
     const [field, type] = kind;
-    const data = msg(metric[field], `${at}.${field}`)!;
-    const metadata = list(metric.metadata, `${at}.metadata`);
+    const data = msg(metric[field], at, field)!;
+    const dataAt = `${at}.${field}`;
+    const metadata = list(metric.metadata, at, 'metadata');
     const metricColumns: FlatRow = {
-      metric_name: str(metric.name, `${at}.name`),
-      metric_description: str(metric.description, `${at}.description`),
-      metric_unit: str(metric.unit, `${at}.unit`),
+      metric_name: str(metric.name, at, 'name'),
+      metric_description: str(metric.description, at, 'description'),
+      metric_unit: str(metric.unit, at, 'unit'),
       metric_type: type,
-      metric_metadata: metadata.length ? JSON.stringify(attributesObject(metadata, `${at}.metadata`)) : null,
+      metric_metadata: metadata.length ? JSON.stringify(attributesObject(metadata, at, 'metadata')) : null,
     };
     if (type === 'sum') {
-      metricColumns.is_monotonic = bool(data.isMonotonic, `${at}.sum.isMonotonic`) ?? false;
+      metricColumns.is_monotonic = bool(data.isMonotonic, dataAt, 'isMonotonic') ?? false;
     }
     if (type !== 'gauge' && type !== 'summary') {
-      const temporality = enumNumber(data.aggregationTemporality, TEMPORALITIES, `${at}.${field}.aggregationTemporality`);
+      const temporality = enumNumber(data.aggregationTemporality, TEMPORALITIES, dataAt, 'aggregationTemporality');
       metricColumns.aggregation_temporality = temporality;
       metricColumns.aggregation_temporality_description = TEMPORALITIES[temporality] ?? null;
     }
-    const points = list(data.dataPoints, `${at}.${field}.dataPoints`);
+    const points = list(data.dataPoints, dataAt, 'dataPoints');
+    const pointsAt = `${dataAt}.dataPoints`;
     for (let i = 0; i < points.length; i++) {
-      const pAt = `${at}.${field}.dataPoints[${i}]`;
-      const point = msg(points[i], pAt);
+      const point = msg(points[i], pointsAt, i);
       if (point === null) continue;
+      const pAt = `${pointsAt}[${i}]`;
       try {
         rows.push(pointRow(type, point, shared, metricColumns, pAt, ctx));
       } catch (err) {
@@ -98,13 +100,13 @@ export function metricRows(request: Msg, ctx: ConvertContext): FlatRow[] {
 }
 
 function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatRow, at: string, ctx: ConvertContext): FlatRow {
-  const exemplars = type === 'summary' ? null : exemplarsJson(p.exemplars, `${at}.exemplars`);
-  const row = startRow(shared, p.attributes, `${at}.attributes`);
+  const exemplars = type === 'summary' ? null : exemplarsJson(p.exemplars, at);
+  const row = startRow(shared, p, at);
   Object.assign(row, metricColumns);
   // A point without a time is filed under the receive time so the time column is never null.
-  row.time_unix_nano = time(p.timeUnixNano, `${at}.timeUnixNano`) ?? ctx.receivedAt;
-  row.start_time_unix_nano = time(p.startTimeUnixNano, `${at}.startTimeUnixNano`);
-  row.data_point_flags = int(p.flags, `${at}.flags`);
+  row.time_unix_nano = time(p.timeUnixNano, at, 'timeUnixNano') ?? ctx.receivedAt;
+  row.start_time_unix_nano = time(p.startTimeUnixNano, at, 'startTimeUnixNano');
+  row.data_point_flags = int(p.flags, at, 'flags');
   switch (type) {
     case 'gauge':
     case 'sum':
@@ -112,8 +114,8 @@ function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatR
       break;
     case 'histogram': {
       putCountSumMinMax(row, p, at);
-      const bucketCounts = counts(p.bucketCounts, `${at}.bucketCounts`);
-      const bounds = list(p.explicitBounds, `${at}.explicitBounds`).map((b, i) => required(dbl(b, `${at}.explicitBounds[${i}]`), `${at}.explicitBounds[${i}]`));
+      const bucketCounts = counts(p.bucketCounts, at, 'bucketCounts');
+      const bounds = doubles(p.explicitBounds, at, 'explicitBounds');
       if (bucketCounts.length !== 0 && bucketCounts.length !== bounds.length + 1) {
         throw new Reject(at, `histogram has ${bucketCounts.length} bucket counts for ${bounds.length} explicit bounds (expected ${bounds.length + 1})`);
       }
@@ -123,24 +125,25 @@ function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatR
     }
     case 'exponential_histogram': {
       putCountSumMinMax(row, p, at);
-      row.data_point_scale = int(p.scale, `${at}.scale`);
-      row.data_point_zero_count = count(p.zeroCount, `${at}.zeroCount`) ?? 0;
-      row.data_point_zero_threshold = dbl(p.zeroThreshold, `${at}.zeroThreshold`) ?? 0;
-      const positive = msg(p.positive, `${at}.positive`);
-      const negative = msg(p.negative, `${at}.negative`);
-      row.data_point_positive_offset = int(positive?.offset, `${at}.positive.offset`);
-      row.data_point_negative_offset = int(negative?.offset, `${at}.negative.offset`);
-      row.data_point_positive_bucket_counts = counts(positive?.bucketCounts, `${at}.positive.bucketCounts`);
-      row.data_point_negative_bucket_counts = counts(negative?.bucketCounts, `${at}.negative.bucketCounts`);
+      row.data_point_scale = int(p.scale, at, 'scale');
+      row.data_point_zero_count = count(p.zeroCount, at, 'zeroCount') ?? 0;
+      row.data_point_zero_threshold = dbl(p.zeroThreshold, at, 'zeroThreshold') ?? 0;
+      // Unset bucket ranges are empty ones (offset 0, no counts), as in proto3.
+      const positive = msg(p.positive, at, 'positive');
+      const negative = msg(p.negative, at, 'negative');
+      row.data_point_positive_offset = positive === null ? 0 : int(positive.offset, `${at}.positive`, 'offset');
+      row.data_point_negative_offset = negative === null ? 0 : int(negative.offset, `${at}.negative`, 'offset');
+      row.data_point_positive_bucket_counts = positive === null ? [] : counts(positive.bucketCounts, `${at}.positive`, 'bucketCounts');
+      row.data_point_negative_bucket_counts = negative === null ? [] : counts(negative.bucketCounts, `${at}.negative`, 'bucketCounts');
       break;
     }
     case 'summary': {
-      row.data_point_count = count(p.count, `${at}.count`) ?? 0;
-      row.data_point_sum = dbl(p.sum, `${at}.sum`) ?? 0;
-      const quantiles = list(p.quantileValues, `${at}.quantileValues`).map((item, i) => {
+      row.data_point_count = count(p.count, at, 'count') ?? 0;
+      row.data_point_sum = dbl(p.sum, at, 'sum') ?? 0;
+      const quantiles = list(p.quantileValues, at, 'quantileValues').map((item, i) => {
+        const q = msg(item, `${at}.quantileValues`, i) ?? {};
         const qAt = `${at}.quantileValues[${i}]`;
-        const q = msg(item, qAt) ?? {};
-        return { quantile: dbl(q.quantile, `${qAt}.quantile`) ?? 0, value: dbl(q.value, `${qAt}.value`) ?? 0 };
+        return { quantile: dbl(q.quantile, qAt, 'quantile') ?? 0, value: dbl(q.value, qAt, 'value') ?? 0 };
       });
       row.data_point_quantile_values = JSON.stringify(quantiles);
       break;
@@ -152,45 +155,57 @@ function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatR
 
 /** asDouble or asInt; a point with neither has no value. */
 function numberValue(p: Msg, at: string): number | null {
-  if (p.asDouble !== null && p.asDouble !== undefined) return dbl(p.asDouble, `${at}.asDouble`);
-  const n = i64(p.asInt, `${at}.asInt`);
-  return n === null ? null : Number(n);
+  if (p.asDouble !== null && p.asDouble !== undefined) return dbl(p.asDouble, at, 'asDouble');
+  return i64Number(p.asInt, at, 'asInt');
 }
 
 /** count is a plain field (0 when unset); sum, min and max are proto3 `optional` and stay null when unset. */
 function putCountSumMinMax(row: FlatRow, p: Msg, at: string): void {
-  row.data_point_count = count(p.count, `${at}.count`) ?? 0;
-  row.data_point_sum = dbl(p.sum, `${at}.sum`);
-  row.data_point_min = dbl(p.min, `${at}.min`);
-  row.data_point_max = dbl(p.max, `${at}.max`);
+  row.data_point_count = count(p.count, at, 'count') ?? 0;
+  row.data_point_sum = dbl(p.sum, at, 'sum');
+  row.data_point_min = dbl(p.min, at, 'min');
+  row.data_point_max = dbl(p.max, at, 'max');
 }
 
-function required<T>(v: T | null, at: string): T {
-  if (v === null) throw invalid(at, 'expected a value, got null');
-  return v;
+function counts(v: unknown, at: string, field: string): number[] {
+  const items = list(v, at, field);
+  const out = new Array<number>(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const c = count(items[i], `${at}.${field}`, i);
+    if (c === null) throw invalid(`${at}.${field}`, i, 'expected an integer, got null');
+    out[i] = c;
+  }
+  return out;
 }
 
-function counts(v: unknown, at: string): number[] {
-  return list(v, at).map((c, i) => required(count(c, `${at}[${i}]`), `${at}[${i}]`));
+function doubles(v: unknown, at: string, field: string): number[] {
+  const items = list(v, at, field);
+  const out = new Array<number>(items.length);
+  for (let i = 0; i < items.length; i++) {
+    const d = dbl(items[i], `${at}.${field}`, i);
+    if (d === null) throw invalid(`${at}.${field}`, i, 'expected a number, got null');
+    out[i] = d;
+  }
+  return out;
 }
 
 /** Exemplars as JSON text (null when there are none); a bad id rejects the data point. */
-function exemplarsJson(v: unknown, at: string): string | null {
-  const exemplars = list(v, at);
+function exemplarsJson(v: unknown, pointAt: string): string | null {
+  const exemplars = list(v, pointAt, 'exemplars');
   if (exemplars.length === 0) return null;
   const out = exemplars.map((item, i) => {
-    const eAt = `${at}[${i}]`;
+    const eAt = `${pointAt}.exemplars[${i}]`;
     const e = msg(item, eAt) ?? {};
     const traceId = id(e.traceId, 16, 'exemplar trace_id');
     const spanId = id(e.spanId, 8, 'exemplar span_id');
     const error = traceId.error ?? spanId.error;
     if (error !== undefined) throw new Reject(eAt, error);
     return {
-      time_unix_nano: time(e.timeUnixNano, `${eAt}.timeUnixNano`),
+      time_unix_nano: time(e.timeUnixNano, eAt, 'timeUnixNano'),
       value: numberValue(e, eAt),
       trace_id: traceId.hex,
       span_id: spanId.hex,
-      filtered_attributes: attributesObject(e.filteredAttributes, `${eAt}.filteredAttributes`),
+      filtered_attributes: attributesObject(e.filteredAttributes, eAt, 'filteredAttributes'),
     };
   });
   return JSON.stringify(out);

@@ -1,7 +1,7 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
-import { enumNumber, id, int, list, msg, str, time, u64, type ConvertContext, type Msg } from './values.ts';
+import { enumNumber, id, int, list, msg, nanosToIso, str, time, u64, type ConvertContext, type Msg } from './values.ts';
 
 export const TRACES_TIME_COLUMN = 'span_start_time_unix_nano';
 
@@ -48,63 +48,67 @@ export function spanRows(request: Msg, ctx: ConvertContext): FlatRow[] {
       ctx.rejections.add(at, idError);
       return;
     }
-    const links = linksJson(span.links, `${at}.links`);
+    const links = linksJson(span.links, at);
     if (typeof links !== 'string') {
       ctx.rejections.add(links.at, links.error);
       return;
     }
 
-    const row = startRow(shared, span.attributes, `${at}.attributes`);
+    const row = startRow(shared, span, at);
     row.span_trace_id = traceId.hex;
     row.span_span_id = spanId.hex;
     row.span_parent_span_id = parentId.hex;
-    row.span_trace_state = str(span.traceState, `${at}.traceState`);
-    row.span_name = str(span.name, `${at}.name`);
-    const kind = enumNumber(span.kind, SPAN_KINDS, `${at}.kind`);
+    row.span_trace_state = str(span.traceState, at, 'traceState');
+    row.span_name = str(span.name, at, 'name');
+    const kind = enumNumber(span.kind, SPAN_KINDS, at, 'kind');
     row.span_kind = kind;
     row.span_kind_description = SPAN_KINDS[kind] ?? null;
-    const start = u64(span.startTimeUnixNano, `${at}.startTimeUnixNano`) ?? 0n;
-    const end = u64(span.endTimeUnixNano, `${at}.endTimeUnixNano`) ?? 0n;
+    const start = u64(span.startTimeUnixNano, at, 'startTimeUnixNano') ?? 0n;
+    const end = u64(span.endTimeUnixNano, at, 'endTimeUnixNano') ?? 0n;
     // A span without a start time is filed under the receive time so the time column is never null.
-    row.span_start_time_unix_nano = time(start, at) ?? ctx.receivedAt;
-    row.span_end_time_unix_nano = time(end, at);
+    row.span_start_time_unix_nano = start === 0n ? ctx.receivedAt : nanosToIso(start);
+    row.span_end_time_unix_nano = end === 0n ? null : nanosToIso(end);
     row.span_duration_ns = start !== 0n && end !== 0n ? Number(end - start) : null;
-    const status = msg(span.status, `${at}.status`);
-    const code = enumNumber(status?.code, STATUS_CODES, `${at}.status.code`);
+    const status = msg(span.status, at, 'status');
+    const code = status === null ? 0 : enumNumber(status.code, STATUS_CODES, `${at}.status`, 'code');
     row.span_status_code = code;
     row.span_status_description = STATUS_CODES[code] ?? null;
-    row.span_status_message = status === null ? null : str(status.message, `${at}.status.message`);
-    row.span_flags = int(span.flags, `${at}.flags`);
-    row.span_dropped_attributes_count = int(span.droppedAttributesCount, `${at}.droppedAttributesCount`);
-    row.span_dropped_events_count = int(span.droppedEventsCount, `${at}.droppedEventsCount`);
-    row.span_dropped_links_count = int(span.droppedLinksCount, `${at}.droppedLinksCount`);
-    row.span_events = eventsJson(span.events, `${at}.events`);
+    row.span_status_message = status === null ? null : str(status.message, `${at}.status`, 'message');
+    row.span_flags = int(span.flags, at, 'flags');
+    row.span_dropped_attributes_count = int(span.droppedAttributesCount, at, 'droppedAttributesCount');
+    row.span_dropped_events_count = int(span.droppedEventsCount, at, 'droppedEventsCount');
+    row.span_dropped_links_count = int(span.droppedLinksCount, at, 'droppedLinksCount');
+    row.span_events = eventsJson(span.events, at);
     row.span_links = links;
     rows.push(row);
   });
   return rows;
 }
 
-function eventsJson(v: unknown, at: string): string {
-  const events = list(v, at).map((item, i) => {
+function eventsJson(v: unknown, spanAt: string): string {
+  const events = list(v, spanAt, 'events');
+  if (events.length === 0) return '[]';
+  const at = `${spanAt}.events`;
+  const out = events.map((item, i) => {
+    const event = msg(item, at, i) ?? {};
     const eAt = `${at}[${i}]`;
-    const event = msg(item, eAt) ?? {};
     return {
-      time_unix_nano: time(event.timeUnixNano, `${eAt}.timeUnixNano`),
-      name: str(event.name, `${eAt}.name`),
-      attributes: attributesObject(event.attributes, `${eAt}.attributes`),
-      dropped_attributes_count: int(event.droppedAttributesCount, `${eAt}.droppedAttributesCount`),
+      time_unix_nano: time(event.timeUnixNano, eAt, 'timeUnixNano'),
+      name: str(event.name, eAt, 'name'),
+      attributes: attributesObject(event.attributes, eAt, 'attributes'),
+      dropped_attributes_count: int(event.droppedAttributesCount, eAt, 'droppedAttributesCount'),
     };
   });
-  return JSON.stringify(events);
+  return JSON.stringify(out);
 }
 
 /** The links as JSON text, or the first bad id, which rejects the span. */
-function linksJson(v: unknown, at: string): string | { at: string; error: string } {
+function linksJson(v: unknown, spanAt: string): string | { at: string; error: string } {
+  const links = list(v, spanAt, 'links');
+  if (links.length === 0) return '[]';
   const out = [];
-  const links = list(v, at);
   for (let i = 0; i < links.length; i++) {
-    const lAt = `${at}[${i}]`;
+    const lAt = `${spanAt}.links[${i}]`;
     const link = msg(links[i], lAt) ?? {};
     const traceId = id(link.traceId, 16, 'link trace_id');
     const spanId = id(link.spanId, 8, 'link span_id');
@@ -117,9 +121,9 @@ function linksJson(v: unknown, at: string): string | { at: string; error: string
     out.push({
       trace_id: traceId.hex,
       span_id: spanId.hex,
-      trace_state: str(link.traceState, `${lAt}.traceState`),
-      attributes: attributesObject(link.attributes, `${lAt}.attributes`),
-      flags: int(link.flags, `${lAt}.flags`),
+      trace_state: str(link.traceState, lAt, 'traceState'),
+      attributes: attributesObject(link.attributes, lAt, 'attributes'),
+      flags: int(link.flags, lAt, 'flags'),
     });
   }
   return JSON.stringify(out);

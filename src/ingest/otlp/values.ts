@@ -5,23 +5,34 @@ import { badRequest, type HttpError } from '../../http/errors.ts';
  * messages from the generated classes (ints as Long, bytes as Buffer, unset fields null) and parsed
  * OTLP/JSON (ints as strings or numbers, ids as hex, unset fields absent). JSON is untrusted, so every
  * reader checks the type and a mismatch is a 400 naming the field's path.
+ *
+ * Readers take the enclosing message's path and the field (name or list index) separately and join
+ * them only for an error message: building a path string for every field of every record was the
+ * largest cost of decoding.
  */
 export type Msg = Record<string, unknown>;
 
-export const invalid = (at: string, problem: string): HttpError => badRequest(`invalid OTLP payload at ${at}: ${problem}`);
+/** A field of the message at `at`: a name (`.name`) or a list index (`[3]`). */
+export type Field = string | number | undefined;
+
+export const path = (at: string, field: Field): string =>
+  field === undefined ? at : typeof field === 'number' ? `${at}[${field}]` : `${at}.${field}`;
+
+export const invalid = (at: string, field: Field, problem: string): HttpError =>
+  badRequest(`invalid OTLP payload at ${path(at, field)}: ${problem}`);
 
 /** A nested message: null when unset. */
-export function msg(v: unknown, at: string): Msg | null {
+export function msg(v: unknown, at: string, field?: Field): Msg | null {
   if (v === null || v === undefined) return null;
   if (typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v)) return v as Msg;
-  throw invalid(at, 'expected an object');
+  throw invalid(at, field, 'expected an object');
 }
 
 /** A repeated field: empty when unset. */
-export function list(v: unknown, at: string): unknown[] {
+export function list(v: unknown, at: string, field?: Field): unknown[] {
   if (v === null || v === undefined) return [];
   if (Array.isArray(v)) return v;
-  throw invalid(at, 'expected an array');
+  throw invalid(at, field, 'expected an array');
 }
 
 // String.prototype.isWellFormed/toWellFormed exist in Node 20 (V8 11.3) but not in the ES2022 lib.
@@ -37,16 +48,16 @@ export function wellFormed(s: string): string {
 }
 
 /** A string field; '' and unset are both null (proto3 cannot tell them apart). */
-export function str(v: unknown, at: string): string | null {
+export function str(v: unknown, at: string, field?: Field): string | null {
   if (v === null || v === undefined || v === '') return null;
   if (typeof v === 'string') return wellFormed(v);
-  throw invalid(at, 'expected a string');
+  throw invalid(at, field, 'expected a string');
 }
 
-export function bool(v: unknown, at: string): boolean | null {
+export function bool(v: unknown, at: string, field?: Field): boolean | null {
   if (v === null || v === undefined) return null;
   if (typeof v === 'boolean') return v;
-  throw invalid(at, 'expected a boolean');
+  throw invalid(at, field, 'expected a boolean');
 }
 
 interface LongBits {
@@ -62,56 +73,96 @@ const I64_MIN = -(1n << 63n);
 const I64_MAX = (1n << 63n) - 1n;
 const INT_TEXT = /^-?\d+$/;
 
-function int64(v: unknown, at: string, signed: boolean): bigint | null {
+function int64(v: unknown, at: string, field: Field, signed: boolean): bigint | null {
   if (v === null || v === undefined) return null;
   let out: bigint;
   if (typeof v === 'bigint') out = v;
   else if (typeof v === 'number') {
-    if (!Number.isInteger(v)) throw invalid(at, `expected an integer, got ${v}`);
+    if (!Number.isInteger(v)) throw invalid(at, field, `expected an integer, got ${v}`);
     out = BigInt(v);
   } else if (typeof v === 'string') {
-    if (!INT_TEXT.test(v)) throw invalid(at, `expected an integer, got "${v.slice(0, 40)}"`);
+    if (!INT_TEXT.test(v)) throw invalid(at, field, `expected an integer, got "${v.slice(0, 40)}"`);
     out = BigInt(v);
   } else if (typeof v === 'object' && isLong(v)) {
     // protobufjs Long: the field's declared signedness decides, not the Long's own flag.
     const bits = (BigInt(v.high >>> 0) << 32n) | BigInt(v.low >>> 0);
     return signed ? BigInt.asIntN(64, bits) : bits;
-  } else throw invalid(at, 'expected an integer');
+  } else throw invalid(at, field, 'expected an integer');
   if (signed ? out < I64_MIN || out > I64_MAX : out < 0n || out > U64_MAX) {
-    throw invalid(at, `${out} is out of range for a ${signed ? 'signed' : 'unsigned'} 64-bit integer`);
+    throw invalid(at, field, `${out} is out of range for a ${signed ? 'signed' : 'unsigned'} 64-bit integer`);
   }
   return out;
 }
 
-export const u64 = (v: unknown, at: string) => int64(v, at, false);
-export const i64 = (v: unknown, at: string) => int64(v, at, true);
+export const u64 = (v: unknown, at: string, field?: Field) => int64(v, at, field, false);
+export const i64 = (v: unknown, at: string, field?: Field) => int64(v, at, field, true);
+
+const TWO_32 = 4294967296;
 
 /**
- * A 32-bit int, enum number or count as a JS number; unset is `dflt` (proto3 zero unless the caller
- * wants null).
+ * A 64-bit integer as a JS number when that is exact, else null — the fast path that avoids BigInt for
+ * the common small values. `undefined` means "not a small integer": use u64/i64.
  */
-export function int(v: unknown, at: string, dflt: number | null = 0): number | null {
-  if (v === null || v === undefined) return dflt;
-  if (typeof v === 'number' && Number.isInteger(v)) return v;
-  if (typeof v === 'string' && INT_TEXT.test(v) && v.length < 16) return Number(v);
-  // A 64-bit count arriving as Long or big text still fits a JS number closely enough for a count.
-  if (typeof v === 'object' || typeof v === 'string' || typeof v === 'bigint') {
-    const n = int64(v, at, true);
-    return n === null ? dflt : Number(n);
+function smallInt(v: unknown, signed: boolean): number | null | undefined {
+  if (v === null || v === undefined) return null;
+  if (typeof v === 'number') return Number.isSafeInteger(v) && (signed || v >= 0) ? v : undefined;
+  if (typeof v === 'string') {
+    // Up to 15 digits is always a safe integer.
+    if (v.length > 0 && v.length < 16 && INT_TEXT.test(v)) {
+      const n = Number(v);
+      return signed || n >= 0 ? n : undefined;
+    }
+    return undefined;
   }
-  throw invalid(at, 'expected an integer');
+  if (typeof v === 'object' && isLong(v)) {
+    const high = signed ? v.high | 0 : v.high >>> 0;
+    // |high| < 2^21 keeps high * 2^32 + low within the safe range.
+    if (high > -0x200000 && high < 0x200000) return high * TWO_32 + (v.low >>> 0);
+  }
+  return undefined;
+}
+
+/** A 32-bit int, enum number or count as a JS number; unset is `dflt` (proto3's zero unless the caller says otherwise). */
+export function int(v: unknown, at: string, field?: Field, dflt: number | null = 0): number | null {
+  if (v === null || v === undefined) return dflt;
+  const small = smallInt(v, true);
+  if (typeof small === 'number') return small;
+  const n = int64(v, at, field, true);
+  return n === null ? dflt : Number(n);
+}
+
+/** A signed 64-bit value (asInt) as a JS number; beyond 2^53 it is rounded, as a DOUBLE column would. */
+export function i64Number(v: unknown, at: string, field?: Field): number | null {
+  const small = smallInt(v, true);
+  if (small !== undefined) return small;
+  const n = int64(v, at, field, true);
+  return n === null ? null : Number(n);
+}
+
+const SAFE_MIN = BigInt(Number.MIN_SAFE_INTEGER);
+const SAFE_MAX = BigInt(Number.MAX_SAFE_INTEGER);
+
+/** An int64 as a JS number when that is exact, else its decimal text, so nothing is rounded. */
+export function i64Exact(v: unknown, at: string, field?: Field): number | string | null {
+  const small = smallInt(v, true);
+  if (small !== undefined) return small;
+  const n = int64(v, at, field, true);
+  if (n === null) return null;
+  return n >= SAFE_MIN && n <= SAFE_MAX ? Number(n) : n.toString();
 }
 
 /** uint64 counts (bucket counts, count) as JS numbers; above 2^53 they lose precision, never wrap. */
-export function count(v: unknown, at: string): number | null {
-  const n = u64(v, at);
+export function count(v: unknown, at: string, field?: Field): number | null {
+  const small = smallInt(v, false);
+  if (small !== undefined) return small;
+  const n = int64(v, at, field, false);
   return n === null ? null : Number(n);
 }
 
 const SPECIAL_DOUBLES: Record<string, number> = { NaN: NaN, Infinity: Infinity, '-Infinity': -Infinity };
 
 /** A double; proto3 JSON spells the non-finite ones "NaN", "Infinity", "-Infinity". */
-export function dbl(v: unknown, at: string): number | null {
+export function dbl(v: unknown, at: string, field?: Field): number | null {
   if (v === null || v === undefined) return null;
   if (typeof v === 'number') return v;
   if (typeof v === 'string') {
@@ -120,20 +171,19 @@ export function dbl(v: unknown, at: string): number | null {
     const n = Number(v);
     if (v.trim() !== '' && !Number.isNaN(n)) return n;
   }
-  if (typeof v === 'object' && isLong(v)) return Number(int64(v, at, true));
-  throw invalid(at, 'expected a number');
+  throw invalid(at, field, 'expected a number');
 }
 
-/** An enum: a number, or (OTLP/JSON) the value's name. */
-export function enumNumber(v: unknown, names: readonly string[], at: string): number {
+/** An enum: a number, or (OTLP/JSON) the value's name. Unset is 0, the UNSPECIFIED value. */
+export function enumNumber(v: unknown, names: readonly string[], at: string, field?: Field): number {
   if (v === null || v === undefined) return 0;
   if (typeof v === 'number' && Number.isInteger(v)) return v;
   if (typeof v === 'string') {
     const i = names.indexOf(v);
     if (i >= 0) return i;
-    if (/^\d+$/.test(v) && v.length < 10) return Number(v);
+    if (/^\d{1,9}$/.test(v)) return Number(v);
   }
-  throw invalid(at, `expected an enum number or one of ${names.filter(Boolean).slice(0, 3).join(', ')}…`);
+  throw invalid(at, field, `expected an enum number or a name such as ${names[1] ?? names[0]}`);
 }
 
 export const hex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString('hex');
@@ -141,35 +191,40 @@ export const hex = (bytes: Uint8Array): string => Buffer.from(bytes.buffer, byte
 const BASE64 = /^[A-Za-z0-9+/\-_]*={0,2}$/;
 
 /** A bytes field that is not an id: protobuf gives bytes, OTLP/JSON base64 (proto3 JSON mapping). */
-export function bytes(v: unknown, at: string): Uint8Array | null {
+export function bytes(v: unknown, at: string, field?: Field): Uint8Array | null {
   if (v === null || v === undefined) return null;
   if (v instanceof Uint8Array) return v;
   if (typeof v === 'string' && BASE64.test(v)) return Buffer.from(v, 'base64');
-  throw invalid(at, 'expected base64 text');
+  throw invalid(at, field, 'expected base64 text');
 }
 
-export type IdResult = { hex: string | null; error?: undefined } | { hex?: undefined; error: string };
+/** `error` is set when the id is malformed; `hex` is then null. */
+export interface IdResult {
+  hex: string | null;
+  error?: string;
+}
 
+const NO_ID: IdResult = { hex: null };
 const HEX = /^[0-9a-fA-F]*$/;
 
 /**
  * A trace or span id → lowercase hex, null when empty. A wrong length or (JSON) non-hex text is not a
  * 400: the caller rejects only the record that carries it.
  */
-export function id(v: unknown, size: 8 | 16, field: string): IdResult {
-  if (v === null || v === undefined) return { hex: null };
+export function id(v: unknown, size: 8 | 16, name: string): IdResult {
+  if (v === null || v === undefined) return NO_ID;
   if (v instanceof Uint8Array) {
-    if (v.length === 0) return { hex: null };
-    if (v.length !== size) return { error: `${field} is ${v.length} bytes, expected ${size}` };
+    if (v.length === 0) return NO_ID;
+    if (v.length !== size) return { hex: null, error: `${name} is ${v.length} bytes, expected ${size}` };
     return { hex: hex(v) };
   }
   if (typeof v === 'string') {
-    if (v === '') return { hex: null };
-    if (!HEX.test(v)) return { error: `${field} "${v.slice(0, 64)}" is not hex (OTLP/JSON ids are hex, not base64)` };
-    if (v.length !== size * 2) return { error: `${field} has ${v.length} hex digits, expected ${size * 2}` };
+    if (v === '') return NO_ID;
+    if (!HEX.test(v)) return { hex: null, error: `${name} "${v.slice(0, 64)}" is not hex (OTLP/JSON ids are hex, not base64)` };
+    if (v.length !== size * 2) return { hex: null, error: `${name} has ${v.length} hex digits, expected ${size * 2}` };
     return { hex: v.toLowerCase() };
   }
-  return { error: `${field} must be a hex string` };
+  return { hex: null, error: `${name} must be a hex string` };
 }
 
 const NS_PER_S = 1_000_000_000n;
@@ -188,8 +243,8 @@ export function nanosToIso(ns: bigint): string {
 }
 
 /** A *_unix_nano field as an ISO string; 0 and unset mean "unknown" and are null. */
-export function time(v: unknown, at: string): string | null {
-  const ns = u64(v, at);
+export function time(v: unknown, at: string, field?: Field): string | null {
+  const ns = u64(v, at, field);
   return ns === null || ns === 0n ? null : nanosToIso(ns);
 }
 
