@@ -6,7 +6,7 @@ import { HttpError } from './errors.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
-import { registerTelemetryRoutes } from './telemetryRoutes.ts';
+import { registerOtlpRoutes } from './otlpRoutes.ts';
 
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -39,7 +39,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerDatasetRoutes(app, services);
   registerIngestRoutes(app, services);
   registerQueryRoutes(app, services);
-  registerTelemetryRoutes(app, services);
+  registerOtlpRoutes(app, services);
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

@@ -78,6 +78,7 @@ describe('otlpFormat', () => {
     expect(otlpFormat('application/json; charset=utf-8')).toBe('json');
     expect(otlpFormat('Application/X-Protobuf')).toBe('protobuf');
     expect(otlpFormat('application/x-protobuf;foo=bar')).toBe('protobuf');
+    expect(otlpFormat('application/protobuf')).toBe('protobuf');
   });
 
   it('rejects anything else with 415', () => {
@@ -339,6 +340,32 @@ describe('logs', () => {
     });
   });
 
+  it('keeps bare 64-bit numbers exact without touching digits inside strings or doubles', () => {
+    const tricky = JSON.stringify('quote \" then 1795860000123456789 and a backslash \\');
+    const text = `{"resourceLogs":[{"scopeLogs":[{"logRecords":[{"timeUnixNano":1795860000123456789,"observedTimeUnixNano": 1795860000000000001,
+      "body":{"stringValue":${tricky}},
+      "attributes":[
+        {"key":"neg","value":{"intValue":-9223372036854775808}},
+        {"key":"max","value":{"intValue":9223372036854775807}},
+        {"key":"safe","value":{"intValue":9007199254740991}},
+        {"key":"frac","value":{"doubleValue":12345678901234567.5}},
+        {"key":"exp","value":{"doubleValue":1.5e-1234567890123456}},
+        {"key":"12345678901234567890","value":{"stringValue":"12345678901234567890"}}
+      ]}]}]}]}`;
+    const row = decodeOtlp('logs', 'json', Buffer.from(text)).rows[0];
+    expect(row).toMatchObject({
+      time_unix_nano: '2026-11-28T10:00:00.123456789Z',
+      observed_time_unix_nano: '2026-11-28T10:00:00.000000001Z',
+      body: 'quote " then 1795860000123456789 and a backslash \\',
+      neg: '-9223372036854775808',
+      max: '9223372036854775807',
+      safe: 9007199254740991,
+      frac: 12345678901234568,
+      exp: 0,
+      '12345678901234567890': '12345678901234567890',
+    });
+  });
+
   it('rejects only the records with bad ids and says why', () => {
     const good = { body: { stringValue: 'ok' }, traceId: TRACE_ID, spanId: SPAN_ID };
     const json = {
@@ -436,6 +463,9 @@ describe('logs', () => {
     expect(httpError(() => decodeOtlp('logs', 'protobuf', protoRequest('logs', request))).status).toBe(400);
     const text = `{"resourceLogs":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
     expect(httpError(() => decodeOtlp('logs', 'json', Buffer.from(text))).status).toBe(400);
+    // snake_case keys make the parser walk the tree to rename them, recursively.
+    const snake = `{"resource_logs":${'{"a_b":'.repeat(200_000)}1${'}'.repeat(200_000)}}`;
+    expect(httpError(() => decodeOtlp('logs', 'json', Buffer.from(snake))).status).toBe(400);
   });
 });
 
@@ -842,6 +872,54 @@ describe('metrics', () => {
     ]);
     expect(inf).toMatchObject({ data_point_value: Infinity, data_point_flags: 1, data_point_exemplars: null });
     expect(int.data_point_value).toBe(-3);
+  });
+
+  it('accepts proto field names (snake_case) in OTLP/JSON', () => {
+    const request = {
+      resource_metrics: [
+        {
+          schema_url: 'https://example.com/r',
+          scope_metrics: [
+            {
+              metrics: [
+                {
+                  name: 'e',
+                  exponential_histogram: {
+                    aggregation_temporality: 2,
+                    data_points: [
+                      {
+                        time_unix_nano: nanosText(T0, 9),
+                        start_time_unix_nano: nanosText(T0, 1),
+                        count: '4',
+                        zero_count: '1',
+                        zero_threshold: 0.001,
+                        positive: { offset: 1, bucket_counts: ['1', '2'] },
+                      },
+                    ],
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const row = decodeOtlp('metrics', 'json', jsonBody(request)).rows[0];
+    expect(row).toMatchObject({
+      resource_schema_url: 'https://example.com/r',
+      metric_type: 'exponential_histogram',
+      aggregation_temporality_description: 'AGGREGATION_TEMPORALITY_CUMULATIVE',
+      time_unix_nano: iso(T0, 9),
+      start_time_unix_nano: iso(T0, 1),
+      data_point_count: 4,
+      data_point_sum: null,
+      data_point_zero_count: 1,
+      data_point_zero_threshold: 0.001,
+      data_point_positive_offset: 1,
+      data_point_positive_bucket_counts: [1, 2],
+      data_point_negative_offset: 0,
+      data_point_negative_bucket_counts: [],
+    });
   });
 
   it('rejects only the data points with bad exemplar ids or inconsistent buckets', () => {

@@ -44,7 +44,8 @@ export function anyValueToJson(v: unknown, at: string, field: Field, depth: numb
 
 /** A KeyValue list as a JSON object (later duplicates of a key win). */
 function keyValuesToObject(kvs: unknown[], at: string, depth: number): { [key: string]: Json } {
-  const out: { [key: string]: Json } = {};
+  // No prototype, so a "__proto__" key is stored like any other instead of setting the prototype.
+  const out: { [key: string]: Json } = Object.create(null);
   for (let i = 0; i < kvs.length; i++) {
     const kv = msg(kvs[i], at, i);
     if (kv === null) continue;

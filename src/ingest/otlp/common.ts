@@ -56,7 +56,7 @@ export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, 
       const sAt = `${rAt}.${env.scopes}[${s}]`;
       const sc = msg(scopes[s], sAt);
       if (sc === null) continue;
-      const attributes: FlatRow = { ...rAttributes };
+      const attributes: FlatRow = Object.assign({}, rAttributes);
       const scope = msg(sc.scope, sAt, 'scope');
       if (scope !== null) putAttributes(attributes, scope.attributes, `${sAt}.scope`, 'attributes');
       const fixed: FlatRow = {
@@ -80,7 +80,9 @@ export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, 
 
 /** A new row: inherited attributes, then the record's own (which win), then the inherited fixed columns. */
 export function startRow(shared: Shared, record: Msg, at: string, attributesField = 'attributes'): FlatRow {
-  const row: FlatRow = { ...shared.attributes };
+  // Not `{ ...shared.attributes }`: V8 gives a spread copy a map that later property additions cannot
+  // share, which made building rows ~20x slower; Object.assign onto a literal keeps the transitions.
+  const row: FlatRow = Object.assign({}, shared.attributes);
   putAttributes(row, record[attributesField], at, attributesField);
   Object.assign(row, shared.fixed);
   return row;

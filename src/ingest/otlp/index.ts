@@ -61,13 +61,13 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
  * that carry no time of their own.
  */
 export function decodeOtlp(signal: OtlpSignal, format: OtlpFormat, body: Buffer, now: Date = new Date()): OtlpDecoded {
-  const request = format === 'protobuf' ? parseProtobuf(signal, body) : parseOtlpJson(body);
   const ctx: ConvertContext = {
     receivedAt: nanosToIso(BigInt(now.getTime()) * 1_000_000n),
     rejections: new Rejections(),
   };
   let rows: FlatRow[];
   try {
+    const request = format === 'protobuf' ? parseProtobuf(signal, body) : parseOtlpJson(body);
     rows = CONVERT[signal](request, ctx);
   } catch (err) {
     if (err instanceof HttpError) throw err;
@@ -77,7 +77,8 @@ export function decodeOtlp(signal: OtlpSignal, format: OtlpFormat, body: Buffer,
   }
   const out: OtlpDecoded = {
     rows,
-    knownTypes: OTLP_KNOWN_TYPES[signal],
+    // A copy: the batch is the caller's to change.
+    knownTypes: { ...OTLP_KNOWN_TYPES[signal] },
     timeColumn: OTLP_TIME_COLUMN[signal],
     rejected: ctx.rejections.count,
   };

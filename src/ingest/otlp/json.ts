@@ -3,6 +3,7 @@ import type { Msg } from './values.ts';
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const LONG_INT = /-?\d{16,}/g;
+const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 
 /** Whether the character before an integer literal makes it part of something else (a string is handled apart). */
@@ -25,6 +26,9 @@ function quoteUnsafeIntegers(text: string): string {
   let scanned = 0;
   let inString = false;
   for (let m = LONG_INT.exec(text); m !== null; m = LONG_INT.exec(text)) {
+    // Digits right after a quote open a string (after a closing quote they would be invalid JSON):
+    // the usual case, 64-bit ints sent as strings, skips the quote scan entirely.
+    if (m.index > 0 && text.charCodeAt(m.index - 1) === QUOTE) continue;
     for (let q = text.indexOf('"', scanned); q !== -1 && q < m.index; q = text.indexOf('"', q + 1)) {
       if (inString) {
         let backslashes = 0;
