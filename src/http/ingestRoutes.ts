@@ -1,4 +1,5 @@
 import type { Context, Hono } from 'hono';
+import { decodeBody } from '../ingest/compression.ts';
 import { jsonEventsToBatch } from '../ingest/jsonEvents.ts';
 import { authorize } from './auth.ts';
 import { parseJson, readBody } from './body.ts';
@@ -18,7 +19,8 @@ export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config }: Se
     authorize(c.get('principal'), 'ingest', name);
     const body = await readBody(c, config.maxBodyBytes);
     // Parse and validate everything before touching the dataset: a rejected request stores nothing.
-    const batch = jsonEventsToBatch(parseJson(body), c.req.raw.headers, config.maxNesting);
+    const json = parseJson(decodeBody(body, c.req.header('content-encoding'), config.maxDecompressedBytes));
+    const batch = jsonEventsToBatch(json, c.req.raw.headers, config.maxNesting);
     let meta = registry.find(name);
     if (!meta) {
       if (!createIfMissing) return c.json({ error: `dataset "${name}" does not exist` }, 404);

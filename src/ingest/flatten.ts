@@ -15,6 +15,7 @@ export function flattenEvent(event: Record<string, unknown>, maxDepth: number): 
       const value = obj[key];
       const name = prefix + key;
       if (value === null || value === undefined) continue;
+      if (name in out) throw badRequest(`field "${name}" occurs twice after flattening (e.g. "a_b" next to {"a":{"b":…}})`);
       if (Array.isArray(value)) {
         checkDepth(value, depth + 1, maxDepth, name);
         out[name] = JSON.stringify(value);

@@ -25,6 +25,8 @@ export interface QueryRequest {
  */
 export function datasetViewSql(snap: Snapshot, startMs: number, endMs: number): string {
   const columns = Object.entries(snap.schema) as [string, ColumnType][];
+  // A dataset that never received a row still has its time column.
+  if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
   const t = sqlIdent(snap.meta.timeColumn);
   const range = `${t} >= ${timestampLiteral(startMs)} AND ${t} < ${timestampLiteral(endMs)}`;
   const parts: string[] = [];

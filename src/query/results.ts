@@ -11,14 +11,24 @@ function int64(v: Json): Json {
   return Number.isSafeInteger(n) ? n : v;
 }
 
-/** DuckDB's '2026-11-22 23:34:36.123' (always UTC here) → ISO 8601 '2026-11-22T23:34:36.123Z'. */
+/**
+ * DuckDB prints '2026-11-22 23:34:36.12' (trailing zeros dropped, UTC here) → ISO 8601 with at least
+ * millisecond digits: '2026-11-22T23:34:36.120Z'; micro/nanosecond digits are kept.
+ */
+function isoTime(text: string): string {
+  const m = /^([^ ]+) (\d{2}:\d{2}:\d{2})(?:\.(\d+))?(.*)$/.exec(text);
+  if (!m) return text;
+  const frac = (m[3] ?? '').padEnd(3, '0');
+  return `${m[1]}T${m[2]}.${frac}${m[4]}`;
+}
+
 function timestamp(v: Json): Json {
-  return typeof v === 'string' ? `${v.replace(' ', 'T')}Z` : v;
+  return typeof v === 'string' ? `${isoTime(v)}Z` : v;
 }
 
 function timestampTz(v: Json): Json {
   if (typeof v !== 'string') return v;
-  const iso = v.replace(' ', 'T');
+  const iso = isoTime(v);
   return iso.endsWith('+00') ? `${iso.slice(0, -3)}Z` : /[+-]\d{2}$/.test(iso) ? `${iso}:00` : iso;
 }
 

@@ -7,7 +7,7 @@ import { badRequest, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
 import { log } from '../log.ts';
 import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
-import type { ObjectStore } from './objectStore.ts';
+import { writeFileDurable, type ObjectStore } from './objectStore.ts';
 import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
 import { writeParquet } from './parquetWriter.ts';
 import { evolveSchema, rowToJsonLine, unionSchemas, type Schema } from './schema.ts';
@@ -66,6 +66,8 @@ class Dataset {
   /** This worker's own schema object in the store. */
   ownSchema: Schema = {};
   schemaWrite: Promise<void> = Promise.resolve();
+  /** The own schema has columns the store's copy lacks. */
+  schemaDirty = false;
   flushing?: Promise<void>;
   oldestUnflushedAt?: number;
   /** After a failed flush, no new attempt before this time (exponential backoff). */
@@ -104,6 +106,10 @@ export class DatasetRegistry {
 
   private walDir(m: DatasetMeta): string {
     return path.join(this.settings.dataDir, 'wal', m.name, m.generation);
+  }
+
+  private localSchemaFile(m: DatasetMeta): string {
+    return path.join(this.walDir(m), 'schema.json');
   }
 
   /** Loads every dataset from the store and recovers this worker's WAL. */
@@ -181,6 +187,12 @@ export class DatasetRegistry {
   }
 
   async refreshSchema(ds: Dataset): Promise<void> {
+    const local = await fs.readFile(this.localSchemaFile(ds.meta), 'utf8').catch(() => undefined);
+    if (local) {
+      const own = JSON.parse(local) as Schema;
+      if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
+      ds.ownSchema = unionSchemas([ds.ownSchema, own]);
+    }
     const prefix = `${ds.meta.name}/.schema/${ds.meta.generation}/`;
     const schemas: Schema[] = [];
     for (const { key } of await this.store.list(prefix)) {
@@ -227,8 +239,8 @@ export class DatasetRegistry {
     this.validateName(name);
     const existing = this.datasets.get(name)?.meta ?? (await this.creating.get(name));
     if (existing) return { meta: existing, created: false };
-    const clash = this.find(name, true);
-    if (clash) throw new HttpError(409, `dataset "${clash.name}" already exists (names are case-insensitive)`);
+    const clash = this.find(name, true)?.name ?? [...this.creating.keys()].find((n) => n.toLowerCase() === name.toLowerCase());
+    if (clash) throw new HttpError(409, `dataset "${clash}" already exists (names are case-insensitive)`);
     const work = (async () => {
       const meta: DatasetMeta = {
         name,
@@ -282,11 +294,12 @@ export class DatasetRegistry {
     const { next } = evolveSchema(ds.schema, batch, this.settings.maxColumns);
     if (next) {
       ds.schema = next;
-      ds.ownSchema = unionSchemas([ds.ownSchema, Object.fromEntries(Object.entries(next).filter(([k]) => !(k in ds.ownSchema) || ds.ownSchema[k] !== next[k]))]);
+      ds.ownSchema = unionSchemas([ds.ownSchema, next]);
+      ds.schemaDirty = true;
       const own = ds.ownSchema;
-      ds.schemaWrite = ds.schemaWrite
-        .catch(() => undefined)
-        .then(() => this.store.putBytes(schemaKey(ds.meta, this.settings.nodeId), JSON.stringify(own)));
+      // Kept on local disk next to the WAL (so ingestion does not depend on the store being up) and
+      // uploaded with the next flush, before any manifest that names files with these columns.
+      ds.schemaWrite = ds.schemaWrite.catch(() => undefined).then(() => writeFileDurable(this.localSchemaFile(ds.meta), JSON.stringify(own)));
     }
     // Every append waits for the latest schema write, so no acknowledged row has an unrecorded column.
     await ds.schemaWrite;
@@ -335,6 +348,13 @@ export class DatasetRegistry {
         add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId });
       }
       if (ds.deleted) return;
+      if (ds.schemaDirty) {
+        ds.schemaDirty = false;
+        await this.store.putBytes(schemaKey(ds.meta, this.settings.nodeId), JSON.stringify(ds.ownSchema)).catch((err) => {
+          ds.schemaDirty = true;
+          throw err;
+        });
+      }
       // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
       const manifest = await this.commitManifest(ds, {
         add,

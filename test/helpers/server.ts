@@ -116,6 +116,9 @@ export async function query(
     json: { query: sql, startTime: range.startTime ?? '1970-01-01T00:00:00Z', endTime: range.endTime ?? '2100-01-01T00:00:00Z', send_null: true, ...extra },
   });
   const text = await res.text();
-  if (res.status !== 200) throw new Error(`query failed ${res.status}: ${text}`);
+  if (res.status !== 200) {
+    const tail = res.status >= 500 ? `\nserver log tail:\n${server.logs().split('\n').filter((l) => l.includes('"error"')).slice(-5).join('\n')}` : '';
+    throw new Error(`query failed ${res.status}: ${text}${tail}`);
+  }
   return JSON.parse(text) as Record<string, unknown>[];
 }
