@@ -7,6 +7,7 @@ import { registerDatasetRoutes } from './datasetRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
+import { registerPrometheusRoutes } from './prometheusRoutes.ts';
 
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -40,6 +41,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerIngestRoutes(app, services);
   registerQueryRoutes(app, services);
   registerOtlpRoutes(app, services);
+  registerPrometheusRoutes(app, services);
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

@@ -1,31 +1,10 @@
 import type { Hono } from 'hono';
 import { decodeRemoteWrite, remoteWriteResponseHeaders } from '../ingest/prometheus/index.ts';
-import type { RowBatch } from '../ingest/types.ts';
 import { authorize } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { streamName } from './ingestRoutes.ts';
 import { checkLogSource, stampReceiveTime, targetDataset } from './otlpRoutes.ts';
-
-/**
- * Prometheus samples are stored as OTel metric data points (the interface sends them with
- * `X-P-Log-Source: otel-metrics`), so one dataset can hold both: the sample time becomes
- * `time_unix_nano` and the value `data_point_value`.
- */
-export function promToOtelColumns(batch: RowBatch): RowBatch {
-  const rename: Record<string, string> = { timestamp: 'time_unix_nano', value: 'data_point_value' };
-  const knownTypes: RowBatch['knownTypes'] = {};
-  for (const [k, t] of Object.entries(batch.knownTypes)) knownTypes[rename[k] ?? k] = k === 'timestamp' ? 'TIMESTAMP_NS' : t;
-  for (const row of batch.rows) {
-    for (const [from, to] of Object.entries(rename)) {
-      if (from in row) {
-        row[to] = row[from];
-        delete row[from];
-      }
-    }
-  }
-  return { rows: batch.rows, knownTypes };
-}
 
 export function registerPrometheusRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
   app.post('/v1/prometheus/write', async (c) => {
@@ -36,7 +15,7 @@ export function registerPrometheusRoutes(app: Hono<AppEnv>, { registry, config }
     const raw = await readBody(c, config.maxBodyBytes);
     const decoded = decodeRemoteWrite(raw, c.req.header('content-type'), c.req.header('content-encoding'), config.maxDecompressedBytes);
     await targetDataset(registry, principal, name, 'otel-metrics');
-    const count = await registry.ingest(name, stampReceiveTime(promToOtelColumns(decoded)), raw.length);
+    const count = await registry.ingest(name, stampReceiveTime(decoded), raw.length);
     for (const [k, v] of Object.entries(remoteWriteResponseHeaders(decoded))) c.header(k, v);
     // Remote write senders treat any 2xx as stored; the body is for people (JSON like every endpoint).
     return c.json({ message: 'ingested', count, samples: decoded.samples, histograms: decoded.histograms, exemplars: decoded.exemplars });
