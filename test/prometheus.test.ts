@@ -15,7 +15,7 @@ function v1Body(obj: Record<string, unknown>): Buffer {
 async function write(server: TestServer, body: Buffer, headers: Record<string, string> = {}, stream = 'prom'): Promise<Response> {
   return server.request(`/v1/prometheus/write?stream=${stream}`, {
     method: 'POST',
-    body,
+    body: new Uint8Array(body),
     headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf', 'x-prometheus-remote-write-version': '0.1.0', ...headers },
   });
 }
@@ -143,7 +143,7 @@ describe('Prometheus remote write', () => {
       ['5000 labels', await write(server, hugeLabels), 400],
       ['wrong content type', await write(server, good, { 'content-type': 'application/json' }), 415],
       ['wrong log source', await write(server, good, { 'x-p-log-source': 'otel-logs' }), 400],
-      ['no dataset', await server.request('/v1/prometheus/write', { method: 'POST', body: good, headers: { 'content-encoding': 'snappy' } }), 400],
+      ['no dataset', await server.request('/v1/prometheus/write', { method: 'POST', body: new Uint8Array(good), headers: { 'content-encoding': 'snappy' } }), 400],
     ];
     for (const [label, res, status] of cases) {
       expect(res.status, label).toBe(status);
