@@ -6,6 +6,8 @@ import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { api, fmt, listFiles, median, sendAll, startService, waitFlushed } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
+import { benchOtel } from './otel.ts';
+import { benchS3 } from './s3.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -92,6 +94,12 @@ async function main(): Promise<void> {
   } finally {
     await server.stop();
   }
+
+  if (process.env.BENCH_SKIP_OTEL !== '1') {
+    console.log('\n## OTLP and Prometheus remote write through HTTP (8 clients, 1,000 records per request)');
+    table(await benchOtel());
+  }
+  if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
 }
 
 main().catch((err) => {
