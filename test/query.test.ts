@@ -35,7 +35,7 @@ async function waitFlushed(server: TestServer, name: string): Promise<void> {
 describe('query', () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startServer({ env: { P_FLUSH_INTERVAL: '300ms', P_QUERY_TIMEOUT: '1500ms' } });
+    server = await startServer({ env: { P_FLUSH_INTERVAL: '300ms', P_QUERY_TIMEOUT: '1500ms', P_QUERY_MEMORY_LIMIT: '256MB' } });
     for (const name of ['web', 'users', 'pruned']) expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(201);
     await ingest(server, 'web', [
       { user_id: 1, path: '/a', status: 200, latency: 10.5 },
@@ -170,6 +170,13 @@ describe('query', () => {
     expect(r.status).toBe(408);
     expect((r.body as { error: string }).error).toMatch(/time limit/);
     expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it('holds the memory limit: a query needing more fails with 400 and the service carries on', async () => {
+    const r = await rawQuery(server, { query: "SELECT length(string_agg(repeat('x', 1000), '')) AS n FROM range(400000)" });
+    expect(r.status).toBe(400);
+    expect((r.body as { error: string }).error).toMatch(/Out of Memory/i);
+    expect(await query(server, 'SELECT count(*) AS n FROM users')).toEqual([{ n: 2 }]);
   });
 
   it('opens only the Parquet files whose time range overlaps the query', async () => {
