@@ -83,6 +83,37 @@ describe('durability', () => {
     expect(rows.length - allAcked.size).toBeLessThanOrEqual(4 * 3);
   });
 
+  it('queries running while flushes swap WAL for Parquet see every acknowledged row exactly once', async () => {
+    const server = await startServer({ env: { P_FLUSH_INTERVAL: '20ms', P_FLUSH_BYTES: '8KiB' } });
+    servers.push(server);
+    await server.request('/api/v1/logstream/swap', { method: 'PUT' });
+    let acked = 0;
+    let stop = false;
+    const writer = (async () => {
+      for (let b = 0; !stop; b++) {
+        const res = await server.request('/api/v1/logstream/swap', { method: 'POST', json: Array.from({ length: 10 }, (_, i) => ({ b, i })) });
+        expect(res.status).toBe(200);
+        acked += 10;
+      }
+    })();
+    let checks = 0;
+    const deadline = Date.now() + 3000;
+    while (Date.now() < deadline) {
+      const before = acked;
+      const [row] = await query(server, 'SELECT count(*) AS n, count(DISTINCT b * 100 + i) AS d FROM swap');
+      const after = acked;
+      expect(row.n).toBe(row.d);
+      expect(Number(row.n)).toBeGreaterThanOrEqual(before);
+      expect(Number(row.n)).toBeLessThanOrEqual(after + 10);
+      checks++;
+    }
+    stop = true;
+    await writer;
+    expect(checks).toBeGreaterThan(10);
+    const stats = (await (await server.request('/api/v1/logstream/swap/stats')).json()) as { storage: { files: number } };
+    expect(stats.storage.files).toBeGreaterThan(3);
+  });
+
   it('SIGTERM flushes the WAL to ZSTD Parquet that a fresh DuckDB reads as is', async () => {
     const dataDir = await tempDir();
     const server = await startServer({ dataDir, env: { P_FLUSH_INTERVAL: '1h' } });

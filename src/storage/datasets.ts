@@ -169,20 +169,31 @@ export class DatasetRegistry {
     }
   }
 
-  /** Writes a manifest and applies it to the local catalog. */
-  private async commitManifest(ds: Dataset, m: Omit<Manifest, 'version' | 'generation' | 'nodeId' | 'seq' | 'createdAt'>, seq?: number): Promise<Manifest> {
-    const manifest: Manifest = {
-      version: 1,
-      generation: ds.meta.generation,
-      nodeId: this.settings.nodeId,
-      seq: seq ?? this.manifestSeq + 1,
-      createdAt: new Date().toISOString(),
-      ...m,
-    };
-    this.manifestSeq = Math.max(this.manifestSeq, manifest.seq);
-    const key = `${manifestPrefix(ds.meta)}${this.settings.nodeId}.${String(manifest.seq).padStart(12, '0')}.json`;
+  /**
+   * Reserves a manifest number (also used in file names), unique for this worker: at least `atLeast`,
+   * above every number used so far. Taken before any await, so a flush and a compaction running at
+   * the same time never share one (they would overwrite each other's manifest).
+   */
+  private reserveSeq(atLeast = 0): number {
+    this.manifestSeq = Math.max(this.manifestSeq + 1, atLeast);
+    return this.manifestSeq;
+  }
+
+  /**
+   * Writes a manifest, then applies it to the local catalog and runs `alsoNow` in the same tick, so
+   * no query can see the catalog change without what goes with it (the WAL segments it replaces).
+   */
+  private async commitManifest(
+    ds: Dataset,
+    seq: number,
+    m: Omit<Manifest, 'version' | 'generation' | 'nodeId' | 'seq' | 'createdAt'>,
+    alsoNow?: (manifest: Manifest) => void,
+  ): Promise<Manifest> {
+    const manifest: Manifest = { version: 1, generation: ds.meta.generation, nodeId: this.settings.nodeId, seq, createdAt: new Date().toISOString(), ...m };
+    const key = `${manifestPrefix(ds.meta)}${this.settings.nodeId}.${String(seq).padStart(12, '0')}.json`;
     await this.store.putBytes(key, JSON.stringify(manifest));
     this.applyManifest(ds.catalog, key, manifest);
+    alsoNow?.(manifest);
     return manifest;
   }
 
@@ -325,9 +336,7 @@ export class DatasetRegistry {
     ds.oldestUnflushedAt = undefined;
     if (segments.length === 0) return;
     const started = Date.now();
-    // The manifest sequence must also be unique across restarts: WAL segment numbers only grow, so
-    // the flush takes the larger of the two.
-    const seq = Math.max(segments[segments.length - 1].seq, this.manifestSeq + 1);
+    const seq = this.reserveSeq(segments[segments.length - 1].seq);
     const { generation, name, timeColumn } = ds.meta;
     const staging = path.join(this.settings.dataDir, 'tmp', `flush-${name}-${generation}-${seq}-${randomUUID().slice(0, 8)}`);
     try {
@@ -356,13 +365,14 @@ export class DatasetRegistry {
         });
       }
       // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
-      const manifest = await this.commitManifest(ds, {
-        add,
-        remove: [],
-        walSegments: segments.map((s) => s.seq),
-        ingestedBytes: segments.reduce((sum, s) => sum + s.rawBytes, 0),
-      }, seq);
-      await ds.wal.remove(manifest.walSegments);
+      let removal: Promise<void> = Promise.resolve();
+      await this.commitManifest(
+        ds,
+        seq,
+        { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes: segments.reduce((sum, s) => sum + s.rawBytes, 0) },
+        (m) => (removal = ds.wal.remove(m.walSegments)),
+      );
+      await removal;
       ds.flushFailures = 0;
       ds.retryFlushAt = 0;
       log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
@@ -475,8 +485,7 @@ export class DatasetRegistry {
   private async mergeGroup(ds: Dataset, group: FileEntry[]): Promise<void> {
     const started = Date.now();
     const columns = Object.entries(ds.schema) as [string, ColumnType][];
-    const seq = this.manifestSeq + 1;
-    this.manifestSeq = seq;
+    const seq = this.reserveSeq();
     const name = `${ds.meta.generation}.${this.settings.nodeId}.${String(seq).padStart(12, '0')}.compacted.parquet`;
     const staging = path.join(this.settings.dataDir, 'tmp', `compact-${randomUUID().slice(0, 8)}-${name}`);
     const release = await this.acquire(group.map((f) => f.key));
@@ -495,12 +504,12 @@ export class DatasetRegistry {
       if (ds.deleted) return;
       // One manifest adds the merged file and removes its inputs: readers switch atomically. The
       // inputs stay in storage for the grace period, for queries that picked them before.
-      await this.commitManifest(ds, {
+      await this.commitManifest(ds, seq, {
         add: [{ key, rows: written.rows, bytes: written.bytes, minMs: written.minMs, maxMs: written.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId }],
         remove: group.map((f) => f.key),
         walSegments: [],
         ingestedBytes: 0,
-      }, seq);
+      });
       log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
     } finally {
       release.release();
@@ -530,7 +539,7 @@ export class DatasetRegistry {
     const cutoff = now - parseDurationMs(rule.duration);
     const expired = ds.catalog.all().filter((f) => f.maxMs < cutoff);
     if (!expired.length) return 0;
-    await this.commitManifest(ds, { add: [], remove: expired.map((f) => f.key), walSegments: [], ingestedBytes: 0 });
+    await this.commitManifest(ds, this.reserveSeq(), { add: [], remove: expired.map((f) => f.key), walSegments: [], ingestedBytes: 0 });
     log.info('retention removed files', { dataset: name, files: expired.length, olderThan: new Date(cutoff).toISOString() });
     return expired.length;
   }

@@ -122,13 +122,15 @@ export class Wal {
     const seg = this.active;
     if (!seg) return;
     this.active = undefined;
+    const sealed: Segment = { seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes };
+    // Listed as sealed before any await: a concurrent seal() (a query, a flush) must never find an
+    // acknowledged segment in neither list.
+    if (!torn && seg.rows > 0) this.sealed.push(sealed);
     await seg.handle.close();
     if (torn) {
       const recovered = await recoverSegment(seg.path, seg.seq);
       if (recovered) this.sealed.push({ ...recovered, rawBytes: seg.rawBytes });
-    } else if (seg.rows > 0) {
-      this.sealed.push({ seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes });
-    } else {
+    } else if (seg.rows === 0) {
       await fs.rm(seg.path, { force: true });
     }
   }
