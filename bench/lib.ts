@@ -1,23 +1,14 @@
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { freePort } from '../test/helpers/server.ts';
+
+export { listFiles } from '../test/helpers/files.ts';
 
 export const root = path.resolve(import.meta.dirname, '..');
 export const BENCH_KEY = 'bench-admin-key';
-
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-    srv.on('error', reject);
-  });
-}
 
 export interface BenchServer {
   port: number;
@@ -35,6 +26,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Be
   });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   for (let i = 0; i < 300; i++) {
+    if (child.exitCode !== null) throw new Error(`service exited at start (code ${child.exitCode}); env ${JSON.stringify(env)}`);
     try {
       const res = await fetch(`http://127.0.0.1:${port}/api/v1/liveness`);
       if (res.ok) break;
@@ -106,19 +98,6 @@ export async function waitFlushed(port: number, dataset: string, timeoutMs = 120
     if (Date.now() > deadline) throw new Error(`${dataset} not flushed in time`);
     await new Promise((r) => setTimeout(r, 250));
   }
-}
-
-export async function listFiles(dir: string, suffix: string): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.name.endsWith(suffix)) out.push(p);
-    }
-  };
-  await walk(dir);
-  return out.sort();
 }
 
 export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

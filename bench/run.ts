@@ -4,7 +4,7 @@
  */
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { api, fmt, listFiles, median, sendAll, startService, waitFlushed } from './lib.ts';
+import { api, fmt, listFiles, median, post, sendAll, startService, waitFlushed } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchS3 } from './s3.ts';
@@ -77,7 +77,8 @@ async function main(): Promise<void> {
       const viaDirect: number[] = [];
       for (let i = 0; i <= RUNS; i++) {
         let t = performance.now();
-        await api(server.port, 'POST', '/api/v1/query', body);
+        const res = await post(server.port, '/api/v1/query', JSON.stringify(body));
+        if (res.status !== 200) throw new Error(`query failed: ${res.body}`);
         if (i > 0) viaHttp.push(performance.now() - t);
         t = performance.now();
         const reader = await conn.runAndReadAll(sql.replaceAll('{t}', fileList));

@@ -1,22 +1,11 @@
-import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { listFiles, until } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-async function parquetFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.name.endsWith('.parquet')) out.push(p);
-    }
-  };
-  await walk(dir);
-  return out;
-}
+const parquetFiles = (dir: string) => listFiles(dir, '.parquet');
 
 async function stats(server: TestServer, name: string) {
   return (await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as {
@@ -24,16 +13,6 @@ async function stats(server: TestServer, name: string) {
     storage: { files: number; size: number };
     wal: { count: number };
   };
-}
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 describe('compaction and retention (local storage)', () => {

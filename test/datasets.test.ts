@@ -2,6 +2,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { query, startServer, type TestServer } from './helpers/server.ts';
+import { listFiles } from './helpers/files.ts';
 
 interface DatasetInfo {
   name: string;
@@ -42,25 +43,7 @@ async function ingestText(server: TestServer, name: string, text: string): Promi
 }
 
 /** Every file (not directory) below `dir`; [] when `dir` does not exist. */
-async function filesUnder(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    let entries: import('node:fs').Dirent[];
-    try {
-      entries = await fs.readdir(d, { withFileTypes: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw err;
-    }
-    for (const e of entries) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else out.push(p);
-    }
-  };
-  await walk(dir);
-  return out;
-}
+const filesUnder = (dir: string) => listFiles(dir, '');
 
 describe('datasets', () => {
   let server: TestServer;

@@ -1,24 +1,11 @@
-import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, describe, expect, it } from 'vitest';
+import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const BATCH = 20;
-
-async function listFiles(dir: string, suffix: string): Promise<string[]> {
-  const out: string[] = [];
-  const walk = async (d: string): Promise<void> => {
-    for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
-      const p = path.join(d, e.name);
-      if (e.isDirectory()) await walk(p);
-      else if (e.name.endsWith(suffix)) out.push(p);
-    }
-  };
-  await walk(dir);
-  return out;
-}
 
 /**
  * Several clients send batches with unique ids as fast as they can; returns the ids of every batch

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { listFiles } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 
 const ALL = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
@@ -188,15 +189,7 @@ describe('query', () => {
     const rows = await query(server, 'SELECT batch, p_timestamp FROM pruned ORDER BY p_timestamp');
     expect(rows.map((r) => r.batch)).toEqual(['old', 'new']);
     // Find the file holding the old batch and make it unreadable.
-    const files: string[] = [];
-    const walk = async (dir: string): Promise<void> => {
-      for (const e of await fs.readdir(dir, { withFileTypes: true })) {
-        const p = path.join(dir, e.name);
-        if (e.isDirectory()) await walk(p);
-        else if (e.name.endsWith('.parquet')) files.push(p);
-      }
-    };
-    await walk(path.join(server.dataDir, 'store', 'pruned'));
+    const files = await listFiles(path.join(server.dataDir, 'store', 'pruned'), '.parquet');
     expect(files.length).toBe(2);
     const mtimes = await Promise.all(files.map(async (f) => ({ f, t: (await fs.stat(f)).mtimeMs })));
     const oldFile = mtimes.sort((a, b) => a.t - b.t)[0].f;

@@ -1,23 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { until } from './helpers/files.ts';
 import { startS3Server } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await sleep(100);
-  }
-}
 
 async function count(server: TestServer, dataset: string): Promise<number> {
   const rows = await query(server, `SELECT count(*) AS n FROM ${dataset}`);

@@ -28,6 +28,8 @@ export async function openDuckDB(opts: { dataDir: string; threads: number; memor
     await conn.run(`SET allowed_directories = [${sqlString(dir)}]`);
     await conn.run(`SET enable_external_access = false`);
     await conn.run(`SET autoinstall_known_extensions = false`);
+    // Stored Parquet files never change once written, so their footers can be cached across queries.
+    await conn.run(`SET parquet_metadata_cache = true`);
     await conn.run(`SET autoload_known_extensions = false`);
     await conn.run(`SET lock_configuration = true`);
   } finally {

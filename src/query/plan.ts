@@ -11,6 +11,10 @@ export interface QueryPlan {
 
 type Node = Record<string, unknown>;
 
+/** Plans depend only on the SQL text; dashboards repeat the same statements, so keep recent ones. */
+const cache = new Map<string, QueryPlan>();
+const CACHE_ENTRIES = 500;
+
 /**
  * Parses the SQL with DuckDB's own parser (`json_serialize_sql`) and checks it before anything runs:
  * exactly one SELECT statement (json_serialize_sql refuses every other kind), no schema- or
@@ -18,6 +22,15 @@ type Node = Record<string, unknown>;
  * `query`… would bypass dataset permissions and time ranges). Returns the table names it reads.
  */
 export async function planQuery(conn: DuckDBConnection, sql: string): Promise<QueryPlan> {
+  const cached = cache.get(sql);
+  if (cached) return cached;
+  const plan = await parsePlan(conn, sql);
+  if (cache.size >= CACHE_ENTRIES) cache.delete(cache.keys().next().value!);
+  cache.set(sql, plan);
+  return plan;
+}
+
+async function parsePlan(conn: DuckDBConnection, sql: string): Promise<QueryPlan> {
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
   const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as {
     error: boolean;

@@ -1,6 +1,6 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { putAttributes } from './attributes.ts';
-import { int, list, msg, str, type Msg } from './values.ts';
+import { int, list, msg, RecordRejection, str, type Msg, type Rejections } from './values.ts';
 
 /** Resource and scope columns every signal carries. */
 export const COMMON_KNOWN_TYPES: Record<string, ColumnType> = {
@@ -33,9 +33,15 @@ export interface Envelope {
 
 /**
  * Calls `visit` for every record of an Export*ServiceRequest with the columns it inherits and its
- * path (for messages), e.g. `resourceLogs[0].scopeLogs[1].logRecords[2]`.
+ * path (for messages), e.g. `resourceLogs[0].scopeLogs[1].logRecords[2]`. A `RecordRejection` thrown
+ * by `visit` leaves out that record and is counted in `rejections`.
  */
-export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, shared: Shared, at: string) => void): void {
+export function forEachRecord(
+  request: Msg,
+  env: Envelope,
+  rejections: Rejections,
+  visit: (record: Msg, shared: Shared, at: string) => void,
+): void {
   const resources = list(request[env.resources], env.resources);
   for (let r = 0; r < resources.length; r++) {
     const rAt = `${env.resources}[${r}]`;
@@ -72,7 +78,13 @@ export function forEachRecord(request: Msg, env: Envelope, visit: (record: Msg, 
       const recordsAt = `${sAt}.${env.records}`;
       for (let i = 0; i < records.length; i++) {
         const record = msg(records[i], recordsAt, i);
-        if (record !== null) visit(record, shared, `${recordsAt}[${i}]`);
+        if (record === null) continue;
+        try {
+          visit(record, shared, `${recordsAt}[${i}]`);
+        } catch (err) {
+          if (!(err instanceof RecordRejection)) throw err;
+          rejections.add(err.at, err.problem);
+        }
       }
     }
   }

@@ -1,7 +1,7 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { bodyCell } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
-import { enumNumber, id, int, str, time, type ConvertContext, type Msg } from './values.ts';
+import { enumNumber, id, int, str, timeColumn, type ConvertContext, type Msg } from './values.ts';
 
 export const LOGS_TIME_COLUMN = 'time_unix_nano';
 
@@ -29,7 +29,7 @@ const SEVERITY_NAMES = [
 /** One row per LogRecord; a record with a malformed trace or span id is rejected. */
 export function logRows(request: Msg, ctx: ConvertContext): FlatRow[] {
   const rows: FlatRow[] = [];
-  forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, (lr, shared, at) => {
+  forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, ctx.rejections, (lr, shared, at) => {
     const traceId = id(lr.traceId, 16, 'trace_id');
     const spanId = id(lr.spanId, 8, 'span_id');
     const idError = traceId.error ?? spanId.error;
@@ -37,11 +37,12 @@ export function logRows(request: Msg, ctx: ConvertContext): FlatRow[] {
       ctx.rejections.add(at, idError);
       return;
     }
+    const observed = timeColumn(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
+    const own = timeColumn(lr.timeUnixNano, at, 'timeUnixNano');
     const row = startRow(shared, lr, at);
-    const observed = time(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
     // The time column is never null: records without a time of their own are filed under the
     // time the collector saw them, or failing that, when this service received them.
-    row.time_unix_nano = time(lr.timeUnixNano, at, 'timeUnixNano') ?? observed ?? ctx.receivedAt;
+    row.time_unix_nano = own ?? observed ?? ctx.receivedAt;
     row.observed_time_unix_nano = observed;
     row.severity_number = enumNumber(lr.severityNumber, SEVERITY_NAMES, at, 'severityNumber');
     row.severity_text = str(lr.severityText, at, 'severityText');

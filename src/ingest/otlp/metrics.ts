@@ -1,7 +1,24 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow, type Shared } from './common.ts';
-import { bool, count, dbl, enumNumber, i64Number, id, int, invalid, list, msg, str, time, type ConvertContext, type Msg } from './values.ts';
+import {
+  bool,
+  count,
+  dbl,
+  enumNumber,
+  i64Number,
+  id,
+  int,
+  invalid,
+  list,
+  msg,
+  RecordRejection,
+  str,
+  time,
+  timeColumn,
+  type ConvertContext,
+  type Msg,
+} from './values.ts';
 
 export const METRICS_TIME_COLUMN = 'time_unix_nano';
 
@@ -49,18 +66,10 @@ const KINDS = [
 
 type MetricType = (typeof KINDS)[number][1];
 
-/** Thrown inside one data point's conversion to reject just that point. */
-class Reject {
-  constructor(
-    readonly at: string,
-    readonly problem: string,
-  ) {}
-}
-
 /** One row per data point, of whichever of the five metric types. */
 export function metricRows(request: Msg, ctx: ConvertContext): FlatRow[] {
   const rows: FlatRow[] = [];
-  forEachRecord(request, { resources: 'resourceMetrics', scopes: 'scopeMetrics', records: 'metrics' }, (metric, shared, at) => {
+  forEachRecord(request, { resources: 'resourceMetrics', scopes: 'scopeMetrics', records: 'metrics' }, ctx.rejections, (metric, shared, at) => {
     const kind = KINDS.find(([field]) => metric[field] !== null && metric[field] !== undefined);
     if (kind === undefined) return; // a metric without data has no points to store
     const [field, type] = kind;
@@ -91,7 +100,7 @@ export function metricRows(request: Msg, ctx: ConvertContext): FlatRow[] {
       try {
         rows.push(pointRow(type, point, shared, metricColumns, pAt, ctx));
       } catch (err) {
-        if (!(err instanceof Reject)) throw err;
+        if (!(err instanceof RecordRejection)) throw err;
         ctx.rejections.add(err.at, err.problem);
       }
     }
@@ -101,11 +110,13 @@ export function metricRows(request: Msg, ctx: ConvertContext): FlatRow[] {
 
 function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatRow, at: string, ctx: ConvertContext): FlatRow {
   const exemplars = type === 'summary' ? null : exemplarsJson(p.exemplars, at);
+  const pointTime = timeColumn(p.timeUnixNano, at, 'timeUnixNano');
+  const startTime = timeColumn(p.startTimeUnixNano, at, 'startTimeUnixNano');
   const row = startRow(shared, p, at);
   Object.assign(row, metricColumns);
   // A point without a time is filed under the receive time so the time column is never null.
-  row.time_unix_nano = time(p.timeUnixNano, at, 'timeUnixNano') ?? ctx.receivedAt;
-  row.start_time_unix_nano = time(p.startTimeUnixNano, at, 'startTimeUnixNano');
+  row.time_unix_nano = pointTime ?? ctx.receivedAt;
+  row.start_time_unix_nano = startTime;
   row.data_point_flags = int(p.flags, at, 'flags');
   switch (type) {
     case 'gauge':
@@ -117,7 +128,7 @@ function pointRow(type: MetricType, p: Msg, shared: Shared, metricColumns: FlatR
       const bucketCounts = counts(p.bucketCounts, at, 'bucketCounts');
       const bounds = doubles(p.explicitBounds, at, 'explicitBounds');
       if (bucketCounts.length !== 0 && bucketCounts.length !== bounds.length + 1) {
-        throw new Reject(at, `histogram has ${bucketCounts.length} bucket counts for ${bounds.length} explicit bounds (expected ${bounds.length + 1})`);
+        throw new RecordRejection(at, `histogram has ${bucketCounts.length} bucket counts for ${bounds.length} explicit bounds (expected ${bounds.length + 1})`);
       }
       row.data_point_bucket_counts = bucketCounts;
       row.data_point_explicit_bounds = bounds;
@@ -199,7 +210,7 @@ function exemplarsJson(v: unknown, pointAt: string): string | null {
     const traceId = id(e.traceId, 16, 'exemplar trace_id');
     const spanId = id(e.spanId, 8, 'exemplar span_id');
     const error = traceId.error ?? spanId.error;
-    if (error !== undefined) throw new Reject(eAt, error);
+    if (error !== undefined) throw new RecordRejection(eAt, error);
     return {
       time_unix_nano: time(e.timeUnixNano, eAt, 'timeUnixNano'),
       value: numberValue(e, eAt),

@@ -1,7 +1,7 @@
 import type { ColumnType, FlatRow } from '../types.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
-import { enumNumber, id, int, list, msg, nanosToIso, str, time, u64, type ConvertContext, type Msg } from './values.ts';
+import { enumNumber, id, int, list, msg, nanosToIso, storableNanos, str, time, u64, type ConvertContext, type Msg } from './values.ts';
 
 export const TRACES_TIME_COLUMN = 'span_start_time_unix_nano';
 
@@ -34,7 +34,7 @@ const STATUS_CODES = ['STATUS_CODE_UNSET', 'STATUS_CODE_OK', 'STATUS_CODE_ERROR'
 /** One row per Span. A span with a missing or malformed id is rejected, and so is one with a bad link id. */
 export function spanRows(request: Msg, ctx: ConvertContext): FlatRow[] {
   const rows: FlatRow[] = [];
-  forEachRecord(request, { resources: 'resourceSpans', scopes: 'scopeSpans', records: 'spans' }, (span, shared, at) => {
+  forEachRecord(request, { resources: 'resourceSpans', scopes: 'scopeSpans', records: 'spans' }, ctx.rejections, (span, shared, at) => {
     const traceId = id(span.traceId, 16, 'trace_id');
     const spanId = id(span.spanId, 8, 'span_id');
     const parentId = id(span.parentSpanId, 8, 'parent_span_id');
@@ -53,6 +53,8 @@ export function spanRows(request: Msg, ctx: ConvertContext): FlatRow[] {
       ctx.rejections.add(links.at, links.error);
       return;
     }
+    const start = storableNanos(u64(span.startTimeUnixNano, at, 'startTimeUnixNano') ?? 0n, at, 'startTimeUnixNano');
+    const end = storableNanos(u64(span.endTimeUnixNano, at, 'endTimeUnixNano') ?? 0n, at, 'endTimeUnixNano');
 
     const row = startRow(shared, span, at);
     row.span_trace_id = traceId.hex;
@@ -63,8 +65,6 @@ export function spanRows(request: Msg, ctx: ConvertContext): FlatRow[] {
     const kind = enumNumber(span.kind, SPAN_KINDS, at, 'kind');
     row.span_kind = kind;
     row.span_kind_description = SPAN_KINDS[kind] ?? null;
-    const start = u64(span.startTimeUnixNano, at, 'startTimeUnixNano') ?? 0n;
-    const end = u64(span.endTimeUnixNano, at, 'endTimeUnixNano') ?? 0n;
     // A span without a start time is filed under the receive time so the time column is never null.
     row.span_start_time_unix_nano = start === 0n ? ctx.receivedAt : nanosToIso(start);
     row.span_end_time_unix_nano = end === 0n ? null : nanosToIso(end);

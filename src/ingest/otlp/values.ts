@@ -248,6 +248,38 @@ export function time(v: unknown, at: string, field?: Field): string | null {
   return ns === null || ns === 0n ? null : nanosToIso(ns);
 }
 
+/**
+ * Thrown while converting one record (log record, span, data point) to leave out just that record; it
+ * is counted in partial_success like a record with a bad id.
+ */
+export class RecordRejection {
+  constructor(
+    readonly at: string,
+    readonly problem: string,
+  ) {}
+}
+
+/**
+ * The latest time a TIMESTAMP_NS column holds: nanoseconds since the epoch as a signed 64-bit integer,
+ * whose maximum DuckDB reserves for 'infinity' (2262-04-11T23:47:16.854775806Z). A later uint64 time
+ * cannot be stored: written to the WAL, it made every query of the dataset and every flush fail.
+ */
+export const MAX_TIMESTAMP_NS = I64_MAX - 1n;
+
+/** Checks that a time can be stored in a TIMESTAMP_NS column; if not, the record is rejected. */
+export function storableNanos(ns: bigint, at: string, field: Field): bigint {
+  if (ns > MAX_TIMESTAMP_NS) {
+    throw new RecordRejection(path(at, field), `${ns} ns is after 2262-04-11T23:47:16.854775806Z, the latest time that can be stored`);
+  }
+  return ns;
+}
+
+/** Like `time`, for a field stored in a TIMESTAMP_NS column: a time too late to store rejects the record. */
+export function timeColumn(v: unknown, at: string, field: Field): string | null {
+  const ns = u64(v, at, field);
+  return ns === null || ns === 0n ? null : nanosToIso(storableNanos(ns, at, field));
+}
+
 /** Collects per-record rejections for the partial_success response. */
 export class Rejections {
   count = 0;
