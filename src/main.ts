@@ -5,6 +5,7 @@ import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
 import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
+import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './query/duckdb.ts';
 import { DatasetRegistry } from './storage/datasets.ts';
@@ -67,11 +68,13 @@ async function main(): Promise<void> {
   await registry.init(reserved);
   registry.start();
 
+  const ingestPool = new IngestPool(config.ingestWorkers);
   const app = createApp({
     config,
     keys,
     registry,
     duck,
+    ingestPool,
     isReady: async () => {
       try {
         await store.ping();
@@ -92,6 +95,7 @@ async function main(): Promise<void> {
     log.info('shutting down', { signal });
     server.close();
     await registry.shutdown();
+    await ingestPool.close();
     log.info('stopped');
     process.exit(0);
   };

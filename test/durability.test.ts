@@ -74,7 +74,9 @@ describe('durability', () => {
     const server = await startServer({ env: { P_FLUSH_INTERVAL: '20ms', P_FLUSH_BYTES: '8KiB' } });
     servers.push(server);
     await server.request('/api/v1/logstream/swap', { method: 'PUT' });
-    let acked = 0;
+    // The columns exist once the first batch is in.
+    expect((await server.request('/api/v1/logstream/swap', { method: 'POST', json: [{ b: -1, i: 0 }] })).status).toBe(200);
+    let acked = 1;
     let stop = false;
     const writer = (async () => {
       for (let b = 0; !stop; b++) {

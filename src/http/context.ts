@@ -1,5 +1,6 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { Config } from '../config.ts';
+import type { IngestPool } from '../ingest/ingestPool.ts';
 import type { DatasetRegistry } from '../storage/datasets.ts';
 import type { ApiKeys, Principal } from './auth.ts';
 
@@ -9,6 +10,7 @@ export interface Services {
   keys: ApiKeys;
   registry: DatasetRegistry;
   duck: DuckDBInstance;
+  ingestPool: IngestPool;
   isReady: () => Promise<{ ready: boolean; reason?: string }>;
 }
 

@@ -1,11 +1,13 @@
 import type { Context, Hono } from 'hono';
-import { decodeBody } from '../ingest/compression.ts';
-import { jsonEventsToBatch } from '../ingest/jsonEvents.ts';
+import type { IngestPool } from '../ingest/ingestPool.ts';
+import { stampFromRequest } from '../ingest/jsonEvents.ts';
+import { decodeJob, type IngestInfo, type IngestJob } from '../ingest/pipeline.ts';
+import type { DatasetRegistry } from '../storage/datasets.ts';
 import { authorize } from './auth.ts';
-import { parseJson, readBody } from './body.ts';
+import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { TIME_COLUMN } from './datasetRoutes.ts';
-import { badRequest } from './errors.ts';
+import { badRequest, notFound } from './errors.ts';
 
 /** Dataset named by `X-P-Stream`, else by the `stream` query parameter (for clients without custom headers). */
 export function streamName(c: Context): string {
@@ -14,21 +16,49 @@ export function streamName(c: Context): string {
   return name;
 }
 
-export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
+/**
+ * Decodes a body in an ingest worker and stores it. `prepare` runs between decoding and storing: it
+ * finds or creates the dataset, so a body that cannot be decoded never creates one. The worker's
+ * lines are stored as they are, unless some values must become text first (a number sent to a
+ * VARCHAR column): then the rows are rebuilt here, where they can be rewritten.
+ */
+export async function decodeAndStore(
+  pool: IngestPool,
+  registry: DatasetRegistry,
+  name: string,
+  job: IngestJob,
+  prepare: () => Promise<void>,
+): Promise<{ count: number; info: IngestInfo }> {
+  const serialized = await pool.serialize(job);
+  await prepare();
+  const count =
+    (await registry.ingestSerialized(name, serialized.lines, serialized.rows, serialized.types, job.body.byteLength)) ??
+    (await registry.ingest(name, decodeJob(job).batch, job.body.byteLength));
+  return { count, info: serialized.info };
+}
+
+export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config, ingestPool }: Services): void {
   const ingestJson = async (c: Context<AppEnv>, name: string, createIfMissing: boolean) => {
     authorize(c.get('principal'), 'ingest', name);
+    if (!createIfMissing && !registry.find(name)) return c.json({ error: `dataset "${name}" does not exist` }, 404);
     const body = await readBody(c, config.maxBodyBytes);
-    // Parse and validate everything before touching the dataset: a rejected request stores nothing.
-    const json = parseJson(decodeBody(body, c.req.header('content-encoding'), config.maxDecompressedBytes));
-    const batch = jsonEventsToBatch(json, c.req.raw.headers, config.maxNesting);
-    let meta = registry.find(name);
-    if (!meta) {
-      if (!createIfMissing) return c.json({ error: `dataset "${name}" does not exist` }, 404);
-      authorize(c.get('principal'), 'create', name);
-      meta = (await registry.create(name, 'json', TIME_COLUMN.json)).meta;
-    }
-    if (meta.kind !== 'json') throw badRequest(`dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset`);
-    const count = await registry.ingest(name, batch, body.length);
+    const job: IngestJob = {
+      kind: 'json',
+      body,
+      contentEncoding: c.req.header('content-encoding'),
+      maxDecompressedBytes: config.maxDecompressedBytes,
+      stamp: stampFromRequest(c.req.raw.headers),
+      maxDepth: config.maxNesting,
+    };
+    const { count } = await decodeAndStore(ingestPool, registry, name, job, async () => {
+      let meta = registry.find(name);
+      if (!meta) {
+        if (!createIfMissing) throw notFound(`dataset "${name}" does not exist`);
+        authorize(c.get('principal'), 'create', name);
+        meta = (await registry.create(name, 'json', TIME_COLUMN.json)).meta;
+      }
+      if (meta.kind !== 'json') throw badRequest(`dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset`);
+    });
     return c.json({ message: 'ingested', count });
   };
 

@@ -1,5 +1,6 @@
 import type { Context, Hono } from 'hono';
-import { decodeBody, decodeOtlp, encodeOtlpResponse, otlpFormat, type OtlpSignal } from '../ingest/otlp/index.ts';
+import { encodeOtlpResponse, otlpFormat, type OtlpSignal } from '../ingest/otlp/index.ts';
+import type { IngestJob } from '../ingest/pipeline.ts';
 import type { RowBatch } from '../ingest/types.ts';
 import type { DatasetKind, DatasetRegistry } from '../storage/datasets.ts';
 import { authorize, type Principal } from './auth.ts';
@@ -7,7 +8,7 @@ import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { TIME_COLUMN } from './datasetRoutes.ts';
 import { badRequest } from './errors.ts';
-import { streamName } from './ingestRoutes.ts';
+import { decodeAndStore, streamName } from './ingestRoutes.ts';
 
 const KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel-traces', metrics: 'otel-metrics' };
 
@@ -32,15 +33,7 @@ export async function targetDataset(registry: DatasetRegistry, principal: Princi
   if (meta.kind !== kind) throw badRequest(`dataset "${name}" holds ${meta.kind} data, not ${kind}`);
 }
 
-/** Every row also gets `p_timestamp`, the receive time, as JSON events do. */
-export function stampReceiveTime<T extends RowBatch>(batch: T): T {
-  const now = new Date().toISOString();
-  for (const row of batch.rows) row.p_timestamp = now;
-  batch.knownTypes = { ...batch.knownTypes, p_timestamp: 'TIMESTAMP' };
-  return batch;
-}
-
-export function registerOtlpRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
+export function registerOtlpRoutes(app: Hono<AppEnv>, { registry, config, ingestPool }: Services): void {
   const otlp = (signal: OtlpSignal) => async (c: Context<AppEnv>) => {
     const kind = KIND[signal];
     checkLogSource(c, kind);
@@ -49,10 +42,17 @@ export function registerOtlpRoutes(app: Hono<AppEnv>, { registry, config }: Serv
     authorize(principal, 'ingest', name);
     const format = otlpFormat(c.req.header('content-type'));
     const raw = await readBody(c, config.maxBodyBytes);
-    const decoded = decodeOtlp(signal, format, decodeBody(raw, c.req.header('content-encoding'), config.maxDecompressedBytes));
-    await targetDataset(registry, principal, name, kind);
-    await registry.ingest(name, stampReceiveTime(decoded), raw.length);
-    const res = encodeOtlpResponse(signal, format, decoded.rejected, decoded.rejectionMessage);
+    const job: IngestJob = {
+      kind: 'otlp',
+      body: raw,
+      contentEncoding: c.req.header('content-encoding'),
+      maxDecompressedBytes: config.maxDecompressedBytes,
+      signal,
+      format,
+      received: new Date().toISOString(),
+    };
+    const { info } = await decodeAndStore(ingestPool, registry, name, job, () => targetDataset(registry, principal, name, kind));
+    const res = encodeOtlpResponse(signal, format, info.rejected ?? 0, info.rejectionMessage);
     return c.body(typeof res.body === 'string' ? res.body : new Uint8Array(res.body), 200, { 'Content-Type': res.contentType });
   };
   app.post('/v1/logs', otlp('logs'));

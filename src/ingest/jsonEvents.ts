@@ -1,6 +1,8 @@
 import { eventsFromJson, flattenEvent } from './flatten.ts';
-import type { FlatRow, RowBatch } from './types.ts';
-import { JSON_KNOWN_TYPES } from '../storage/datasets.ts';
+import type { ColumnType, FlatRow, RowBatch } from './types.ts';
+
+/** Columns the service adds to every JSON event. */
+export const JSON_KNOWN_TYPES: Record<string, ColumnType> = { p_timestamp: 'TIMESTAMP', p_metadata: 'VARCHAR', p_tags: 'VARCHAR' };
 
 /**
  * `X-P-Meta-<key>: v` and `X-P-Tag-<key>: v` headers become `key=v` pairs joined by `^` in the
@@ -14,12 +16,21 @@ export function headerPairs(headers: Headers, prefix: 'x-p-meta-' | 'x-p-tag-'):
   return pairs.length ? pairs.sort().join('^') : null;
 }
 
+/** What a JSON ingest request adds to each of its events. */
+export interface EventStamp {
+  received: string;
+  meta: string | null;
+  tags: string | null;
+}
+
+export function stampFromRequest(headers: Headers, now = new Date()): EventStamp {
+  return { received: now.toISOString(), meta: headerPairs(headers, 'x-p-meta-'), tags: headerPairs(headers, 'x-p-tag-') };
+}
+
 /** JSON events → rows: flattened, stamped with the receive time and the request's metadata/tags. */
-export function jsonEventsToBatch(body: unknown, headers: Headers, maxDepth: number, now = new Date()): RowBatch {
+export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: number): RowBatch {
   const events = eventsFromJson(body);
-  const received = now.toISOString();
-  const meta = headerPairs(headers, 'x-p-meta-');
-  const tags = headerPairs(headers, 'x-p-tag-');
+  const { received, meta, tags } = stamp;
   const rows: FlatRow[] = events.map((e) => {
     const row = flattenEvent(e, maxDepth);
     // The service owns p_ columns: a client's own p_timestamp never overrides the receive time.

@@ -10,7 +10,7 @@ import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
 import { writeFileDurable, type ObjectStore } from './objectStore.ts';
 import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
 import { writeParquet } from './parquetWriter.ts';
-import { evolveSchema, rowToJsonLine, unionSchemas, type Schema } from './schema.ts';
+import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, unionSchemas, type Schema, type TypeSummary } from './schema.ts';
 import { Wal, type Segment } from './wal.ts';
 
 /** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
@@ -48,9 +48,6 @@ export interface StorageSettings {
   /** How long a file removed from the catalog stays, for queries (here and on other workers) still reading it. */
   deleteGraceMs: number;
 }
-
-/** Reserved columns every JSON dataset has. */
-export const JSON_KNOWN_TYPES: Record<string, ColumnType> = { p_timestamp: 'TIMESTAMP', p_metadata: 'VARCHAR', p_tags: 'VARCHAR' };
 
 export interface Snapshot {
   meta: DatasetMeta;
@@ -298,14 +295,33 @@ export class DatasetRegistry {
   async ingest(name: string, batch: RowBatch, rawBytes: number): Promise<number> {
     const ds = this.dataset(name);
     if (batch.rows.length === 0) return 0;
-    const walSize = ds.wal.size.bytes;
-    if (walSize > this.settings.walMaxBytes) {
+    const plan = planSchema(ds.schema, summarizeTypes(batch.rows, batch.knownTypes), this.settings.maxColumns);
+    if (plan.coerceToText.size) coerceRows(batch.rows, plan.coerceToText);
+    let lines = '';
+    for (const row of batch.rows) lines += `${rowToJsonLine(row)}\n`;
+    return this.append(ds, plan.next, lines, batch.rows.length, rawBytes);
+  }
+
+  /**
+   * Stores rows already serialised as WAL lines (by an ingest worker thread) with the types they
+   * carry. Returns undefined, storing nothing, when some values would have to be rewritten (a number
+   * into a text column): the caller then takes the row path, which can rewrite them.
+   */
+  async ingestSerialized(name: string, lines: string, rows: number, types: TypeSummary, rawBytes: number): Promise<number | undefined> {
+    const ds = this.dataset(name);
+    if (rows === 0) return 0;
+    const plan = planSchema(ds.schema, types, this.settings.maxColumns);
+    if (plan.coerceToText.size) return undefined;
+    return this.append(ds, plan.next, lines, rows, rawBytes);
+  }
+
+  private async append(ds: Dataset, nextSchema: Schema | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {
+    if (ds.wal.size.bytes > this.settings.walMaxBytes) {
       throw new HttpError(503, 'write-ahead log is full (storage is behind); retry later', { 'Retry-After': '5' });
     }
-    const { next } = evolveSchema(ds.schema, batch, this.settings.maxColumns);
-    if (next) {
-      ds.schema = next;
-      ds.ownSchema = unionSchemas([ds.ownSchema, next]);
+    if (nextSchema) {
+      ds.schema = nextSchema;
+      ds.ownSchema = unionSchemas([ds.ownSchema, nextSchema]);
       ds.schemaDirty = true;
       const own = ds.ownSchema;
       // Kept on local disk next to the WAL (so ingestion does not depend on the store being up) and
@@ -314,12 +330,10 @@ export class DatasetRegistry {
     }
     // Every append waits for the latest schema write, so no acknowledged row has an unrecorded column.
     await ds.schemaWrite;
-    let lines = '';
-    for (const row of batch.rows) lines += `${rowToJsonLine(row)}\n`;
-    await ds.wal.append(lines, batch.rows.length, rawBytes);
+    await ds.wal.append(lines, rows, rawBytes);
     ds.oldestUnflushedAt ??= Date.now();
-    if (ds.wal.size.bytes >= this.settings.flushBytes && !ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(name).catch(() => undefined);
-    return batch.rows.length;
+    if (ds.wal.size.bytes >= this.settings.flushBytes && !ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(ds.meta.name).catch(() => undefined);
+    return rows;
   }
 
   /** Turns everything acknowledged so far into Parquet; one flush per dataset at a time. */

@@ -3,51 +3,107 @@ import * as path from 'node:path';
 import { log } from '../log.ts';
 
 interface Entry {
+  key: string;
   file: string;
   size: number;
   pins: number;
+  /** Logical clock of the last use: strictly ordered, unlike Date.now() within one millisecond. */
   lastUsed: number;
 }
 
+interface Flight {
+  /** Callers waiting for this download; each gets one pin on the finished entry. */
+  waiters: number;
+  done: Promise<Entry>;
+}
+
+export interface FileCacheStats {
+  files: number;
+  bytes: number;
+  pinned: number;
+  hits: number;
+  downloads: number;
+  evictions: number;
+}
+
+/** Temporary download names; matched at startup to sweep what a crash left behind. */
+const PARTIAL = /\.partial-\d+-[0-9a-z]+$/;
+
+/** How many objects one acquire() downloads at once. */
+const DOWNLOAD_CONCURRENCY = 4;
+
 /**
  * A size-bounded local cache of downloaded objects, least recently used out. Objects in this system
- * are immutable once written, so a cached file is never revalidated. Files pinned by a running query
- * are never evicted; concurrent requests for one key share one download; downloads land under a
- * temporary name and are renamed, so a crash never leaves a half file under a real name.
+ * are immutable once written, so a cached file is never revalidated.
+ *
+ * - Files pinned by a running query are never evicted, even when that leaves the cache over budget
+ *   (a query needs its files more than the budget needs to hold).
+ * - Concurrent requests for one key share one download, and the download hands each waiter its pin
+ *   in the same tick it enters the index, so no eviction can slip in between.
+ * - Downloads land under a temporary name, are fsynced, then renamed: a crash or power loss never
+ *   leaves a partial file under a real name (which would be trusted forever after).
+ * - On startup the index is rebuilt from the directory; stray temporary files are deleted.
  */
 export class FileCache {
-  private entries = new Map<string, Entry>();
-  private downloads = new Map<string, Promise<Entry>>();
+  private readonly entries = new Map<string, Entry>();
+  private readonly flights = new Map<string, Flight>();
+  /** Unlinks of evicted files still in progress: a new download of that key waits for its own unlink. */
+  private readonly removals = new Map<string, Promise<void>>();
   private total = 0;
+  private clock = 0;
+  private counters = { hits: 0, downloads: 0, evictions: 0 };
+  private ready?: Promise<void>;
 
   constructor(
     private readonly dir: string,
     private readonly maxBytes: number,
-    private readonly download: (key: string, target: string) => Promise<void>,
+    /** Writes the object's full content to `target` (a temporary file), or throws. */
+    private readonly fetch: (key: string, target: string) => Promise<void>,
   ) {}
 
-  private fileFor(key: string): string {
-    return path.join(this.dir, ...key.split('/'));
+  /** The cache file for a key. Keys are '/'-separated; anything that could escape the directory is refused. */
+  fileFor(key: string): string {
+    const parts = key.split('/');
+    if (!key || parts.some((p) => p === '' || p === '.' || p === '..') || key.includes('\\') || key.includes('\0')) {
+      throw new Error(`object key not cacheable: ${JSON.stringify(key)}`);
+    }
+    return path.join(this.dir, ...parts);
   }
 
-  /** Adopts files already in the cache directory (after a restart); removes stray partial downloads. */
-  async init(): Promise<void> {
+  /** Adopts files already in the directory (after a restart); runs once, again only if it failed. */
+  init(): Promise<void> {
+    this.ready ??= this.adopt().catch((err) => {
+      this.ready = undefined;
+      throw err;
+    });
+    return this.ready;
+  }
+
+  private async adopt(): Promise<void> {
     await fs.mkdir(this.dir, { recursive: true });
+    const found: { key: string; file: string; size: number; used: number }[] = [];
     const walk = async (d: string): Promise<void> => {
       for (const e of await fs.readdir(d, { withFileTypes: true })) {
         const p = path.join(d, e.name);
         if (e.isDirectory()) await walk(p);
-        else if (e.name.includes('.partial-')) await fs.rm(p, { force: true });
-        else {
+        else if (PARTIAL.test(e.name)) await fs.rm(p, { force: true });
+        else if (e.isFile()) {
           const stat = await fs.stat(p);
           const key = path.relative(this.dir, p).split(path.sep).join('/');
-          this.entries.set(key, { file: p, size: stat.size, pins: 0, lastUsed: stat.atimeMs });
-          this.total += stat.size;
+          // atime is only as fresh as the mount's atime policy allows; mtime is the download time.
+          found.push({ key, file: p, size: stat.size, used: Math.max(stat.atimeMs, stat.mtimeMs) });
         }
       }
     };
     await walk(this.dir);
-    await this.evict();
+    found.sort((a, b) => a.used - b.used);
+    for (const f of found) {
+      if (this.entries.has(f.key)) continue;
+      this.entries.set(f.key, { key: f.key, file: f.file, size: f.size, pins: 0, lastUsed: ++this.clock });
+      this.total += f.size;
+    }
+    if (found.length) log.info('file cache adopted', { dir: this.dir, files: found.length, bytes: this.total });
+    this.evict();
   }
 
   get bytes(): number {
@@ -58,76 +114,126 @@ export class FileCache {
     return this.entries.has(key);
   }
 
-  /** Pins the keys (downloading what is missing) and returns their local paths. */
+  stats(): FileCacheStats {
+    let pinned = 0;
+    for (const e of this.entries.values()) if (e.pins > 0) pinned++;
+    return { files: this.entries.size, bytes: this.total, pinned, ...this.counters };
+  }
+
+  /**
+   * Pins the keys (downloading what is missing) and returns their local paths in the same order.
+   * The files stay until `release` is called; on failure nothing stays pinned.
+   */
   async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
-    const pinned: Entry[] = [];
-    try {
-      for (const key of keys) {
-        let entry = await this.get(key);
-        // An eviction may have run between the download and this line: take it again if so.
-        while (this.entries.get(key) !== entry) entry = await this.get(key);
-        entry.pins++;
-        pinned.push(entry);
+    await this.init();
+    const pinned: (Entry | undefined)[] = new Array(keys.length);
+    let failure: { err: unknown } | undefined;
+    let next = 0;
+    const worker = async () => {
+      while (!failure && next < keys.length) {
+        const i = next++;
+        try {
+          pinned[i] = await this.pin(keys[i]);
+        } catch (err) {
+          failure ??= { err };
+        }
       }
-    } catch (err) {
-      for (const e of pinned) e.pins--;
-      throw err;
+    };
+    await Promise.all(Array.from({ length: Math.min(DOWNLOAD_CONCURRENCY, keys.length) }, worker));
+    if (failure) {
+      this.unpin(pinned);
+      throw failure.err;
     }
-    await this.evict();
+    const entries = pinned as Entry[];
+    this.evict();
     let released = false;
     return {
-      paths: pinned.map((e) => e.file),
+      paths: entries.map((e) => e.file),
       release: () => {
         if (released) return;
         released = true;
-        for (const e of pinned) {
-          e.pins--;
-          e.lastUsed = Date.now();
-        }
-        void this.evict();
+        this.unpin(entries);
       },
     };
   }
 
-  private async get(key: string): Promise<Entry> {
-    const have = this.entries.get(key);
-    if (have) {
-      have.lastUsed = Date.now();
-      return have;
+  private unpin(entries: (Entry | undefined)[]): void {
+    for (const e of entries) {
+      if (!e) continue;
+      e.pins--;
+      e.lastUsed = ++this.clock;
     }
-    let pending = this.downloads.get(key);
-    if (!pending) {
-      pending = (async () => {
-        const file = this.fileFor(key);
-        await fs.mkdir(path.dirname(file), { recursive: true });
-        const tmp = `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`;
-        try {
-          await this.download(key, tmp);
-          await fs.rename(tmp, file);
-        } catch (err) {
-          await fs.rm(tmp, { force: true });
-          throw err;
-        }
-        const size = (await fs.stat(file)).size;
-        const entry: Entry = { file, size, pins: 0, lastUsed: Date.now() };
-        this.entries.set(key, entry);
-        this.total += size;
-        return entry;
-      })().finally(() => this.downloads.delete(key));
-      this.downloads.set(key, pending);
-    }
-    return pending;
+    this.evict();
   }
 
-  private async evict(): Promise<void> {
-    if (this.total <= this.maxBytes) return;
-    const candidates = [...this.entries].filter(([, e]) => e.pins === 0).sort((a, b) => a[1].lastUsed - b[1].lastUsed);
-    for (const [key, e] of candidates) {
-      if (this.total <= this.maxBytes) break;
-      if (e.pins > 0 || this.entries.get(key) !== e) continue;
-      this.entries.delete(key);
-      this.total -= e.size;
-      await fs.rm(e.file, { force: true }).catch((err) => log.warn('cache eviction failed', { file: e.file, error: (err as Error).message }));
+  /** Resolves to the key's entry with one pin taken for the caller. */
+  private async pin(key: string): Promise<Entry> {
+    const have = this.entries.get(key);
+    if (have) {
+      have.pins++;
+      have.lastUsed = ++this.clock;
+      this.counters.hits++;
+      return have;
     }
+    let flight = this.flights.get(key);
+    if (!flight) {
+      const f: Flight = { waiters: 0, done: undefined as unknown as Promise<Entry> };
+      f.done = this.download(key, f).finally(() => this.flights.delete(key));
+      this.flights.set(key, (flight = f));
+    }
+    flight.waiters++;
+    return flight.done;
+  }
+
+  private async download(key: string, flight: Flight): Promise<Entry> {
+    const file = this.fileFor(key);
+    await this.removals.get(key);
+    await fs.mkdir(path.dirname(file), { recursive: true });
+    const tmp = `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`;
+    let size: number;
+    try {
+      await this.fetch(key, tmp);
+      const handle = await fs.open(tmp, 'r+');
+      try {
+        await handle.sync();
+        size = (await handle.stat()).size;
+      } finally {
+        await handle.close();
+      }
+      await fs.rename(tmp, file);
+    } catch (err) {
+      await fs.rm(tmp, { force: true });
+      throw err;
+    }
+    this.counters.downloads++;
+    // Synchronously from here to the return: the waiters' pins exist before anything can evict.
+    const entry: Entry = { key, file, size, pins: flight.waiters, lastUsed: ++this.clock };
+    this.entries.set(key, entry);
+    this.total += size;
+    return entry;
+  }
+
+  /** Drops unpinned files, least recently used first, until the cache is within budget. */
+  private evict(): void {
+    if (this.total <= this.maxBytes) return;
+    const victims = [...this.entries.values()].filter((e) => e.pins === 0).sort((a, b) => a.lastUsed - b.lastUsed);
+    for (const e of victims) {
+      if (this.total <= this.maxBytes) break;
+      this.entries.delete(e.key);
+      this.total -= e.size;
+      this.counters.evictions++;
+      const removal: Promise<void> = fs
+        .rm(e.file, { force: true })
+        .catch((err) => log.warn('cache eviction failed', { file: e.file, error: (err as Error).message }))
+        .finally(() => {
+          if (this.removals.get(e.key) === removal) this.removals.delete(e.key);
+        });
+      this.removals.set(e.key, removal);
+    }
+  }
+
+  /** Waits for evicted files to be gone from disk (tests, shutdown). */
+  async settle(): Promise<void> {
+    await Promise.all(this.removals.values());
   }
 }

@@ -132,6 +132,11 @@ export class LocalObjectStore implements ObjectStore {
     return this.file(key);
   }
 
+  /** The files themselves: nothing is cached, so there is nothing to pin. */
+  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+    return { paths: keys.map((key) => this.file(key)), release: () => undefined };
+  }
+
   async ping(): Promise<void> {
     await fs.mkdir(this.root, { recursive: true });
     await fs.access(this.root, fs.constants.W_OK);

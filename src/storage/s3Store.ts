@@ -1,7 +1,7 @@
 import { createReadStream, createWriteStream } from 'node:fs';
 import * as fs from 'node:fs/promises';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import type { Readable } from 'node:stream';
 import {
   DeleteObjectCommand,
   DeleteObjectsCommand,
@@ -10,74 +10,143 @@ import {
   ListObjectsV2Command,
   PutObjectCommand,
   S3Client,
+  type S3ClientConfig,
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
-import { FileCache } from './fileCache.ts';
+import { FileCache, type FileCacheStats } from './fileCache.ts';
 import type { ObjectStore } from './objectStore.ts';
 
 export interface S3Options {
+  /** S3-compatible endpoint URL (MinIO, s3rver); omit for AWS. */
   endpoint?: string;
   bucket: string;
   region: string;
+  /** Omit both to use the SDK's default credential chain (environment, profile, instance role). */
   accessKeyId?: string;
   secretAccessKey?: string;
+  /** Path-style URLs (endpoint/bucket/key); default true, which MinIO and most S3 clones need. */
   forcePathStyle?: boolean;
+  /** Directory of the local cache of downloaded objects (for DuckDB to read). */
   cacheDir: string;
   cacheBytes: number;
+  /** Attempts per request, including the first (SDK standard retry mode, exponential backoff). Default 5. */
   maxAttempts?: number;
+  /** ListObjectsV2 page size (S3 caps it at 1000); smaller only to exercise paging in tests. */
+  listPageSize?: number;
 }
 
+/** Files at or above this size go up as multipart uploads. */
 const MULTIPART_THRESHOLD = 16 * 1024 * 1024;
+const PART_SIZE = 8 * 1024 * 1024;
+/** DeleteObjects takes at most 1000 keys per request. */
+const DELETE_BATCH = 1000;
+/** Parallel single-object deletes when the server has no DeleteObjects. */
+const DELETE_CONCURRENCY = 8;
+const PING_TIMEOUT_MS = 2000;
 
-const isNotFound = (err: unknown) => {
-  const e = err as { name?: string; $metadata?: { httpStatusCode?: number } };
-  return e.name === 'NoSuchKey' || e.name === 'NotFound' || e.$metadata?.httpStatusCode === 404;
-};
+type SdkError = Error & { Code?: string; $metadata?: { httpStatusCode?: number } };
+
+const statusOf = (err: unknown) => (err as SdkError).$metadata?.httpStatusCode;
 
 /**
- * The bucket as an ObjectStore (AWS S3 or MinIO): the SDK's standard retry mode with backoff, request
- * timeouts, multipart upload for large files, and a local LRU cache for the files queries read.
+ * A missing object, as opposed to a missing bucket (also 404), which must surface as an error:
+ * treating it as "no such object" would make a misconfigured service think it has no data.
+ */
+const isNoSuchKey = (err: unknown) => {
+  const e = err as SdkError;
+  if (e.name === 'NoSuchKey' || e.Code === 'NoSuchKey') return true;
+  return statusOf(err) === 404 && e.name !== 'NoSuchBucket' && e.Code !== 'NoSuchBucket';
+};
+
+/** DeleteObjects itself is unsupported (as opposed to failing for these keys). */
+const isDeleteObjectsUnsupported = (err: unknown) => {
+  const e = err as SdkError;
+  const status = statusOf(err);
+  return (
+    status === 400 || status === 405 || status === 501 || e.name === 'NotImplemented' || e.name === 'MissingContentMD5' || e.name === 'MethodNotAllowed'
+  );
+};
+
+async function forEachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async () => {
+    try {
+      while (!failed && next < items.length) await fn(items[next++]);
+    } catch (err) {
+      failed = true;
+      throw err;
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/**
+ * The bucket as an ObjectStore (AWS S3, MinIO or another S3 clone): the SDK's standard retry mode with
+ * backoff, connection and request timeouts, multipart upload for large files, and a local LRU cache
+ * of the files queries read.
  */
 export class S3ObjectStore implements ObjectStore {
   readonly kind = 's3' as const;
-  private readonly client: S3Client;
+  /** Public so tests and metrics can add middleware (e.g. to count requests). */
+  readonly client: S3Client;
+  /** Readiness must answer fast, so the probe has its own client: one attempt, short timeouts. */
+  private readonly pingClient: S3Client;
   private readonly bucket: string;
   private readonly cache: FileCache;
-  private ready?: Promise<void>;
+  private readonly listPageSize: number;
   private deleteObjectsWorks = true;
 
   constructor(opts: S3Options) {
     this.bucket = opts.bucket;
-    this.client = new S3Client({
+    this.listPageSize = Math.max(1, Math.min(1000, opts.listPageSize ?? 1000));
+    const base: S3ClientConfig = {
       endpoint: opts.endpoint,
       region: opts.region,
       forcePathStyle: opts.forcePathStyle ?? true,
-      credentials: opts.accessKeyId && opts.secretAccessKey ? { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey } : undefined,
-      maxAttempts: opts.maxAttempts ?? 5,
-      retryMode: 'standard',
-      // Only send checksums S3 requires: MinIO and other S3-compatible servers differ in what they accept.
+      credentials:
+        opts.accessKeyId && opts.secretAccessKey ? { accessKeyId: opts.accessKeyId, secretAccessKey: opts.secretAccessKey } : undefined,
+      // Recent SDKs add CRC32 checksums by default and, for stream bodies, send them as aws-chunked
+      // trailers; S3 clones that do not decode aws-chunked (s3rver, older MinIO) store the framing as
+      // content. Only send or check checksums where the operation requires one (DeleteObjects).
       requestChecksumCalculation: 'WHEN_REQUIRED',
       responseChecksumValidation: 'WHEN_REQUIRED',
-      requestHandler: new NodeHttpHandler({ connectionTimeout: 3000, requestTimeout: 60_000 }),
+    };
+    this.client = new S3Client({
+      ...base,
+      maxAttempts: opts.maxAttempts ?? 5,
+      retryMode: 'standard',
+      requestHandler: new NodeHttpHandler({
+        connectionTimeout: 3000,
+        // Time to response headers, including sending the body (a part is 8 MiB).
+        requestTimeout: 60_000,
+        throwOnRequestTimeout: true,
+        // A download that stalls mid-body.
+        socketTimeout: 30_000,
+      }),
+    });
+    this.pingClient = new S3Client({
+      ...base,
+      maxAttempts: 1,
+      requestHandler: new NodeHttpHandler({ connectionTimeout: 1000, requestTimeout: PING_TIMEOUT_MS, throwOnRequestTimeout: true }),
     });
     this.cache = new FileCache(opts.cacheDir, opts.cacheBytes, (key, target) => this.download(key, target));
-  }
-
-  private init(): Promise<void> {
-    return (this.ready ??= this.cache.init());
   }
 
   async putFile(key: string, localPath: string): Promise<void> {
     const size = (await fs.stat(localPath)).size;
     if (size < MULTIPART_THRESHOLD) {
+      // Read into memory rather than streamed: the SDK can resend a buffer on retry, not a consumed stream.
       await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: await fs.readFile(localPath) }));
       return;
     }
+    // Upload reads the stream into part-sized buffers (queueSize of them in flight) and retries each
+    // part on its own; on failure it aborts the multipart upload so no parts are left billed.
     const upload = new Upload({
       client: this.client,
       params: { Bucket: this.bucket, Key: key, Body: createReadStream(localPath) },
-      partSize: 8 * 1024 * 1024,
+      partSize: PART_SIZE,
       queueSize: 2,
       leavePartsOnError: false,
     });
@@ -91,9 +160,14 @@ export class S3ObjectStore implements ObjectStore {
   async getBytes(key: string): Promise<Buffer | undefined> {
     try {
       const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      return Buffer.from(await res.Body!.transformToByteArray());
+      if (!res.Body) throw new Error(`GetObject ${key}: response has no body`);
+      const bytes = Buffer.from(await res.Body.transformToByteArray());
+      if (res.ContentLength !== undefined && bytes.length !== res.ContentLength) {
+        throw new Error(`GetObject ${key}: got ${bytes.length} of ${res.ContentLength} bytes`);
+      }
+      return bytes;
     } catch (err) {
-      if (isNotFound(err)) return undefined;
+      if (isNoSuchKey(err)) return undefined;
       throw err;
     }
   }
@@ -102,61 +176,93 @@ export class S3ObjectStore implements ObjectStore {
     const out: { key: string; size: number }[] = [];
     let token: string | undefined;
     do {
-      const res = await this.client.send(new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix, ContinuationToken: token }));
-      for (const o of res.Contents ?? []) if (o.Key) out.push({ key: o.Key, size: o.Size ?? 0 });
+      const res = await this.client.send(
+        new ListObjectsV2Command({ Bucket: this.bucket, Prefix: prefix || undefined, ContinuationToken: token, MaxKeys: this.listPageSize }),
+      );
+      for (const o of res.Contents ?? []) if (o.Key !== undefined) out.push({ key: o.Key, size: o.Size ?? 0 });
       token = res.IsTruncated ? res.NextContinuationToken : undefined;
+      if (res.IsTruncated && !token) throw new Error('ListObjectsV2: truncated listing without a continuation token');
     } while (token);
+    // S3 returns UTF-8 byte order; LocalObjectStore sorts by code unit. Same order for ASCII keys, but
+    // callers should see one order whatever the backend.
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
   async delete(keys: string[]): Promise<void> {
-    for (let i = 0; i < keys.length; i += 1000) {
-      const chunk = keys.slice(i, i + 1000);
+    const unique = [...new Set(keys)];
+    for (let i = 0; i < unique.length; i += DELETE_BATCH) {
+      const chunk = unique.slice(i, i + DELETE_BATCH);
+      let remaining = chunk;
       if (this.deleteObjectsWorks) {
         try {
           const res = await this.client.send(
             new DeleteObjectsCommand({ Bucket: this.bucket, Delete: { Objects: chunk.map((Key) => ({ Key })), Quiet: true } }),
           );
-          if (!res.Errors?.length) continue;
+          // Per-key failures (e.g. a transient InternalError for one key) get one more try singly.
+          remaining = (res.Errors ?? []).map((e) => e.Key).filter((k): k is string => k !== undefined);
         } catch (err) {
-          // Some S3-compatible servers insist on a Content-MD5 the SDK no longer sends; use single deletes.
-          const status = (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
-          if (status !== 400 && status !== 501) throw err;
+          // Servers without DeleteObjects, or ones insisting on a Content-MD5 the SDK no longer sends.
+          if (!isDeleteObjectsUnsupported(err)) throw err;
           this.deleteObjectsWorks = false;
         }
       }
-      await Promise.all(chunk.map((Key) => this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key }))));
+      await forEachLimited(remaining, DELETE_CONCURRENCY, async (Key) => {
+        await this.client.send(new DeleteObjectCommand({ Bucket: this.bucket, Key }));
+      });
     }
   }
 
+  /**
+   * Deletes `prefix` as a directory, like LocalObjectStore: every key under `prefix/` and the key
+   * `prefix` itself, but not siblings sharing the prefix ("a/b" does not delete "a/bc").
+   */
   async deletePrefix(prefix: string): Promise<void> {
-    if (!prefix.replace(/\/+$/, '')) throw new Error('refusing to delete the whole bucket');
-    await this.delete((await this.list(prefix)).map((o) => o.key));
+    const dir = prefix.replace(/\/+$/, '');
+    if (!dir) throw new Error('refusing to delete the whole bucket');
+    const keys = (await this.list(dir)).map((o) => o.key).filter((k) => k === dir || k.startsWith(`${dir}/`));
+    await this.delete(keys);
   }
 
   private async download(key: string, target: string): Promise<void> {
     const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-    await pipeline(res.Body as Readable, createWriteStream(target));
+    if (!res.Body) throw new Error(`GetObject ${key}: response has no body`);
+    let received = 0;
+    const count = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        received += chunk.length;
+        done(null, chunk);
+      },
+    });
+    await pipeline(res.Body as Readable, count, createWriteStream(target));
+    // A connection cut mid-body can end the stream without an error; never cache a short file.
+    if (res.ContentLength !== undefined && received !== res.ContentLength) {
+      throw new Error(`GetObject ${key}: got ${received} of ${res.ContentLength} bytes`);
+    }
   }
 
+  /**
+   * A cached local copy. The file is not pinned once this returns, so a concurrent eviction can
+   * remove it: readers that need the file to stay put (queries) use acquire().
+   */
   async localPath(key: string): Promise<string> {
-    const held = await this.acquire([key]);
+    const held = await this.cache.acquire([key]);
     held.release();
     return held.paths[0];
   }
 
-  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
-    await this.init();
+  /** Cached local copies, pinned against eviction until `release` is called. */
+  acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
     return this.cache.acquire(keys);
   }
 
+  cacheStats(): FileCacheStats {
+    return this.cache.stats();
+  }
+
   async ping(): Promise<void> {
-    const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), 2000);
-    try {
-      await this.client.send(new HeadBucketCommand({ Bucket: this.bucket }), { abortSignal: abort.signal });
-    } finally {
-      clearTimeout(timer);
-    }
+    // The handler's timeouts cover connect and response; the signal also bounds credential resolution
+    // and anything else before the request leaves.
+    const signal = AbortSignal.timeout(PING_TIMEOUT_MS);
+    await this.pingClient.send(new HeadBucketCommand({ Bucket: this.bucket }), { abortSignal: signal });
   }
 }

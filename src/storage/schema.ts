@@ -42,69 +42,90 @@ export function unionSchemas(schemas: Schema[]): Schema {
   return out;
 }
 
-export interface SchemaChange {
+/** Per column, the distinct types a batch brings, in the order they first appear. */
+export type TypeSummary = Map<string, ColumnType[]>;
+
+export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>): TypeSummary {
+  const summary: TypeSummary = new Map();
+  for (const row of rows) {
+    for (const name in row) {
+      const value = row[name];
+      if (value === null) continue;
+      const type = knownTypes[name] ?? inferType(value);
+      if (type === undefined) continue;
+      const seen = summary.get(name);
+      if (!seen) summary.set(name, [type]);
+      else if (!seen.includes(type)) seen.push(type);
+    }
+  }
+  return summary;
+}
+
+export interface SchemaPlan {
   /** The schema after this batch, or undefined when the batch fits the current schema as is. */
   next?: Schema;
+  /** Columns whose non-text values must be stored as text (a number into a VARCHAR column). */
+  coerceToText: Set<string>;
 }
 
 /**
- * Checks a batch against the dataset schema and returns the evolved schema. Rules (README "Schema"):
- * new fields add columns; a number into a BIGINT column that is not an integer widens it to DOUBLE;
- * a number or boolean into a VARCHAR column is stored as its text; any other mismatch rejects the whole
- * request with a 400 naming the field, so nothing already stored is ever reinterpreted.
- * Rows are coerced in place (text for VARCHAR columns) so the WAL holds values of the column's type.
+ * Checks what a batch brings against the dataset schema. Rules (README "Schema inference and
+ * evolution"): new fields add columns; a fraction into a BIGINT column widens it to DOUBLE; a number or
+ * boolean into a VARCHAR column is stored as its text; any other mismatch rejects the whole request
+ * with a 400 naming the field, so nothing already stored is ever reinterpreted.
  */
-export function evolveSchema(current: Schema, batch: RowBatch, maxColumns: number): SchemaChange {
+export function planSchema(current: Schema, summary: TypeSummary, maxColumns: number): SchemaPlan {
   let next: Schema | undefined;
-  const lowerNames = new Map<string, string>();
-  for (const name of Object.keys(current)) lowerNames.set(name.toLowerCase(), name);
-  const typeOf = (name: string) => (next ?? current)[name];
+  const coerceToText = new Set<string>();
+  let lowerNames: Map<string, string> | undefined;
   const setType = (name: string, type: ColumnType) => {
     next ??= { ...current };
     next[name] = type;
   };
-
-  for (const row of batch.rows) {
-    for (const name of Object.keys(row)) {
-      const value = row[name];
-      if (value === null) continue;
-      const known = batch.knownTypes[name];
-      const valueType = known ?? inferType(value);
-      if (valueType === undefined) continue;
-      const have = typeOf(name);
+  for (const [name, types] of summary) {
+    for (const type of types) {
+      const have = (next ?? current)[name];
       if (have === undefined) {
         if (name.length === 0) throw badRequest('an empty field name is not allowed');
         if (name.length > 255) throw badRequest(`field name "${name.slice(0, 40)}…" is longer than 255 characters`);
+        if (!lowerNames) {
+          lowerNames = new Map();
+          for (const n of Object.keys(next ?? current)) lowerNames.set(n.toLowerCase(), n);
+        }
         const clash = lowerNames.get(name.toLowerCase());
         if (clash !== undefined && clash !== name) {
           throw badRequest(`field "${name}" differs only in letter case from existing column "${clash}" (column names are case-insensitive in SQL)`);
         }
         lowerNames.set(name.toLowerCase(), name);
-        setType(name, valueType);
-        if (Object.keys(next!).length > maxColumns) {
-          throw badRequest(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
-        }
+        setType(name, type);
+        if (Object.keys(next!).length > maxColumns) throw badRequest(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
         continue;
       }
-      if (have === valueType) continue;
-      if (have === 'VARCHAR' && (valueType === 'BIGINT' || valueType === 'DOUBLE' || valueType === 'BOOLEAN')) {
-        row[name] = String(value);
+      if (have === type) continue;
+      if (have === 'VARCHAR' && (type === 'BIGINT' || type === 'DOUBLE' || type === 'BOOLEAN')) {
+        coerceToText.add(name);
         continue;
       }
-      const widened = widen(have, valueType);
+      const widened = widen(have, type);
       if (widened === have) continue;
-      if (widened !== undefined && known === undefined && have === 'BIGINT') {
+      if (widened !== undefined) {
         setType(name, widened);
         continue;
       }
-      if (widened !== undefined && known !== undefined) {
-        setType(name, widened);
-        continue;
-      }
-      throw badRequest(`field "${name}" has type ${describe(valueType)} but the dataset stores it as ${describe(have)}`);
+      throw badRequest(`field "${name}" has type ${describe(type)} but the dataset stores it as ${describe(have)}`);
     }
   }
-  return { next };
+  return { next, coerceToText };
+}
+
+/** Stores the values of the given columns as text, in place. */
+export function coerceRows(rows: FlatRow[], columns: Set<string>): void {
+  for (const row of rows) {
+    for (const name of columns) {
+      const v = row[name];
+      if (v !== null && v !== undefined && typeof v !== 'string') row[name] = Array.isArray(v) ? JSON.stringify(v) : String(v);
+    }
+  }
 }
 
 function describe(type: ColumnType): string {

@@ -1,6 +1,6 @@
 import { HttpError, badRequest } from '../../http/errors.ts';
 import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
-import { RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample } from './decode.ts';
+import { decodeMessage, RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample, type Int64 } from './decode.ts';
 
 export interface RemoteWriteDecoded extends RowBatch {
   timeColumn: string;
@@ -10,17 +10,24 @@ export interface RemoteWriteDecoded extends RowBatch {
   exemplars: number;
 }
 
-/** A series with more labels than this can never be stored: 400 so the sender drops it. */
+/**
+ * A series with more labels than this can never be stored: 400, so that the sender drops the batch
+ * instead of retrying it forever. Every label is a column, and no real series comes near this (the
+ * storage layer's column limit would refuse such a dataset anyway), so a bigger set is a broken or
+ * hostile sender, and checking here keeps it from costing a row object with thousands of keys.
+ */
 export const MAX_LABELS_PER_SERIES = 1000;
 
 /**
  * Columns of a sample row, named as OTel metric data points so that Prometheus samples and OTLP
- * metrics can share one `otel-metrics` dataset (the interface sends remote write with
- * X-P-Log-Source: otel-metrics). Labels become columns named by the label.
+ * metrics can share one `otel-metrics` dataset (the route takes X-P-Log-Source: otel-metrics):
+ * `time_unix_nano` is the sample time and `data_point_value` the sample value. Labels become columns
+ * named by the label and are left out of this map: they are strings, inferred by the storage layer.
  */
 export const PROMETHEUS_KNOWN_TYPES: Record<string, ColumnType> = {
   metric_name: 'VARCHAR',
   time_unix_nano: 'TIMESTAMP_NS',
+  start_time_unix_nano: 'TIMESTAMP_NS',
   data_point_value: 'DOUBLE',
   is_stale_marker: 'BOOLEAN',
   metric_type: 'VARCHAR',
@@ -42,14 +49,21 @@ export const PROMETHEUS_KNOWN_TYPES: Record<string, ColumnType> = {
   histogram_reset_hint: 'BIGINT',
 };
 
-const V1_TYPES = ['unknown', 'counter', 'gauge', 'histogram', 'gaugehistogram', 'summary', 'info', 'stateset'];
+/** The time column of every Prometheus row (the sample's own timestamp). */
+export const PROMETHEUS_TIME_COLUMN = 'time_unix_nano';
 
-type Num = Parameters<typeof toNumber>[0];
+/** MetricType enum values (the same numbers in 1.0 and 2.0); UNKNOWN/UNSPECIFIED leaves metric_type null. */
+const METRIC_TYPES = [undefined, 'counter', 'gauge', 'histogram', 'gaugehistogram', 'summary', 'info', 'stateset'];
+
+type Num = Int64;
 interface Span {
   offset: number;
   length: number;
 }
 interface NativeHistogram {
+  /** Which member of the `count` oneof was sent: the other one reads as its default, not undefined. */
+  count?: 'countInt' | 'countFloat';
+  zeroCount?: 'zeroCountInt' | 'zeroCountFloat';
   countInt?: Num;
   countFloat?: number;
   sum?: number;
@@ -79,7 +93,10 @@ function isoMs(ms: number): string {
   return d.toISOString();
 }
 
-/** Label name → column; labels named like a fixed column get a `label_` prefix. */
+/**
+ * Label name → column. A label named like a fixed column (`data_point_value`, `metric_name`…) or like a
+ * `p_` column the server adds (`p_timestamp`) would overwrite it, so it is stored as `label_<name>`.
+ */
 const labelColumn = (name: string) => (name in PROMETHEUS_KNOWN_TYPES || name.startsWith('p_') ? `label_${name}` : name);
 
 function seriesRow(labels: [string, string][], meta: Meta | undefined): FlatRow {
@@ -95,14 +112,27 @@ function seriesRow(labels: [string, string][], meta: Meta | undefined): FlatRow 
   return row;
 }
 
+const f64 = new Float64Array(1);
+const u32 = new Uint32Array(f64.buffer);
+/**
+ * A stale native histogram carries the staleness NaN as its sum. protobufjs has already made the sum a
+ * JS number here; V8 keeps NaN payloads through plain loads and stores, which is all it went through,
+ * so its bits are read back from the number (unlike float samples, which get their raw bytes checked).
+ */
+function isStaleNumber(x: number | undefined): boolean {
+  if (x === undefined || !Number.isNaN(x)) return false;
+  f64[0] = x;
+  return u32[0] === 0x00000002 && u32[1] === 0x7ff00000;
+}
+
 function histogramRow(base: FlatRow, h: NativeHistogram): FlatRow {
-  const row: FlatRow = { ...base, time_unix_nano: isoMs(toNumber(h.timestamp)) };
+  const row: FlatRow = { ...base, time_unix_nano: isoMs(toNumber(h.timestamp)), is_stale_marker: isStaleNumber(h.sum) };
   row.metric_type = h.resetHint === 3 ? 'native_gauge_histogram' : 'native_histogram';
-  row.histogram_count = h.countFloat !== undefined && h.countInt === undefined ? h.countFloat : toNumber(h.countInt);
+  row.histogram_count = h.count === 'countFloat' ? (h.countFloat ?? 0) : toNumber(h.countInt);
   row.histogram_sum = h.sum ?? 0;
   row.histogram_schema = h.schema ?? 0;
   row.histogram_zero_threshold = h.zeroThreshold ?? 0;
-  row.histogram_zero_count = h.zeroCountFloat !== undefined && h.zeroCountInt === undefined ? h.zeroCountFloat : toNumber(h.zeroCountInt);
+  row.histogram_zero_count = h.zeroCount === 'zeroCountFloat' ? (h.zeroCountFloat ?? 0) : toNumber(h.zeroCountInt);
   row.histogram_positive_spans = JSON.stringify((h.positiveSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
   row.histogram_negative_spans = JSON.stringify((h.negativeSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
   if (h.positiveDeltas?.length) row.histogram_positive_deltas = h.positiveDeltas.map(toNumber);
@@ -118,7 +148,11 @@ function sampleRow(base: FlatRow, s: DecodedSample): FlatRow {
   return { ...base, time_unix_nano: isoMs(toNumber(s.timestamp)), data_point_value: s.value, is_stale_marker: s.stale };
 }
 
-/** Remote write 1.0 metadata is per metric family: it also describes `family_bucket`, `_sum`, `_count`… */
+/**
+ * Remote write 1.0 metadata is per metric family: it also describes `family_bucket`, `_sum`, `_count`…
+ * Prometheus sends it in its own requests (every metadata_config.send_interval, 1m by default), not
+ * with the samples, so it only reaches rows of senders that put both in one request.
+ */
 function familyMeta(metadata: Map<string, Meta>, name: string | undefined): Meta | undefined {
   if (!name) return undefined;
   const exact = metadata.get(name);
@@ -128,13 +162,13 @@ function familyMeta(metadata: Map<string, Meta>, name: string | undefined): Meta
 }
 
 function decodeV1(bytes: Buffer): RemoteWriteDecoded {
-  const req = WriteRequestV1.decode(bytes) as unknown as {
+  const req = decodeMessage(WriteRequestV1, bytes) as unknown as {
     timeseries?: { labels?: { name?: string; value?: string }[]; samples?: DecodedSample[]; exemplars?: unknown[]; histograms?: NativeHistogram[] }[];
     metadata?: { type?: number; metricFamilyName?: string; help?: string; unit?: string }[];
   };
   const metadata = new Map<string, Meta>();
   for (const m of req.metadata ?? []) {
-    if (m.metricFamilyName) metadata.set(m.metricFamilyName, { type: V1_TYPES[m.type ?? 0] ?? 'unknown', help: m.help || undefined, unit: m.unit || undefined });
+    if (m.metricFamilyName) metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
   }
   const rows: FlatRow[] = [];
   let samples = 0;
@@ -149,6 +183,8 @@ function decodeV1(bytes: Buffer): RemoteWriteDecoded {
     for (const h of ts.histograms ?? []) rows.push(histogramRow(base, h));
     samples += ts.samples?.length ?? 0;
     histograms += ts.histograms?.length ?? 0;
+    // Exemplars ride on the series' first row. A series with exemplars but no samples (how Prometheus'
+    // 1.0 sender ships them) has no row to carry them: they are dropped and not counted as written.
     if (ts.exemplars?.length && rows.length > first) {
       exemplars += ts.exemplars.length;
       rows[first].exemplars = JSON.stringify(
@@ -160,11 +196,11 @@ function decodeV1(bytes: Buffer): RemoteWriteDecoded {
       );
     }
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: 'time_unix_nano', version: '1.0', samples, histograms, exemplars };
+  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', samples, histograms, exemplars };
 }
 
 function decodeV2(bytes: Buffer): RemoteWriteDecoded {
-  const req = RequestV2.decode(bytes) as unknown as {
+  const req = decodeMessage(RequestV2, bytes) as unknown as {
     symbols?: string[];
     timeseries?: {
       labelsRefs?: number[];
@@ -172,6 +208,7 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
       histograms?: NativeHistogram[];
       exemplars?: { labelsRefs?: number[]; value?: number; timestamp?: Num }[];
       metadata?: { type?: number; helpRef?: number; unitRef?: number };
+      createdTimestamp?: Num;
     }[];
   };
   const symbols = req.symbols ?? [];
@@ -184,6 +221,7 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
     const out: [string, string][] = [];
     const r = refs ?? [];
     if (r.length % 2) throw badRequest('labels_refs must hold name/value pairs (even length)');
+    if (r.length / 2 > MAX_LABELS_PER_SERIES) throw badRequest(`a series has ${r.length / 2} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
     for (let i = 0; i < r.length; i += 2) out.push([sym(r[i]), sym(r[i + 1])]);
     return out;
   };
@@ -193,9 +231,11 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
   let exemplars = 0;
   for (const ts of req.timeseries ?? []) {
     const md = ts.metadata;
-    const meta: Meta | undefined = md ? { type: V1_TYPES[md.type ?? 0] ?? 'unknown', help: sym(md.helpRef) || undefined, unit: sym(md.unitRef) || undefined } : undefined;
-    if (meta?.type === 'unknown') meta.type = undefined;
+    const meta: Meta | undefined = md ? { type: METRIC_TYPES[md.type ?? 0], help: sym(md.helpRef) || undefined, unit: sym(md.unitRef) || undefined } : undefined;
     const base = seriesRow(pairs(ts.labelsRefs), meta);
+    // 0 means "not set" in 2.0 (the spec asks for ±1 ms to send the epoch itself).
+    const created = toNumber(ts.createdTimestamp);
+    if (created !== 0) base.start_time_unix_nano = isoMs(created);
     const first = rows.length;
     for (const s of ts.samples ?? []) rows.push(sampleRow(base, s));
     for (const h of ts.histograms ?? []) rows.push(histogramRow(base, h));
@@ -208,33 +248,49 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
       );
     }
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: 'time_unix_nano', version: '2.0', samples, histograms, exemplars };
+  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', samples, histograms, exemplars };
 }
 
 /**
- * A remote-write body → one row per sample (and per native histogram sample). The protobuf message
- * is chosen by Content-Type: `proto=io.prometheus.write.v2.Request` is 2.0; absent,
- * `application/x-protobuf` or `proto=prometheus.WriteRequest` is 1.0; anything else is 415.
+ * Content-Type → protocol version. Absent, bare `application/x-protobuf` or
+ * `proto=prometheus.WriteRequest` is 1.0 (what 1.x senders send); `proto=io.prometheus.write.v2.Request`
+ * is 2.0. Anything else is 415, which 2.0 senders read as "fall back to another message".
+ */
+export function remoteWriteVersion(contentType: string | undefined): '1.0' | '2.0' {
+  if (contentType === undefined || contentType.trim() === '') return '1.0';
+  const [mediaType, ...params] = contentType.split(';').map((p) => p.trim());
+  if (mediaType.toLowerCase() !== 'application/x-protobuf') {
+    throw new HttpError(415, `unsupported Content-Type "${contentType}" for remote write: use application/x-protobuf`);
+  }
+  const proto = params.map((p) => p.split('=')).find(([k]) => k.trim().toLowerCase() === 'proto')?.[1]?.trim().replace(/^"|"$/g, '');
+  if (proto === undefined || proto === 'prometheus.WriteRequest') return '1.0';
+  if (proto === 'io.prometheus.write.v2.Request') return '2.0';
+  throw new HttpError(415, `unsupported remote write message "${proto}": use prometheus.WriteRequest or io.prometheus.write.v2.Request`);
+}
+
+/**
+ * A remote-write body → one row per sample (and per native histogram sample). Errors are HttpErrors:
+ * 415 for a Content-Type or Content-Encoding this endpoint does not speak, 413 when the snappy header
+ * declares more than `maxDecompressedBytes`, and 400 for anything that can never succeed (corrupt
+ * snappy, invalid protobuf, broken symbol references, too many labels), so that Prometheus drops the
+ * batch instead of retrying it forever.
  */
 export function decodeRemoteWrite(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxDecompressedBytes: number): RemoteWriteDecoded {
-  const ct = (contentType ?? '').toLowerCase().replace(/\s+/g, '');
-  const v2 = ct.includes('proto=io.prometheus.write.v2.request');
-  if (ct && !ct.startsWith('application/x-protobuf')) throw new HttpError(415, `unsupported Content-Type "${contentType}" for remote write: use application/x-protobuf`);
-  if (ct.includes('proto=') && !v2 && !ct.includes('proto=prometheus.writerequest')) throw new HttpError(415, `unsupported remote write message "${contentType}"`);
+  const version = remoteWriteVersion(contentType);
   const bytes = uncompress(body, contentEncoding, maxDecompressedBytes);
   try {
-    return v2 ? decodeV2(bytes) : decodeV1(bytes);
+    return version === '2.0' ? decodeV2(bytes) : decodeV1(bytes);
   } catch (err) {
     if (err instanceof HttpError) throw err;
-    throw badRequest(`body is not a valid remote write ${v2 ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
+    throw badRequest(`body is not a valid remote write ${version === '2.0' ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
   }
 }
 
 /** What remote write 2.0 senders read back to confirm what was stored. */
-export function remoteWriteResponseHeaders(d: RemoteWriteDecoded): Record<string, string> {
+export function remoteWriteResponseHeaders(d: { samples?: number; histograms?: number; exemplars?: number }): Record<string, string> {
   return {
-    'X-Prometheus-Remote-Write-Samples-Written': String(d.samples),
-    'X-Prometheus-Remote-Write-Histograms-Written': String(d.histograms),
-    'X-Prometheus-Remote-Write-Exemplars-Written': String(d.exemplars),
+    'X-Prometheus-Remote-Write-Samples-Written': String(d.samples ?? 0),
+    'X-Prometheus-Remote-Write-Histograms-Written': String(d.histograms ?? 0),
+    'X-Prometheus-Remote-Write-Exemplars-Written': String(d.exemplars ?? 0),
   };
 }
