@@ -83,7 +83,7 @@ export async function benchOtel(): Promise<string[][]> {
   const PER_REQUEST = 1000;
   const REQUESTS = Number(process.env.BENCH_OTLP_REQUESTS ?? 200);
   const base = Date.now() - 3_600_000;
-  const server = await startService({ P_FLUSH_INTERVAL: '5s' });
+  const server = await startService({ P_FLUSH_INTERVAL: '5s', P_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn' });
   const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'stored B/record']];
   try {
     const run = async (label: string, path: string, dataset: string, bodies: Buffer[], headers: Record<string, string>, perBody: number) => {

@@ -88,6 +88,12 @@ async function main(): Promise<void> {
     log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
   );
 
+  // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
+  // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
+  const http = server as import('node:http').Server;
+  http.keepAliveTimeout = 65_000;
+  http.headersTimeout = 66_000;
+
   let stopping = false;
   const shutdown = async (signal: string) => {
     if (stopping) return;
