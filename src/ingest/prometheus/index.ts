@@ -161,6 +161,38 @@ function familyMeta(metadata: Map<string, Meta>, name: string | undefined): Meta
   return m ? metadata.get(m[1]) : undefined;
 }
 
+interface Totals {
+  samples: number;
+  histograms: number;
+  exemplars: number;
+}
+
+/**
+ * One row per sample and per native histogram sample of a series. Exemplars ride on the series' first
+ * row; a series with exemplars but no samples (how Prometheus' 1.0 sender ships them) has no row to
+ * carry them: they are dropped and not counted as written.
+ */
+function appendSeries(
+  rows: FlatRow[],
+  totals: Totals,
+  base: FlatRow,
+  samples: DecodedSample[] | undefined,
+  histograms: NativeHistogram[] | undefined,
+  exemplars: () => { labels: Record<string, string>; value: number; timestamp: string }[] | undefined,
+): void {
+  const first = rows.length;
+  for (const s of samples ?? []) rows.push(sampleRow(base, s));
+  for (const h of histograms ?? []) rows.push(histogramRow(base, h));
+  totals.samples += samples?.length ?? 0;
+  totals.histograms += histograms?.length ?? 0;
+  if (rows.length === first) return;
+  const ex = exemplars();
+  if (ex?.length) {
+    totals.exemplars += ex.length;
+    rows[first].exemplars = JSON.stringify(ex);
+  }
+}
+
 function decodeV1(bytes: Buffer): RemoteWriteDecoded {
   const req = decodeMessage(WriteRequestV1, bytes) as unknown as {
     timeseries?: { labels?: { name?: string; value?: string }[]; samples?: DecodedSample[]; exemplars?: unknown[]; histograms?: NativeHistogram[] }[];
@@ -171,32 +203,20 @@ function decodeV1(bytes: Buffer): RemoteWriteDecoded {
     if (m.metricFamilyName) metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
   }
   const rows: FlatRow[] = [];
-  let samples = 0;
-  let histograms = 0;
-  let exemplars = 0;
+  const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
   for (const ts of req.timeseries ?? []) {
     const labels = (ts.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''] as [string, string]);
     const name = labels.find(([n]) => n === '__name__')?.[1];
     const base = seriesRow(labels, familyMeta(metadata, name));
-    const first = rows.length;
-    for (const s of ts.samples ?? []) rows.push(sampleRow(base, s));
-    for (const h of ts.histograms ?? []) rows.push(histogramRow(base, h));
-    samples += ts.samples?.length ?? 0;
-    histograms += ts.histograms?.length ?? 0;
-    // Exemplars ride on the series' first row. A series with exemplars but no samples (how Prometheus'
-    // 1.0 sender ships them) has no row to carry them: they are dropped and not counted as written.
-    if (ts.exemplars?.length && rows.length > first) {
-      exemplars += ts.exemplars.length;
-      rows[first].exemplars = JSON.stringify(
-        (ts.exemplars as { labels?: { name?: string; value?: string }[]; value?: number; timestamp?: Num }[]).map((e) => ({
-          labels: Object.fromEntries((e.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''])),
-          value: e.value ?? 0,
-          timestamp: isoMs(toNumber(e.timestamp)),
-        })),
-      );
-    }
+    appendSeries(rows, totals, base, ts.samples, ts.histograms, () =>
+      (ts.exemplars as { labels?: { name?: string; value?: string }[]; value?: number; timestamp?: Num }[] | undefined)?.map((e) => ({
+        labels: Object.fromEntries((e.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''])),
+        value: e.value ?? 0,
+        timestamp: isoMs(toNumber(e.timestamp)),
+      })),
+    );
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', samples, histograms, exemplars };
+  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', ...totals };
 }
 
 function decodeV2(bytes: Buffer): RemoteWriteDecoded {
@@ -226,9 +246,7 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
     return out;
   };
   const rows: FlatRow[] = [];
-  let samples = 0;
-  let histograms = 0;
-  let exemplars = 0;
+  const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
   for (const ts of req.timeseries ?? []) {
     const md = ts.metadata;
     const meta: Meta | undefined = md ? { type: METRIC_TYPES[md.type ?? 0], help: sym(md.helpRef) || undefined, unit: sym(md.unitRef) || undefined } : undefined;
@@ -236,19 +254,11 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
     // 0 means "not set" in 2.0 (the spec asks for ±1 ms to send the epoch itself).
     const created = toNumber(ts.createdTimestamp);
     if (created !== 0) base.start_time_unix_nano = isoMs(created);
-    const first = rows.length;
-    for (const s of ts.samples ?? []) rows.push(sampleRow(base, s));
-    for (const h of ts.histograms ?? []) rows.push(histogramRow(base, h));
-    samples += ts.samples?.length ?? 0;
-    histograms += ts.histograms?.length ?? 0;
-    if (ts.exemplars?.length && rows.length > first) {
-      exemplars += ts.exemplars.length;
-      rows[first].exemplars = JSON.stringify(
-        ts.exemplars.map((e) => ({ labels: Object.fromEntries(pairs(e.labelsRefs)), value: e.value ?? 0, timestamp: isoMs(toNumber(e.timestamp)) })),
-      );
-    }
+    appendSeries(rows, totals, base, ts.samples, ts.histograms, () =>
+      ts.exemplars?.map((e) => ({ labels: Object.fromEntries(pairs(e.labelsRefs)), value: e.value ?? 0, timestamp: isoMs(toNumber(e.timestamp)) })),
+    );
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', samples, histograms, exemplars };
+  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', ...totals };
 }
 
 /**
