@@ -197,5 +197,5 @@ describe('Prometheus remote write', () => {
     } finally {
       await prom.stop();
     }
-  });
+  }, 400_000); // a fresh machine first installs Debian's prometheus package (apt-get)
 });
