@@ -47,7 +47,9 @@ describe('durability', () => {
     const allAcked = new Set<string>();
     for (let round = 0; round < 3; round++) {
       const load = loadUntilDead(server, 4, round);
-      await sleep(700 + round * 300);
+      // Kill only once the first batches are acknowledged, at a different moment each round.
+      for (let waited = 0; load.acked.size < 3 && waited < 20_000; waited += 50) await sleep(50);
+      await sleep(300 + round * 300);
       await server.kill();
       await load.finish();
       for (const id of load.acked) allAcked.add(id);

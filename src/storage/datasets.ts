@@ -72,6 +72,7 @@ class Dataset {
   flushFailures = 0;
   compacting?: Promise<void>;
   deleted = false;
+  readonly loadedAt = Date.now();
   constructor(
     public meta: DatasetMeta,
     readonly wal: Wal,
@@ -94,6 +95,8 @@ export class DatasetRegistry {
   /** Objects removed from a catalog by this worker, deleted from storage once the grace period is over. */
   private pendingDeletes: { key: string; at: number }[] = [];
   private manifestSeq = 0;
+  /** Generations deleted here: a listing of the store taken before the delete must not bring one back. */
+  private deletedGenerations = new Set<string>();
 
   constructor(
     readonly store: ObjectStore,
@@ -274,6 +277,7 @@ export class DatasetRegistry {
   async delete(name: string): Promise<void> {
     const ds = this.dataset(name);
     ds.deleted = true;
+    this.deletedGenerations.add(ds.meta.generation);
     this.datasets.delete(name);
     await this.store.delete([metaKey(name)]);
     await ds.wal.destroy();
@@ -449,6 +453,7 @@ export class DatasetRegistry {
    * the store themselves.
    */
   async sync(): Promise<void> {
+    const listedAt = Date.now();
     const listed = new Map<string, DatasetMeta>();
     for (const { key } of await this.store.list('.streams/')) {
       const body = await this.store.getBytes(key);
@@ -462,16 +467,18 @@ export class DatasetRegistry {
         ds.meta = current; // retention may have changed
         continue;
       }
-      if (this.creating.has(name)) continue;
+      // Created here after the listing was taken: the listing cannot know it yet.
+      if (this.creating.has(name) || ds.loadedAt >= listedAt) continue;
       // Deleted (or deleted and re-created) elsewhere: drop what this worker still buffers for it,
       // so no late flush brings the old data back.
       log.info('dataset removed by another worker', { dataset: name, generation: ds.meta.generation });
       ds.deleted = true;
+      this.deletedGenerations.add(ds.meta.generation);
       this.datasets.delete(name);
       await ds.wal.destroy();
     }
     for (const [name, meta] of listed) {
-      if (!this.datasets.has(name) && !this.creating.has(name)) await this.load(meta);
+      if (!this.datasets.has(name) && !this.creating.has(name) && !this.deletedGenerations.has(meta.generation)) await this.load(meta);
     }
     for (const ds of this.datasets.values()) {
       await this.readManifests(ds.meta, ds.catalog);
