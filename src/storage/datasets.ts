@@ -5,6 +5,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
 import { badRequest, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
+import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
 import { writeFileDurable, type ObjectStore } from './objectStore.ts';
@@ -374,6 +375,7 @@ export class DatasetRegistry {
         await this.store.putFile(key, f.path);
         add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId });
       }
+      failpoint('flush-after-upload');
       if (ds.deleted) return;
       if (ds.schemaDirty) {
         ds.schemaDirty = false;
@@ -388,7 +390,10 @@ export class DatasetRegistry {
         ds,
         seq,
         { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes: segments.reduce((sum, s) => sum + s.rawBytes, 0) },
-        (m) => (removal = ds.wal.remove(m.walSegments)),
+        (m) => {
+          failpoint('flush-after-manifest');
+          removal = ds.wal.remove(m.walSegments);
+        },
       );
       await removal;
       ds.flushFailures = 0;
@@ -522,6 +527,7 @@ export class DatasetRegistry {
       });
       const key = `${ds.meta.name}/${hourPartition(group[0].key)}/${name}`;
       await this.store.putFile(key, staging);
+      failpoint('compaction-after-upload');
       if (ds.deleted) return;
       // One manifest adds the merged file and removes its inputs: readers switch atomically. The
       // inputs stay in storage for the grace period, for queries that picked them before.
@@ -531,6 +537,7 @@ export class DatasetRegistry {
         walSegments: [],
         ingestedBytes: 0,
       });
+      failpoint('compaction-after-manifest');
       log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
     } finally {
       release.release();

@@ -34,6 +34,8 @@ export interface TestServer {
   stop: () => Promise<void>;
   /** SIGKILL and wait for exit. */
   kill: () => Promise<void>;
+  /** Resolves when the process has exited by itself (e.g. at a P_FAILPOINT). */
+  exited: Promise<void>;
   env: Record<string, string>;
 }
 
@@ -101,6 +103,7 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
       if (child.exitCode === null) child.kill('SIGKILL');
       await exited;
     },
+    exited,
   };
 }
 
