@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { query, startServer, type TestServer } from './helpers/server.ts';
+import { expectError } from './helpers/assert.ts';
 
 interface SchemaResponse {
   fields: { name: string; data_type: string }[];
@@ -40,15 +41,6 @@ async function ingestOk(server: TestServer, name: string, payload: unknown, head
   return parsed.count;
 }
 
-/** Asserts the status and a JSON body `{error: string}`; returns the message. */
-async function expectError(res: Response, status: number): Promise<string> {
-  const text = await res.text();
-  expect(res.status, text).toBe(status);
-  expect(res.headers.get('content-type') ?? '').toMatch(/application\/json/);
-  const parsed = JSON.parse(text) as { error?: unknown };
-  expect(typeof parsed.error, text).toBe('string');
-  return parsed.error as string;
-}
 
 async function count(server: TestServer, name: string): Promise<number> {
   const rows = await query(server, `SELECT count(*) AS n FROM ${name}`);

@@ -26,7 +26,8 @@ import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from 
 import { AggregationType, MeterProvider, PeriodicExportingMetricReader, type PushMetricExporter } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
 import { requestClass } from '../src/ingest/otlp/generated.ts';
-import { freePort, query, type TestServer, startServer } from './helpers/server.ts';
+import { freePort, query, startServer, type TestServer } from './helpers/server.ts';
+import { expectError } from './helpers/assert.ts';
 
 // ---------------------------------------------------------------------------------------------------
 // helpers
@@ -112,15 +113,6 @@ async function json<T>(res: Response): Promise<T> {
   }
 }
 
-/** Asserts the status and a JSON body `{error: string}`; returns the message. */
-async function expectError(res: Response, status: number): Promise<string> {
-  const text = await res.text();
-  expect(res.status, text).toBe(status);
-  expect(res.headers.get('content-type') ?? '').toMatch(/application\/json/);
-  const parsed = JSON.parse(text) as { error?: unknown };
-  expect(typeof parsed.error, text).toBe('string');
-  return parsed.error as string;
-}
 
 const otlpPost = (server: TestServer, kind: Kind, body: BodyInit, headers: Record<string, string>) =>
   server.request(PATH[kind], { method: 'POST', body, headers });

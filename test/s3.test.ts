@@ -162,7 +162,7 @@ describe('S3 storage and several stateless workers', () => {
     w = await worker({ P_NODE_ID: 'kc', P_COMPACTION_INTERVAL: '300ms' }, dataDir);
     await until('compacted', async () => ((await (await w.request('/api/v1/logstream/crashy/stats')).json()) as { storage: { files: number } }).storage.files <= 2);
     expect(await query(w, 'SELECT count(*) AS n, count(DISTINCT b * 1000 + i) AS d FROM crashy')).toEqual([{ n: total, d: total }]);
-  });
+  }, 150_000);
 
   it('S3 down: ingestion keeps acknowledging into the WAL, readiness says not ready, nothing is lost', async () => {
     const a = await worker({ P_NODE_ID: 'fa', P_FLUSH_INTERVAL: '200ms', P_WAL_MAX_BYTES: '20KiB' });
