@@ -44,8 +44,8 @@ export function decodeJob(job: IngestJob): { batch: RowBatch; info: IngestInfo }
       return { batch: stampReceiveTime(d, job.received), info: { rejected: d.rejected, rejectionMessage: d.rejectionMessage } };
     }
     case 'prometheus': {
-      const d = decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes);
-      return { batch: stampReceiveTime(d, job.received), info: { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars } };
+      const d = decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received });
+      return { batch: { rows: d.rows, knownTypes: { ...d.knownTypes, p_timestamp: 'TIMESTAMP' } }, info: { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars } };
     }
   }
 }

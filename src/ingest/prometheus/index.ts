@@ -87,10 +87,18 @@ interface Meta {
   unit?: string;
 }
 
+// Samples of one request mostly share a few timestamps (one per scrape): remember the last ones.
+const isoCache = new Map<number, string>();
+
 function isoMs(ms: number): string {
+  const hit = isoCache.get(ms);
+  if (hit !== undefined) return hit;
   const d = new Date(ms);
   if (Number.isNaN(d.getTime())) throw badRequest(`sample timestamp ${ms} is out of range`);
-  return d.toISOString();
+  const iso = d.toISOString();
+  if (isoCache.size >= 4096) isoCache.clear();
+  isoCache.set(ms, iso);
+  return iso;
 }
 
 /**
@@ -99,9 +107,9 @@ function isoMs(ms: number): string {
  */
 const labelColumn = (name: string) => (name in PROMETHEUS_KNOWN_TYPES || name.startsWith('p_') ? `label_${name}` : name);
 
-function seriesRow(labels: [string, string][], meta: Meta | undefined): FlatRow {
+function seriesRow(labels: [string, string][], meta: Meta | undefined, extra: FlatRow): FlatRow {
   if (labels.length > MAX_LABELS_PER_SERIES) throw badRequest(`a series has ${labels.length} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
-  const row: FlatRow = {};
+  const row: FlatRow = Object.assign({}, extra);
   for (const [name, value] of labels) {
     if (name === '__name__') row.metric_name = value;
     else row[labelColumn(name)] = value;
@@ -145,7 +153,12 @@ function histogramRow(base: FlatRow, h: NativeHistogram): FlatRow {
 }
 
 function sampleRow(base: FlatRow, s: DecodedSample): FlatRow {
-  return { ...base, time_unix_nano: isoMs(toNumber(s.timestamp)), data_point_value: s.value, is_stale_marker: s.stale };
+  // Object.assign, not spread: measured several times faster in Node 20 for these wide rows.
+  const row = Object.assign({}, base);
+  row.time_unix_nano = isoMs(toNumber(s.timestamp));
+  row.data_point_value = s.value;
+  row.is_stale_marker = s.stale;
+  return row;
 }
 
 /**
@@ -193,7 +206,7 @@ function appendSeries(
   }
 }
 
-function decodeV1(bytes: Buffer): RemoteWriteDecoded {
+function decodeV1(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
   const req = decodeMessage(WriteRequestV1, bytes) as unknown as {
     timeseries?: { labels?: { name?: string; value?: string }[]; samples?: DecodedSample[]; exemplars?: unknown[]; histograms?: NativeHistogram[] }[];
     metadata?: { type?: number; metricFamilyName?: string; help?: string; unit?: string }[];
@@ -207,7 +220,7 @@ function decodeV1(bytes: Buffer): RemoteWriteDecoded {
   for (const ts of req.timeseries ?? []) {
     const labels = (ts.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''] as [string, string]);
     const name = labels.find(([n]) => n === '__name__')?.[1];
-    const base = seriesRow(labels, familyMeta(metadata, name));
+    const base = seriesRow(labels, familyMeta(metadata, name), extra);
     appendSeries(rows, totals, base, ts.samples, ts.histograms, () =>
       (ts.exemplars as { labels?: { name?: string; value?: string }[]; value?: number; timestamp?: Num }[] | undefined)?.map((e) => ({
         labels: Object.fromEntries((e.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''])),
@@ -219,7 +232,7 @@ function decodeV1(bytes: Buffer): RemoteWriteDecoded {
   return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', ...totals };
 }
 
-function decodeV2(bytes: Buffer): RemoteWriteDecoded {
+function decodeV2(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
   const req = decodeMessage(RequestV2, bytes) as unknown as {
     symbols?: string[];
     timeseries?: {
@@ -250,7 +263,7 @@ function decodeV2(bytes: Buffer): RemoteWriteDecoded {
   for (const ts of req.timeseries ?? []) {
     const md = ts.metadata;
     const meta: Meta | undefined = md ? { type: METRIC_TYPES[md.type ?? 0], help: sym(md.helpRef) || undefined, unit: sym(md.unitRef) || undefined } : undefined;
-    const base = seriesRow(pairs(ts.labelsRefs), meta);
+    const base = seriesRow(pairs(ts.labelsRefs), meta, extra);
     // 0 means "not set" in 2.0 (the spec asks for ±1 ms to send the epoch itself).
     const created = toNumber(ts.createdTimestamp);
     if (created !== 0) base.start_time_unix_nano = isoMs(created);
@@ -285,11 +298,18 @@ export function remoteWriteVersion(contentType: string | undefined): '1.0' | '2.
  * snappy, invalid protobuf, broken symbol references, too many labels), so that Prometheus drops the
  * batch instead of retrying it forever.
  */
-export function decodeRemoteWrite(body: Buffer, contentType: string | undefined, contentEncoding: string | undefined, maxDecompressedBytes: number): RemoteWriteDecoded {
+/** `extra`: columns every row gets (the service's `p_timestamp`), set once per series rather than per row. */
+export function decodeRemoteWrite(
+  body: Buffer,
+  contentType: string | undefined,
+  contentEncoding: string | undefined,
+  maxDecompressedBytes: number,
+  extra: FlatRow = {},
+): RemoteWriteDecoded {
   const version = remoteWriteVersion(contentType);
   const bytes = uncompress(body, contentEncoding, maxDecompressedBytes);
   try {
-    return version === '2.0' ? decodeV2(bytes) : decodeV1(bytes);
+    return version === '2.0' ? decodeV2(bytes, extra) : decodeV1(bytes, extra);
   } catch (err) {
     if (err instanceof HttpError) throw err;
     throw badRequest(`body is not a valid remote write ${version === '2.0' ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
