@@ -59,6 +59,12 @@ export interface SerializedBatch {
 
 /** Decodes and serialises to WAL lines, with the types the rows carry (schema checks happen later). */
 export function serializeJob(job: IngestJob): SerializedBatch {
+  if (job.kind === 'prometheus') {
+    const d = decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received }, 'lines');
+    const lines = d.lines!;
+    if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
+    return { lines: lines.text, rows: lines.count, types: lines.types, info: { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars } };
+  }
   const { batch, info } = decodeJob(job);
   const types = summarizeTypes(batch.rows, job.kind === 'json' ? JSON_KNOWN_TYPES : batch.knownTypes);
   let lines = '';

@@ -1,4 +1,5 @@
 import { HttpError, badRequest } from '../../http/errors.ts';
+import { inferType, rowToJsonLine, summarizeTypes, type TypeSummary } from '../../storage/schema.ts';
 import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
 import { decodeMessage, RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample, type Int64 } from './decode.ts';
 
@@ -8,6 +9,8 @@ export interface RemoteWriteDecoded extends RowBatch {
   samples: number;
   histograms: number;
   exemplars: number;
+  /** With output 'lines': the rows as WAL lines (and `rows` is empty). */
+  lines?: SeriesSink['lines'];
 }
 
 /**
@@ -181,32 +184,81 @@ interface Totals {
 }
 
 /**
+ * Where a series' rows go: row objects (the general path), or straight to WAL lines (the ingest
+ * workers' path: a series' labels are serialised once, not once per sample).
+ */
+export interface SeriesSink {
+  rows: FlatRow[];
+  /** Set in line mode: the WAL lines and the per-column types of what they hold. */
+  lines?: { text: string; count: number; types: TypeSummary };
+}
+
+const SAMPLE_TYPES: [string, ColumnType][] = [
+  ['time_unix_nano', 'TIMESTAMP_NS'],
+  ['data_point_value', 'DOUBLE'],
+  ['is_stale_marker', 'BOOLEAN'],
+];
+
+function jsonNumber(v: number): string {
+  if (Number.isFinite(v)) return String(v);
+  return Number.isNaN(v) ? '"NaN"' : v > 0 ? '"Infinity"' : '"-Infinity"';
+}
+
+function addType(types: TypeSummary, name: string, type: ColumnType): void {
+  const seen = types.get(name);
+  if (!seen) types.set(name, [type]);
+  else if (!seen.includes(type)) seen.push(type);
+}
+
+/**
  * One row per sample and per native histogram sample of a series. Exemplars ride on the series' first
  * row; a series with exemplars but no samples (how Prometheus' 1.0 sender ships them) has no row to
  * carry them: they are dropped and not counted as written.
  */
 function appendSeries(
-  rows: FlatRow[],
+  sink: SeriesSink,
   totals: Totals,
   base: FlatRow,
   samples: DecodedSample[] | undefined,
   histograms: NativeHistogram[] | undefined,
   exemplars: () => { labels: Record<string, string>; value: number; timestamp: string }[] | undefined,
 ): void {
-  const first = rows.length;
-  for (const s of samples ?? []) rows.push(sampleRow(base, s));
-  for (const h of histograms ?? []) rows.push(histogramRow(base, h));
   totals.samples += samples?.length ?? 0;
   totals.histograms += histograms?.length ?? 0;
-  if (rows.length === first) return;
+  if (!samples?.length && !histograms?.length) return;
   const ex = exemplars();
-  if (ex?.length) {
-    totals.exemplars += ex.length;
-    rows[first].exemplars = JSON.stringify(ex);
+  if (ex?.length) totals.exemplars += ex.length;
+  const lines = sink.lines;
+  if (lines && !histograms?.length && !ex?.length) {
+    // The common case, plain samples: the labels' JSON is built once for the whole series.
+    const prefix = `${JSON.stringify(base).slice(0, -1)},"time_unix_nano":"`;
+    let text = '';
+    for (const s of samples!) {
+      text += `${prefix}${isoMs(toNumber(s.timestamp))}","data_point_value":${jsonNumber(s.value)},"is_stale_marker":${s.stale}}\n`;
+    }
+    lines.text += text;
+    lines.count += samples!.length;
+    for (const name in base) {
+      const type = PROMETHEUS_KNOWN_TYPES[name] ?? inferType(base[name]);
+      if (type) addType(lines.types, name, type);
+    }
+    for (const [name, type] of SAMPLE_TYPES) addType(lines.types, name, type);
+    return;
   }
+  const rows: FlatRow[] = [];
+  for (const s of samples ?? []) rows.push(sampleRow(base, s));
+  for (const h of histograms ?? []) rows.push(histogramRow(base, h));
+  if (ex?.length) rows[0].exemplars = JSON.stringify(ex);
+  if (!lines) {
+    for (const r of rows) sink.rows.push(r);
+    return;
+  }
+  for (const [name, types] of summarizeTypes(rows, PROMETHEUS_KNOWN_TYPES)) for (const t of types) addType(lines.types, name, t);
+  for (const r of rows) lines.text += `${rowToJsonLine(r)}\n`;
+  lines.count += rows.length;
 }
 
-function decodeV1(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
+function decodeV1(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteDecoded {
   const req = decodeMessage(WriteRequestV1, bytes) as unknown as {
     timeseries?: { labels?: { name?: string; value?: string }[]; samples?: DecodedSample[]; exemplars?: unknown[]; histograms?: NativeHistogram[] }[];
     metadata?: { type?: number; metricFamilyName?: string; help?: string; unit?: string }[];
@@ -215,13 +267,12 @@ function decodeV1(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
   for (const m of req.metadata ?? []) {
     if (m.metricFamilyName) metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
   }
-  const rows: FlatRow[] = [];
   const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
   for (const ts of req.timeseries ?? []) {
     const labels = (ts.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''] as [string, string]);
     const name = labels.find(([n]) => n === '__name__')?.[1];
     const base = seriesRow(labels, familyMeta(metadata, name), extra);
-    appendSeries(rows, totals, base, ts.samples, ts.histograms, () =>
+    appendSeries(sink, totals, base, ts.samples, ts.histograms, () =>
       (ts.exemplars as { labels?: { name?: string; value?: string }[]; value?: number; timestamp?: Num }[] | undefined)?.map((e) => ({
         labels: Object.fromEntries((e.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''])),
         value: e.value ?? 0,
@@ -229,10 +280,10 @@ function decodeV1(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
       })),
     );
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', ...totals };
+  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', ...totals };
 }
 
-function decodeV2(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
+function decodeV2(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteDecoded {
   const req = decodeMessage(RequestV2, bytes) as unknown as {
     symbols?: string[];
     timeseries?: {
@@ -258,7 +309,6 @@ function decodeV2(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
     for (let i = 0; i < r.length; i += 2) out.push([sym(r[i]), sym(r[i + 1])]);
     return out;
   };
-  const rows: FlatRow[] = [];
   const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
   for (const ts of req.timeseries ?? []) {
     const md = ts.metadata;
@@ -267,11 +317,11 @@ function decodeV2(bytes: Buffer, extra: FlatRow): RemoteWriteDecoded {
     // 0 means "not set" in 2.0 (the spec asks for ±1 ms to send the epoch itself).
     const created = toNumber(ts.createdTimestamp);
     if (created !== 0) base.start_time_unix_nano = isoMs(created);
-    appendSeries(rows, totals, base, ts.samples, ts.histograms, () =>
+    appendSeries(sink, totals, base, ts.samples, ts.histograms, () =>
       ts.exemplars?.map((e) => ({ labels: Object.fromEntries(pairs(e.labelsRefs)), value: e.value ?? 0, timestamp: isoMs(toNumber(e.timestamp)) })),
     );
   }
-  return { rows, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', ...totals };
+  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', ...totals };
 }
 
 /**
@@ -305,11 +355,13 @@ export function decodeRemoteWrite(
   contentEncoding: string | undefined,
   maxDecompressedBytes: number,
   extra: FlatRow = {},
+  output: 'rows' | 'lines' = 'rows',
 ): RemoteWriteDecoded {
   const version = remoteWriteVersion(contentType);
   const bytes = uncompress(body, contentEncoding, maxDecompressedBytes);
+  const sink: SeriesSink = { rows: [], lines: output === 'lines' ? { text: '', count: 0, types: new Map() } : undefined };
   try {
-    return version === '2.0' ? decodeV2(bytes, extra) : decodeV1(bytes, extra);
+    return version === '2.0' ? decodeV2(bytes, extra, sink) : decodeV1(bytes, extra, sink);
   } catch (err) {
     if (err instanceof HttpError) throw err;
     throw badRequest(`body is not a valid remote write ${version === '2.0' ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
