@@ -32,6 +32,13 @@ function stampReceiveTime(batch: RowBatch, received: string): RowBatch {
   return { rows: batch.rows, knownTypes: { ...batch.knownTypes, p_timestamp: 'TIMESTAMP' } };
 }
 
+/** Remote write with the receive time as `p_timestamp` on every row. */
+function decodePrometheus(job: Extract<IngestJob, { kind: 'prometheus' }>, output: 'rows' | 'lines') {
+  return decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received }, output);
+}
+
+const remoteWriteInfo = (d: { samples: number; histograms: number; exemplars: number }): IngestInfo => ({ samples: d.samples, histograms: d.histograms, exemplars: d.exemplars });
+
 export function decodeJob(job: IngestJob): { batch: RowBatch; info: IngestInfo } {
   switch (job.kind) {
     case 'json': {
@@ -44,8 +51,8 @@ export function decodeJob(job: IngestJob): { batch: RowBatch; info: IngestInfo }
       return { batch: stampReceiveTime(d, job.received), info: { rejected: d.rejected, rejectionMessage: d.rejectionMessage } };
     }
     case 'prometheus': {
-      const d = decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received });
-      return { batch: { rows: d.rows, knownTypes: { ...d.knownTypes, p_timestamp: 'TIMESTAMP' } }, info: { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars } };
+      const d = decodePrometheus(job, 'rows');
+      return { batch: { rows: d.rows, knownTypes: { ...d.knownTypes, p_timestamp: 'TIMESTAMP' } }, info: remoteWriteInfo(d) };
     }
   }
 }
@@ -60,10 +67,10 @@ export interface SerializedBatch {
 /** Decodes and serialises to WAL lines, with the types the rows carry (schema checks happen later). */
 export function serializeJob(job: IngestJob): SerializedBatch {
   if (job.kind === 'prometheus') {
-    const d = decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received }, 'lines');
+    const d = decodePrometheus(job, 'lines');
     const lines = d.lines!;
     if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
-    return { lines: lines.text, rows: lines.count, types: lines.types, info: { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars } };
+    return { lines: lines.text, rows: lines.count, types: lines.types, info: remoteWriteInfo(d) };
   }
   const { batch, info } = decodeJob(job);
   const types = summarizeTypes(batch.rows, job.kind === 'json' ? JSON_KNOWN_TYPES : batch.knownTypes);

@@ -11,6 +11,16 @@ export function columnsStruct(columns: [string, ColumnType][]): string {
   return `{${columns.map(([name, type]) => `${sqlString(name)}: ${sqlString(type)}`).join(', ')}}`;
 }
 
+/**
+ * `CAST(col AS type) AS col, …` for every column of a schema; a column a file does not have
+ * (it was added after the file was written) reads as a typed NULL.
+ */
+export function castProjection(columns: [string, ColumnType][], present: Set<string>): string {
+  return columns
+    .map(([n, type]) => `CAST(${present.has(n) ? sqlIdent(n) : 'NULL'} AS ${type}) AS ${sqlIdent(n)}`)
+    .join(', ');
+}
+
 export const listLiteral = (items: string[]) => `[${items.map(sqlString).join(', ')}]`;
 
 /**

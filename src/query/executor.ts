@@ -3,7 +3,7 @@ import { forbidden, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType } from '../ingest/types.ts';
 import type { DatasetRegistry, Snapshot } from '../storage/datasets.ts';
 import { walScanSql } from '../storage/parquetWriter.ts';
-import { listLiteral, sqlIdent } from './duckdb.ts';
+import { castProjection, listLiteral, sqlIdent } from './duckdb.ts';
 import { planQuery } from './plan.ts';
 import { rowShaper } from './results.ts';
 import { timestampLiteral } from './time.ts';
@@ -33,18 +33,15 @@ export function datasetViewSql(snap: Snapshot, startMs: number, endMs: number): 
   if (snap.files.length) {
     const present = new Set(snap.files.flatMap((f) => f.columns));
     const sameColumns = snap.files.every((f) => f.columns.length === snap.files[0].columns.length && f.columns.every((c, i) => c === snap.files[0].columns[i]));
-    const proj = columns
-      .map(([n, type]) => (present.has(n) ? `CAST(${sqlIdent(n)} AS ${type}) AS ${sqlIdent(n)}` : `CAST(NULL AS ${type}) AS ${sqlIdent(n)}`))
-      .join(', ');
     parts.push(
-      `SELECT ${proj} FROM read_parquet(${listLiteral(snap.files.map((f) => f.path))}, hive_partitioning = false` +
+      `SELECT ${castProjection(columns, present)} FROM read_parquet(${listLiteral(snap.files.map((f) => f.path))}, hive_partitioning = false` +
         `${sameColumns ? '' : ', union_by_name = true'}) WHERE ${range}`,
     );
   }
   if (snap.segments.length) {
     parts.push(`SELECT * FROM (${walScanSql(snap.segments.map((s) => s.path), columns, snap.meta.timeColumn)}) WHERE ${range}`);
   }
-  if (!parts.length) parts.push(`SELECT ${columns.map(([n, type]) => `CAST(NULL AS ${type}) AS ${sqlIdent(n)}`).join(', ')} WHERE false`);
+  if (!parts.length) parts.push(`SELECT ${castProjection(columns, new Set())} WHERE false`);
   return parts.join(' UNION ALL ');
 }
 

@@ -1,6 +1,6 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
-import { listLiteral, sqlIdent, sqlString, withConnection } from '../query/duckdb.ts';
+import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../query/duckdb.ts';
 import type { FileEntry } from './catalog.ts';
 import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
 
@@ -58,9 +58,7 @@ export async function mergeParquet(
     rowGroupRows: number;
   },
 ): Promise<Omit<WrittenFile, 'partition'>> {
-  const proj = opts.columns
-    .map(([n, type]) => (opts.presentColumns.has(n) ? `CAST(${sqlIdent(n)} AS ${type}) AS ${sqlIdent(n)}` : `CAST(NULL AS ${type}) AS ${sqlIdent(n)}`))
-    .join(', ');
+  const proj = castProjection(opts.columns, opts.presentColumns);
   const sql =
     `COPY (SELECT ${proj} FROM read_parquet(${listLiteral(opts.paths)}, hive_partitioning = false, union_by_name = true) ` +
     `ORDER BY ${sqlIdent(opts.timeColumn)}) TO ${sqlString(opts.target)} (FORMAT parquet, COMPRESSION zstd, ` +

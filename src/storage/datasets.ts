@@ -422,7 +422,7 @@ export class DatasetRegistry {
     const segments = ds.wal.sealedSegments();
     const releaseSegments = ds.wal.retain(segments);
     try {
-      const held = await this.acquire(files.map((f) => f.key));
+      const held = await this.store.acquire(files.map((f) => f.key));
       return {
         meta: ds.meta,
         schema: ds.schema,
@@ -514,7 +514,7 @@ export class DatasetRegistry {
     const seq = this.reserveSeq();
     const name = `${ds.meta.generation}.${this.settings.nodeId}.${String(seq).padStart(12, '0')}.compacted.parquet`;
     const staging = path.join(this.settings.dataDir, 'tmp', `compact-${randomUUID().slice(0, 8)}-${name}`);
-    const release = await this.acquire(group.map((f) => f.key));
+    const release = await this.store.acquire(group.map((f) => f.key));
     try {
       const written = await mergeParquet(this.duck, {
         paths: release.paths,
@@ -543,12 +543,6 @@ export class DatasetRegistry {
       release.release();
       await fs.rm(staging, { force: true });
     }
-  }
-
-  /** Local paths for stored files, kept (not evicted from a cache) until released. */
-  private async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
-    if (this.store.acquire) return this.store.acquire(keys);
-    return { paths: await Promise.all(keys.map((k) => this.store.localPath(k))), release: () => undefined };
   }
 
   async setRetention(name: string, rules: RetentionRule[]): Promise<DatasetMeta> {

@@ -25,7 +25,7 @@ export interface ObjectStore {
    */
   localPath(key: string): Promise<string>;
   /** Local paths for several objects, kept in any cache until released (while a query reads them). */
-  acquire?(keys: string[]): Promise<{ paths: string[]; release: () => void }>;
+  acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }>;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<void>;
 }

@@ -346,9 +346,9 @@ export function remoteWriteVersion(contentType: string | undefined): '1.0' | '2.
  * 415 for a Content-Type or Content-Encoding this endpoint does not speak, 413 when the snappy header
  * declares more than `maxDecompressedBytes`, and 400 for anything that can never succeed (corrupt
  * snappy, invalid protobuf, broken symbol references, too many labels), so that Prometheus drops the
- * batch instead of retrying it forever.
+ * batch instead of retrying it forever. `extra`: columns every row gets (the service's `p_timestamp`),
+ * set once per series rather than per row. `output: 'lines'` fills `lines` (WAL lines) instead of `rows`.
  */
-/** `extra`: columns every row gets (the service's `p_timestamp`), set once per series rather than per row. */
 export function decodeRemoteWrite(
   body: Buffer,
   contentType: string | undefined,
