@@ -2,12 +2,13 @@ import { Hono } from 'hono';
 import { log } from '../log.ts';
 import { authenticate } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
-import { HttpError } from './errors.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
+import { DomainError } from '../errors.ts';
+import { errorResponse } from './errors.ts';
 
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -45,9 +46,10 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
-    if (err instanceof HttpError) {
-      for (const [k, v] of Object.entries(err.headers)) c.header(k, v);
-      return c.json({ error: err.message }, err.status as 400);
+    if (err instanceof DomainError) {
+      const { status, headers, body } = errorResponse(err);
+      for (const [k, v] of Object.entries(headers)) c.header(k, v);
+      return c.json(body, status);
     }
     log.error('unhandled error', { method: c.req.method, path: c.req.path, error: err });
     return c.json({ error: 'internal server error' }, 500);

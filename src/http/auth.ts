@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { writeFileDurable } from '../storage/objectStore.ts';
 import { log } from '../log.ts';
-import { forbidden, HttpError } from './errors.ts';
+import { unauthorized, forbidden } from '../errors.ts';
 
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
@@ -93,9 +93,9 @@ export function presentedKey(headers: Headers): string | undefined {
 
 export function authenticate(keys: ApiKeys, headers: Headers): Principal {
   const key = presentedKey(headers);
-  if (!key) throw new HttpError(401, 'missing API key (X-API-Key header, Bearer token or Basic password)', { 'WWW-Authenticate': 'Bearer' });
+  if (!key) throw unauthorized('missing API key (X-API-Key header, Bearer token or Basic password)');
   const principal = keys.resolve(key);
-  if (!principal) throw new HttpError(401, 'invalid API key', { 'WWW-Authenticate': 'Bearer' });
+  if (!principal) throw unauthorized('invalid API key');
   return principal;
 }
 

@@ -1,11 +1,11 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
-import { badRequest, HttpError } from './errors.ts';
+import { invalidInput, tooLarge } from '../errors.ts';
 
 /** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
 export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
   const declared = Number(c.req.header('content-length') ?? NaN);
-  if (declared > maxBytes) throw tooLarge(maxBytes);
+  if (declared > maxBytes) throw bodyTooLarge(maxBytes);
   // On Node, read the socket stream directly: the web-stream wrapper costs ~10% of ingest CPU.
   const incoming = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
   const source: AsyncIterable<Uint8Array> | null = incoming ?? c.req.raw.body;
@@ -17,17 +17,17 @@ export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
     size += chunk.byteLength;
     if (size <= maxBytes) chunks.push(chunk);
   }
-  if (size > maxBytes) throw tooLarge(maxBytes);
+  if (size > maxBytes) throw bodyTooLarge(maxBytes);
   return Buffer.concat(chunks, size);
 }
 
-const tooLarge = (maxBytes: number) => new HttpError(413, `request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);
+const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);
 
 export function parseJson(body: Buffer): unknown {
-  if (body.length === 0) throw badRequest('request body is empty');
+  if (body.length === 0) throw invalidInput('request body is empty');
   try {
     return JSON.parse(body.toString('utf8'));
   } catch (err) {
-    throw badRequest(`malformed JSON: ${(err as Error).message}`);
+    throw invalidInput(`malformed JSON: ${(err as Error).message}`);
   }
 }

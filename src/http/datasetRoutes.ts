@@ -4,8 +4,8 @@ import { parseDurationMs } from '../config.ts';
 import { parseJson, readBody } from './body.ts';
 import { authorize, canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
-import { badRequest } from './errors.ts';
 import type { DatasetKind } from '../storage/datasets.ts';
+import { invalidInput } from '../errors.ts';
 
 /** Time column of each kind of dataset: JSON events by receive time, OTel records by their own time. */
 export const TIME_COLUMN: Record<DatasetKind, string> = {
@@ -18,7 +18,7 @@ export const TIME_COLUMN: Record<DatasetKind, string> = {
 export function datasetKindFromHeader(value: string | undefined): DatasetKind {
   if (!value || value === 'json') return 'json';
   if (value === 'otel-logs' || value === 'otel-traces' || value === 'otel-metrics') return value;
-  throw badRequest(`X-P-Log-Source "${value}" is not one of json, otel-logs, otel-traces, otel-metrics`);
+  throw invalidInput(`X-P-Log-Source "${value}" is not one of json, otel-logs, otel-traces, otel-metrics`);
 }
 
 const RetentionBody = z
@@ -79,7 +79,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: S
     const name = c.req.param('name');
     authorize(c.get('principal'), 'admin', name);
     const parsed = RetentionBody.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
-    if (!parsed.success) throw badRequest(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const meta = await registry.setRetention(name, parsed.data);
     return c.json({ message: `retention of ${name} set`, retention: meta.retention });
   });

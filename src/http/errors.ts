@@ -1,14 +1,26 @@
-/** An error that maps to an HTTP status and a JSON body `{"error": message}`. */
-export class HttpError extends Error {
-  constructor(
-    readonly status: number,
-    message: string,
-    readonly headers: Record<string, string> = {},
-  ) {
-    super(message);
-  }
-}
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { DomainError, ErrorKind } from '../errors.ts';
 
-export const badRequest = (message: string) => new HttpError(400, message);
-export const notFound = (message: string) => new HttpError(404, message);
-export const forbidden = (message: string) => new HttpError(403, message);
+/** The one map from a domain error's kind to an HTTP status. */
+export const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
+  invalid: 400,
+  unauthorized: 401,
+  forbidden: 403,
+  not_found: 404,
+  timeout: 408,
+  conflict: 409,
+  too_large: 413,
+  unsupported: 415,
+  too_many_requests: 429,
+  storage: 500,
+  unavailable: 503,
+  insufficient_storage: 507,
+};
+
+/** Status, headers and JSON body `{"error": message}` of a domain error. */
+export function errorResponse(err: DomainError): { status: ContentfulStatusCode; headers: Record<string, string>; body: { error: string } } {
+  const headers: Record<string, string> = {};
+  if (err.retryAfterSec !== undefined) headers['Retry-After'] = String(Math.max(1, Math.ceil(err.retryAfterSec)));
+  if (err.kind === 'unauthorized') headers['WWW-Authenticate'] = 'Bearer';
+  return { status: STATUS[err.kind], headers, body: { error: err.message } };
+}

@@ -7,12 +7,12 @@ import { authorize } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { TIME_COLUMN } from './datasetRoutes.ts';
-import { badRequest, notFound } from './errors.ts';
+import { invalidInput, notFound } from '../errors.ts';
 
 /** Dataset named by `X-P-Stream`, else by the `stream` query parameter (for clients without custom headers). */
 export function streamName(c: Context): string {
   const name = c.req.header('x-p-stream') ?? c.req.query('stream');
-  if (!name) throw badRequest('missing dataset: send the X-P-Stream header (or the ?stream= query parameter)');
+  if (!name) throw invalidInput('missing dataset: send the X-P-Stream header (or the ?stream= query parameter)');
   return name;
 }
 
@@ -57,7 +57,7 @@ export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config, inge
         authorize(c.get('principal'), 'create', name);
         meta = (await registry.create(name, 'json', TIME_COLUMN.json)).meta;
       }
-      if (meta.kind !== 'json') throw badRequest(`dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset`);
+      if (meta.kind !== 'json') throw invalidInput(`dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset`);
     });
     return c.json({ message: 'ingested', count });
   };

@@ -7,8 +7,8 @@ import { authorize, type Principal } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { TIME_COLUMN } from './datasetRoutes.ts';
-import { badRequest } from './errors.ts';
 import { decodeAndStore, streamName } from './ingestRoutes.ts';
+import { invalidInput } from '../errors.ts';
 
 const KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel-traces', metrics: 'otel-metrics' };
 
@@ -19,7 +19,7 @@ const KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel
 export function checkLogSource(c: Context, kind: DatasetKind): void {
   const source = c.req.header('x-p-log-source');
   if (source !== undefined && source !== kind) {
-    throw badRequest(`X-P-Log-Source "${source}" does not match this endpoint, which takes ${kind}`);
+    throw invalidInput(`X-P-Log-Source "${source}" does not match this endpoint, which takes ${kind}`);
   }
 }
 
@@ -30,7 +30,7 @@ export async function targetDataset(registry: DatasetRegistry, principal: Princi
     authorize(principal, 'create', name);
     meta = (await registry.create(name, kind, TIME_COLUMN[kind])).meta;
   }
-  if (meta.kind !== kind) throw badRequest(`dataset "${name}" holds ${meta.kind} data, not ${kind}`);
+  if (meta.kind !== kind) throw invalidInput(`dataset "${name}" holds ${meta.kind} data, not ${kind}`);
 }
 
 export function registerOtlpRoutes(app: Hono<AppEnv>, { registry, config, ingestPool }: Services): void {

@@ -6,7 +6,7 @@ import { parseTimeBound } from '../query/time.ts';
 import { authorize, canAccess } from './auth.ts';
 import { parseJson, readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
-import { badRequest } from './errors.ts';
+import { invalidInput } from '../errors.ts';
 
 const flag = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
 
@@ -26,12 +26,12 @@ export function registerQueryRoutes(app: Hono<AppEnv>, { registry, duck, config 
     authorize(principal, 'read');
     const parsed = QueryBody.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
     if (!parsed.success) {
-      throw badRequest(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+      throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     }
     const body = parsed.data;
     const startMs = parseTimeBound(body.startTime, 'startTime');
     const endMs = parseTimeBound(body.endTime, 'endTime');
-    if (startMs > endMs) throw badRequest('startTime must not be after endTime');
+    if (startMs > endMs) throw invalidInput('startTime must not be after endTime');
     const fromQuery = (k: string) => {
       const v = c.req.query(k);
       return v === undefined ? undefined : v === 'true';

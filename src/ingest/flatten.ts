@@ -1,5 +1,5 @@
-import { badRequest } from '../http/errors.ts';
 import type { FlatRow, FlatValue } from './types.ts';
+import { invalidInput } from '../errors.ts';
 
 /**
  * Flattens one JSON event: nested objects become columns joined by `_`
@@ -10,12 +10,12 @@ import type { FlatRow, FlatValue } from './types.ts';
 export function flattenEvent(event: Record<string, unknown>, maxDepth: number): FlatRow {
   const out: FlatRow = {};
   const walk = (obj: Record<string, unknown>, prefix: string, depth: number): void => {
-    if (depth > maxDepth) throw badRequest(`event nesting is deeper than the limit of ${maxDepth} levels (at "${prefix.slice(0, -1)}")`);
+    if (depth > maxDepth) throw invalidInput(`event nesting is deeper than the limit of ${maxDepth} levels (at "${prefix.slice(0, -1)}")`);
     for (const key of Object.keys(obj)) {
       const value = obj[key];
       const name = prefix + key;
       if (value === null || value === undefined) continue;
-      if (name in out) throw badRequest(`field "${name}" occurs twice after flattening (e.g. "a_b" next to {"a":{"b":…}})`);
+      if (name in out) throw invalidInput(`field "${name}" occurs twice after flattening (e.g. "a_b" next to {"a":{"b":…}})`);
       if (Array.isArray(value)) {
         checkDepth(value, depth + 1, maxDepth, name);
         out[name] = JSON.stringify(value);
@@ -32,7 +32,7 @@ export function flattenEvent(event: Record<string, unknown>, maxDepth: number): 
 
 function checkDepth(value: unknown, depth: number, maxDepth: number, at: string): void {
   if (value === null || typeof value !== 'object') return;
-  if (depth > maxDepth) throw badRequest(`event nesting is deeper than the limit of ${maxDepth} levels (at "${at}")`);
+  if (depth > maxDepth) throw invalidInput(`event nesting is deeper than the limit of ${maxDepth} levels (at "${at}")`);
   for (const v of Array.isArray(value) ? value : Object.values(value)) checkDepth(v, depth + 1, maxDepth, at);
 }
 
@@ -41,11 +41,11 @@ export function eventsFromJson(body: unknown): Record<string, unknown>[] {
   if (Array.isArray(body)) {
     body.forEach((item, i) => {
       if (item === null || typeof item !== 'object' || Array.isArray(item)) {
-        throw badRequest(`element ${i} of the array is not a JSON object`);
+        throw invalidInput(`element ${i} of the array is not a JSON object`);
       }
     });
     return body as Record<string, unknown>[];
   }
   if (body !== null && typeof body === 'object') return [body as Record<string, unknown>];
-  throw badRequest('body must be a JSON object or an array of JSON objects');
+  throw invalidInput('body must be a JSON object or an array of JSON objects');
 }

@@ -1,5 +1,5 @@
 import { Worker } from 'node:worker_threads';
-import { HttpError } from '../http/errors.ts';
+import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { runJob, type JobResult } from './ingestWorker.ts';
 import type { IngestJob, SerializedBatch } from './pipeline.ts';
@@ -41,7 +41,7 @@ export class IngestPool {
       for (const [id, p] of this.pending) {
         if (p.worker !== worker) continue;
         this.pending.delete(id);
-        p.resolve({ id, ok: false, status: 503, message: 'ingest worker stopped; retry' });
+        p.resolve({ id, ok: false, kind: 'unavailable', message: 'ingest worker stopped; retry', retryAfterSec: 1 });
       }
       // A worker that cannot even start would be replaced forever: after a few failures the pool runs
       // the same code on the event loop instead.
@@ -63,7 +63,7 @@ export class IngestPool {
         slot.worker.postMessage({ id, job });
       });
     }
-    if (!result.ok) throw new HttpError(result.status, result.message);
+    if (!result.ok) throw new DomainError(result.kind, result.message, result.retryAfterSec);
     return { lines: result.lines, rows: result.rows, types: new Map(result.types), info: result.info };
   }
 

@@ -4,21 +4,21 @@
  * the type summary this returns.
  */
 import { parentPort } from 'node:worker_threads';
-import { HttpError } from '../http/errors.ts';
 import { serializeJob, type IngestInfo, type IngestJob } from './pipeline.ts';
 import type { ColumnType } from './types.ts';
+import { DomainError, type ErrorKind } from '../errors.ts';
 
 export type JobResult =
   | { id: number; ok: true; lines: string; rows: number; types: [string, ColumnType[]][]; info: IngestInfo }
-  | { id: number; ok: false; status: number; message: string };
+  | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number };
 
 export function runJob(id: number, job: IngestJob): JobResult {
   try {
     const r = serializeJob(job);
     return { id, ok: true, lines: r.lines, rows: r.rows, types: [...r.types], info: r.info };
   } catch (err) {
-    if (err instanceof HttpError) return { id, ok: false, status: err.status, message: err.message };
-    return { id, ok: false, status: 500, message: (err as Error).message };
+    if (err instanceof DomainError) return { id, ok: false, kind: err.kind, message: err.message, retryAfterSec: err.retryAfterSec };
+    return { id, ok: false, kind: 'storage', message: (err as Error).message };
   }
 }
 

@@ -1,5 +1,4 @@
 import type { DuckDBConnection, DuckDBInstance, DuckDBResult } from '@duckdb/node-api';
-import { forbidden, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType } from '../ingest/types.ts';
 import type { DatasetRegistry, Snapshot } from '../storage/datasets.ts';
 import { walScanSql } from '../storage/parquetWriter.ts';
@@ -7,6 +6,7 @@ import { castProjection, listLiteral, sqlIdent } from './duckdb.ts';
 import { planQuery } from './plan.ts';
 import { rowShaper } from './results.ts';
 import { timestampLiteral } from './time.ts';
+import { DomainError, invalidInput, timedOut, notFound, forbidden } from '../errors.ts';
 
 export interface QueryRequest {
   sql: string;
@@ -81,10 +81,10 @@ export async function prepareQuery(duck: DuckDBInstance, registry: DatasetRegist
   }
 }
 
-function asHttpError(err: unknown, timedOut: boolean, timeoutMs: number): Error {
-  if (err instanceof HttpError) return err;
-  if (timedOut) return new HttpError(408, `query exceeded the time limit of ${timeoutMs} ms (P_QUERY_TIMEOUT)`);
-  return new HttpError(400, (err as Error).message);
+function asDomainError(err: unknown, expired: boolean, timeoutMs: number): Error {
+  if (err instanceof DomainError) return err;
+  if (expired) return timedOut(`query exceeded the time limit of ${timeoutMs} ms (P_QUERY_TIMEOUT)`);
+  return invalidInput((err as Error).message);
 }
 
 /** Runs with the time limit: on expiry the connection is interrupted. */
@@ -98,7 +98,7 @@ async function withTimeout<T>(q: PreparedQuery, work: () => Promise<T>, onTimeou
   try {
     return await work();
   } catch (err) {
-    throw asHttpError(err, timedOut, q.timeoutMs);
+    throw asDomainError(err, timedOut, q.timeoutMs);
   } finally {
     clearTimeout(timer);
   }

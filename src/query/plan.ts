@@ -1,5 +1,5 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { badRequest } from '../http/errors.ts';
+import { invalidInput } from '../errors.ts';
 
 /** Table functions a query may call in FROM: they compute values and touch no file. */
 const ALLOWED_TABLE_FUNCTIONS = new Set(['unnest', 'range', 'generate_series']);
@@ -40,12 +40,12 @@ async function parsePlan(conn: DuckDBConnection, sql: string): Promise<QueryPlan
   };
   if (ast.error) {
     if (ast.error_type === 'not implemented' || /only select/i.test(ast.error_message ?? '')) {
-      throw badRequest('only read-only SELECT statements are allowed');
+      throw invalidInput('only read-only SELECT statements are allowed');
     }
-    throw badRequest(ast.error_message ?? 'invalid SQL');
+    throw invalidInput(ast.error_message ?? 'invalid SQL');
   }
   const statements = ast.statements ?? [];
-  if (statements.length !== 1) throw badRequest('exactly one SELECT statement is allowed per query');
+  if (statements.length !== 1) throw invalidInput('exactly one SELECT statement is allowed per query');
   const tables = new Set<string>();
   const ctes = new Set<string>();
   const visit = (value: unknown): void => {
@@ -57,14 +57,14 @@ async function parsePlan(conn: DuckDBConnection, sql: string): Promise<QueryPlan
     const node = value as Node;
     if (node.type === 'BASE_TABLE' && typeof node.table_name === 'string') {
       if (node.schema_name || node.catalog_name) {
-        throw badRequest(`qualified table names are not allowed: "${[node.catalog_name, node.schema_name, node.table_name].filter(Boolean).join('.')}"`);
+        throw invalidInput(`qualified table names are not allowed: "${[node.catalog_name, node.schema_name, node.table_name].filter(Boolean).join('.')}"`);
       }
       tables.add(node.table_name);
     }
     if (node.type === 'TABLE_FUNCTION') {
       const fn = node.function as Node | undefined;
       const name = String(fn?.function_name ?? '').toLowerCase();
-      if (!ALLOWED_TABLE_FUNCTIONS.has(name)) throw badRequest(`table function "${name}" is not allowed; read datasets by name in FROM`);
+      if (!ALLOWED_TABLE_FUNCTIONS.has(name)) throw invalidInput(`table function "${name}" is not allowed; read datasets by name in FROM`);
     }
     const cteMap = node.cte_map as { map?: { key: string }[] } | undefined;
     for (const entry of cteMap?.map ?? []) ctes.add(entry.key.toLowerCase());

@@ -1,6 +1,6 @@
-import { badRequest } from '../http/errors.ts';
 
 const UNIT_MS: Record<string, number> = { s: 1000, sec: 1000, m: 60_000, min: 60_000, h: 3_600_000, hr: 3_600_000, d: 86_400_000, w: 604_800_000 };
+import { invalidInput } from '../errors.ts';
 
 /**
  * A query bound as epoch ms. Accepts ISO 8601 (no zone means UTC), `now`, and Parseable's relative
@@ -17,7 +17,7 @@ export function parseTimeBound(text: string, field: string, now = Date.now()): n
     const ms = Date.parse(withZone.replace(' ', 'T'));
     if (!Number.isNaN(ms)) return ms;
   }
-  throw badRequest(`${field} "${text}" is not an ISO 8601 time, "now", or a relative time like "10m"`);
+  throw invalidInput(`${field} "${text}" is not an ISO 8601 time, "now", or a relative time like "10m"`);
 }
 
 /** `TIMESTAMP '…'` literal (UTC) for an epoch-ms bound. */

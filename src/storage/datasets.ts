@@ -3,7 +3,6 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
-import { badRequest, HttpError, notFound } from '../http/errors.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
@@ -13,6 +12,7 @@ import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
 import { writeParquet } from './parquetWriter.ts';
 import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, unionSchemas, type Schema, type TypeSummary } from './schema.ts';
 import { Wal, type Segment } from './wal.ts';
+import { invalidInput, conflict, unavailable, notFound } from '../errors.ts';
 
 /** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
 export type DatasetKind = 'json' | 'otel-logs' | 'otel-traces' | 'otel-metrics';
@@ -218,13 +218,13 @@ export class DatasetRegistry {
   }
 
   validateName(name: string): void {
-    if (name.length === 0) throw badRequest('dataset name must not be empty');
-    if (name.length > MAX_NAME_LENGTH) throw badRequest(`dataset name must be at most ${MAX_NAME_LENGTH} characters`);
+    if (name.length === 0) throw invalidInput('dataset name must not be empty');
+    if (name.length > MAX_NAME_LENGTH) throw invalidInput(`dataset name must be at most ${MAX_NAME_LENGTH} characters`);
     if (!NAME_RE.test(name)) {
-      throw badRequest('dataset name must start with a letter and contain only letters, digits, "_" and "-"');
+      throw invalidInput('dataset name must start with a letter and contain only letters, digits, "_" and "-"');
     }
-    if (this.reserved.has(name.toLowerCase())) throw badRequest(`dataset name "${name}" is a reserved SQL keyword`);
-    if (name.toLowerCase().startsWith('p_')) throw badRequest('dataset names starting with "p_" are reserved');
+    if (this.reserved.has(name.toLowerCase())) throw invalidInput(`dataset name "${name}" is a reserved SQL keyword`);
+    if (name.toLowerCase().startsWith('p_')) throw invalidInput('dataset names starting with "p_" are reserved');
   }
 
   list(): DatasetMeta[] {
@@ -252,7 +252,7 @@ export class DatasetRegistry {
     const existing = this.datasets.get(name)?.meta ?? (await this.creating.get(name));
     if (existing) return { meta: existing, created: false };
     const clash = this.find(name, true)?.name ?? [...this.creating.keys()].find((n) => n.toLowerCase() === name.toLowerCase());
-    if (clash) throw new HttpError(409, `dataset "${clash}" already exists (names are case-insensitive)`);
+    if (clash) throw conflict(`dataset "${clash}" already exists (names are case-insensitive)`);
     const work = (async () => {
       const meta: DatasetMeta = {
         name,
@@ -322,7 +322,7 @@ export class DatasetRegistry {
 
   private async append(ds: Dataset, nextSchema: Schema | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {
     if (ds.wal.size.bytes > this.settings.walMaxBytes) {
-      throw new HttpError(503, 'write-ahead log is full (storage is behind); retry later', { 'Retry-After': '5' });
+      throw unavailable('write-ahead log is full (storage is behind); retry later', 5);
     }
     if (nextSchema) {
       ds.schema = nextSchema;

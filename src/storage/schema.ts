@@ -1,5 +1,5 @@
-import { badRequest } from '../http/errors.ts';
 import type { ColumnType, FlatRow, FlatValue, RowBatch } from '../ingest/types.ts';
+import { invalidInput } from '../errors.ts';
 
 /** Column name → type, in the order columns were first seen. */
 export type Schema = Record<string, ColumnType>;
@@ -86,19 +86,19 @@ export function planSchema(current: Schema, summary: TypeSummary, maxColumns: nu
     for (const type of types) {
       const have = (next ?? current)[name];
       if (have === undefined) {
-        if (name.length === 0) throw badRequest('an empty field name is not allowed');
-        if (name.length > 255) throw badRequest(`field name "${name.slice(0, 40)}…" is longer than 255 characters`);
+        if (name.length === 0) throw invalidInput('an empty field name is not allowed');
+        if (name.length > 255) throw invalidInput(`field name "${name.slice(0, 40)}…" is longer than 255 characters`);
         if (!lowerNames) {
           lowerNames = new Map();
           for (const n of Object.keys(next ?? current)) lowerNames.set(n.toLowerCase(), n);
         }
         const clash = lowerNames.get(name.toLowerCase());
         if (clash !== undefined && clash !== name) {
-          throw badRequest(`field "${name}" differs only in letter case from existing column "${clash}" (column names are case-insensitive in SQL)`);
+          throw invalidInput(`field "${name}" differs only in letter case from existing column "${clash}" (column names are case-insensitive in SQL)`);
         }
         lowerNames.set(name.toLowerCase(), name);
         setType(name, type);
-        if (Object.keys(next!).length > maxColumns) throw badRequest(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
+        if (Object.keys(next!).length > maxColumns) throw invalidInput(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
         continue;
       }
       if (have === type) continue;
@@ -112,7 +112,7 @@ export function planSchema(current: Schema, summary: TypeSummary, maxColumns: nu
         setType(name, widened);
         continue;
       }
-      throw badRequest(`field "${name}" has type ${describe(type)} but the dataset stores it as ${describe(have)}`);
+      throw invalidInput(`field "${name}" has type ${describe(type)} but the dataset stores it as ${describe(have)}`);
     }
   }
   return { next, coerceToText };

@@ -21,7 +21,12 @@ import {
   type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { HttpError } from '../../src/http/errors.ts';
+import { DomainError } from '../../src/errors.ts';
+import { STATUS } from '../../src/http/errors.ts';
+
+/** A domain error with the HTTP status the edge would answer. */
+type HttpError = DomainError & { status: number };
+const withStatus = (err: DomainError): HttpError => Object.assign(err, { status: STATUS[err.kind] });
 import { decodeBody, decodeOtlp, encodeOtlpResponse, OTLP_TIME_COLUMN, otlpFormat, type OtlpDecoded, type OtlpFormat, type OtlpSignal } from '../../src/ingest/otlp/index.ts';
 import { requestClass, responseClass } from '../../src/ingest/otlp/generated.ts';
 
@@ -52,7 +57,7 @@ function httpError(fn: () => unknown): HttpError {
   try {
     fn();
   } catch (err) {
-    if (err instanceof HttpError) return err;
+    if (err instanceof DomainError) return withStatus(err);
     throw err;
   }
   throw new Error('expected an HttpError');
@@ -438,7 +443,7 @@ describe('logs', () => {
       try {
         decodeOtlp('logs', 'protobuf', valid.subarray(0, cut));
       } catch (err) {
-        status = (err as HttpError).status;
+        status = STATUS[(err as DomainError).kind];
       }
       expect(status, `cut at ${cut}`).toBe(400);
     }

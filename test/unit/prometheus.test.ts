@@ -1,7 +1,12 @@
 import protobuf from 'protobufjs';
 import snappy from 'snappy';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { HttpError } from '../../src/http/errors.ts';
+import { DomainError } from '../../src/errors.ts';
+import { STATUS } from '../../src/http/errors.ts';
+
+/** A domain error with the HTTP status the edge would answer. */
+type HttpError = DomainError & { status: number };
+const withStatus = (err: DomainError): HttpError => Object.assign(err, { status: STATUS[err.kind] });
 import { RequestV2, WriteRequestV1 } from '../../src/ingest/prometheus/decode.ts';
 import {
   decodeRemoteWrite,
@@ -48,8 +53,8 @@ function httpError(fn: () => unknown): HttpError {
   try {
     fn();
   } catch (err) {
-    expect(err).toBeInstanceOf(HttpError);
-    return err as HttpError;
+    expect(err).toBeInstanceOf(DomainError);
+    return withStatus(err as DomainError);
   }
   throw new Error('expected an HttpError, nothing was thrown');
 }

@@ -1,4 +1,4 @@
-import { HttpError } from '../../http/errors.ts';
+import { unsupported } from '../../errors.ts';
 
 export type OtlpFormat = 'json' | 'protobuf';
 
@@ -10,8 +10,7 @@ export function otlpFormat(contentType: string | undefined): OtlpFormat {
   const mediaType = (contentType ?? '').split(';', 1)[0].trim().toLowerCase();
   if (mediaType === 'application/json') return 'json';
   if (mediaType === 'application/x-protobuf' || mediaType === 'application/protobuf') return 'protobuf';
-  throw new HttpError(
-    415,
+  throw unsupported(
     `unsupported Content-Type "${contentType ?? ''}" for OTLP: use application/x-protobuf or application/json`,
   );
 }

@@ -1,4 +1,3 @@
-import { badRequest, HttpError } from '../../http/errors.ts';
 import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
 import type { OtlpFormat } from './decode.ts';
 import { requestClass } from './generated.ts';
@@ -7,6 +6,7 @@ import { LOGS_KNOWN_TYPES, LOGS_TIME_COLUMN, logRows } from './logs.ts';
 import { METRICS_KNOWN_TYPES, METRICS_TIME_COLUMN, metricRows } from './metrics.ts';
 import { TRACES_KNOWN_TYPES, TRACES_TIME_COLUMN, spanRows } from './traces.ts';
 import { nanosToIso, Rejections, type ConvertContext, type Msg } from './values.ts';
+import { DomainError, invalidInput } from '../../errors.ts';
 
 export { decodeBody, otlpFormat, type OtlpFormat } from './decode.ts';
 export { encodeOtlpResponse } from './response.ts';
@@ -50,7 +50,7 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
     return requestClass[signal].decode(buf) as Msg;
   } catch (err) {
-    throw badRequest(`request body is not a valid OTLP protobuf ${NOUN[signal]} export request: ${(err as Error).message}`);
+    throw invalidInput(`request body is not a valid OTLP protobuf ${NOUN[signal]} export request: ${(err as Error).message}`);
   }
 }
 
@@ -70,9 +70,9 @@ export function decodeOtlp(signal: OtlpSignal, format: OtlpFormat, body: Buffer,
     const request = format === 'protobuf' ? parseProtobuf(signal, body) : parseOtlpJson(body);
     rows = CONVERT[signal](request, ctx);
   } catch (err) {
-    if (err instanceof HttpError) throw err;
+    if (err instanceof DomainError) throw err;
     // Recursion over absurdly nested JSON containers can exhaust the stack before a depth check.
-    if (err instanceof RangeError) throw badRequest(`OTLP payload is nested too deeply: ${err.message}`);
+    if (err instanceof RangeError) throw invalidInput(`OTLP payload is nested too deeply: ${err.message}`);
     throw err;
   }
   const out: OtlpDecoded = {

@@ -1,5 +1,5 @@
-import { badRequest } from '../../http/errors.ts';
 import type { Msg } from './values.ts';
+import { invalidInput } from '../../errors.ts';
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const LONG_INT = /-?\d{16,}/g;
@@ -88,10 +88,10 @@ export function parseOtlpJson(body: Buffer): Msg {
   try {
     parsed = JSON.parse(quoteUnsafeIntegers(text));
   } catch (err) {
-    throw badRequest(`request body is not valid JSON: ${(err as Error).message}`);
+    throw invalidInput(`request body is not valid JSON: ${(err as Error).message}`);
   }
   if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) {
-    throw badRequest('OTLP/JSON request body must be a JSON object');
+    throw invalidInput('OTLP/JSON request body must be a JSON object');
   }
   // A client that writes proto field names writes them everywhere, starting with resource_logs etc.;
   // checking the top level spares camelCase requests (nearly all) a walk over the whole tree.

@@ -1,4 +1,3 @@
-import { badRequest, type HttpError } from '../../http/errors.ts';
 
 /**
  * Readers for one field of a decoded OTLP message. The same converters serve both encodings: protobuf
@@ -11,6 +10,7 @@ import { badRequest, type HttpError } from '../../http/errors.ts';
  * largest cost of decoding.
  */
 export type Msg = Record<string, unknown>;
+import { DomainError, invalidInput } from '../../errors.ts';
 
 /** A field of the message at `at`: a name (`.name`) or a list index (`[3]`). */
 export type Field = string | number | undefined;
@@ -18,8 +18,8 @@ export type Field = string | number | undefined;
 export const path = (at: string, field: Field): string =>
   field === undefined ? at : typeof field === 'number' ? `${at}[${field}]` : `${at}.${field}`;
 
-export const invalid = (at: string, field: Field, problem: string): HttpError =>
-  badRequest(`invalid OTLP payload at ${path(at, field)}: ${problem}`);
+export const invalid = (at: string, field: Field, problem: string): DomainError =>
+  invalidInput(`invalid OTLP payload at ${path(at, field)}: ${problem}`);
 
 /** A nested message: null when unset. */
 export function msg(v: unknown, at: string, field?: Field): Msg | null {

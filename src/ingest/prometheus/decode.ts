@@ -1,7 +1,7 @@
 import * as path from 'node:path';
 import protobuf from 'protobufjs';
 import snappy from 'snappy';
-import { HttpError, badRequest } from '../../http/errors.ts';
+import { invalidInput, tooLarge, unsupported } from '../../errors.ts';
 
 const here = import.meta.dirname;
 export const v1Root = protobuf.loadSync(path.join(here, 'remote.proto'));
@@ -106,21 +106,21 @@ export function toNumber(v: Int64 | null | undefined): number {
  */
 export function uncompress(body: Buffer, contentEncoding: string | undefined, maxBytes: number): Buffer {
   const encoding = (contentEncoding ?? '').trim().toLowerCase();
-  if (encoding === '') throw badRequest('remote write bodies must be snappy-compressed: send Content-Encoding: snappy');
-  if (encoding !== 'snappy') throw new HttpError(415, `unsupported Content-Encoding "${contentEncoding}" for remote write: only snappy is accepted`);
+  if (encoding === '') throw invalidInput('remote write bodies must be snappy-compressed: send Content-Encoding: snappy');
+  if (encoding !== 'snappy') throw unsupported(`unsupported Content-Encoding "${contentEncoding}" for remote write: only snappy is accepted`);
   // A snappy block's length is a uint32 varint: at most 5 bytes.
   let declared = 0;
   let i = 0;
   for (;; i++) {
-    if (i >= body.length) throw badRequest('body is not valid snappy: truncated length header');
-    if (i >= 5) throw badRequest('body is not valid snappy: length header is longer than 5 bytes');
+    if (i >= body.length) throw invalidInput('body is not valid snappy: truncated length header');
+    if (i >= 5) throw invalidInput('body is not valid snappy: length header is longer than 5 bytes');
     declared += (body[i] & 0x7f) * 2 ** (7 * i);
     if ((body[i] & 0x80) === 0) break;
   }
-  if (declared > maxBytes) throw new HttpError(413, `decompressed request body would be ${declared} bytes, over the limit of ${maxBytes}`);
+  if (declared > maxBytes) throw tooLarge(`decompressed request body would be ${declared} bytes, over the limit of ${maxBytes}`);
   try {
     return snappy.uncompressSync(body, { asBuffer: true }) as Buffer;
   } catch (err) {
-    throw badRequest(`body is not valid snappy: ${(err as Error).message}`);
+    throw invalidInput(`body is not valid snappy: ${(err as Error).message}`);
   }
 }

@@ -1,7 +1,7 @@
-import { HttpError, badRequest } from '../../http/errors.ts';
 import { inferType, rowToJsonLine, summarizeTypes, type TypeSummary } from '../../storage/schema.ts';
 import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
 import { decodeMessage, RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample, type Int64 } from './decode.ts';
+import { DomainError, invalidInput, unsupported } from '../../errors.ts';
 
 export interface RemoteWriteDecoded extends RowBatch {
   timeColumn: string;
@@ -97,7 +97,7 @@ function isoMs(ms: number): string {
   const hit = isoCache.get(ms);
   if (hit !== undefined) return hit;
   const d = new Date(ms);
-  if (Number.isNaN(d.getTime())) throw badRequest(`sample timestamp ${ms} is out of range`);
+  if (Number.isNaN(d.getTime())) throw invalidInput(`sample timestamp ${ms} is out of range`);
   const iso = d.toISOString();
   if (isoCache.size >= 4096) isoCache.clear();
   isoCache.set(ms, iso);
@@ -111,7 +111,7 @@ function isoMs(ms: number): string {
 const labelColumn = (name: string) => (name in PROMETHEUS_KNOWN_TYPES || name.startsWith('p_') ? `label_${name}` : name);
 
 function seriesRow(labels: [string, string][], meta: Meta | undefined, extra: FlatRow): FlatRow {
-  if (labels.length > MAX_LABELS_PER_SERIES) throw badRequest(`a series has ${labels.length} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
+  if (labels.length > MAX_LABELS_PER_SERIES) throw invalidInput(`a series has ${labels.length} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
   const row: FlatRow = Object.assign({}, extra);
   for (const [name, value] of labels) {
     if (name === '__name__') row.metric_name = value;
@@ -298,14 +298,14 @@ function decodeV2(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
   const symbols = req.symbols ?? [];
   const sym = (i: number | undefined) => {
     if (i === undefined) return '';
-    if (i >= symbols.length) throw badRequest(`symbol reference ${i} is outside the symbols table (${symbols.length} entries)`);
+    if (i >= symbols.length) throw invalidInput(`symbol reference ${i} is outside the symbols table (${symbols.length} entries)`);
     return symbols[i];
   };
   const pairs = (refs: number[] | undefined) => {
     const out: [string, string][] = [];
     const r = refs ?? [];
-    if (r.length % 2) throw badRequest('labels_refs must hold name/value pairs (even length)');
-    if (r.length / 2 > MAX_LABELS_PER_SERIES) throw badRequest(`a series has ${r.length / 2} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
+    if (r.length % 2) throw invalidInput('labels_refs must hold name/value pairs (even length)');
+    if (r.length / 2 > MAX_LABELS_PER_SERIES) throw invalidInput(`a series has ${r.length / 2} labels; at most ${MAX_LABELS_PER_SERIES} are accepted`);
     for (let i = 0; i < r.length; i += 2) out.push([sym(r[i]), sym(r[i + 1])]);
     return out;
   };
@@ -333,16 +333,16 @@ export function remoteWriteVersion(contentType: string | undefined): '1.0' | '2.
   if (contentType === undefined || contentType.trim() === '') return '1.0';
   const [mediaType, ...params] = contentType.split(';').map((p) => p.trim());
   if (mediaType.toLowerCase() !== 'application/x-protobuf') {
-    throw new HttpError(415, `unsupported Content-Type "${contentType}" for remote write: use application/x-protobuf`);
+    throw unsupported(`unsupported Content-Type "${contentType}" for remote write: use application/x-protobuf`);
   }
   const proto = params.map((p) => p.split('=')).find(([k]) => k.trim().toLowerCase() === 'proto')?.[1]?.trim().replace(/^"|"$/g, '');
   if (proto === undefined || proto === 'prometheus.WriteRequest') return '1.0';
   if (proto === 'io.prometheus.write.v2.Request') return '2.0';
-  throw new HttpError(415, `unsupported remote write message "${proto}": use prometheus.WriteRequest or io.prometheus.write.v2.Request`);
+  throw unsupported(`unsupported remote write message "${proto}": use prometheus.WriteRequest or io.prometheus.write.v2.Request`);
 }
 
 /**
- * A remote-write body → one row per sample (and per native histogram sample). Errors are HttpErrors:
+ * A remote-write body → one row per sample (and per native histogram sample). Errors are DomainErrors:
  * 415 for a Content-Type or Content-Encoding this endpoint does not speak, 413 when the snappy header
  * declares more than `maxDecompressedBytes`, and 400 for anything that can never succeed (corrupt
  * snappy, invalid protobuf, broken symbol references, too many labels), so that Prometheus drops the
@@ -363,8 +363,8 @@ export function decodeRemoteWrite(
   try {
     return version === '2.0' ? decodeV2(bytes, extra, sink) : decodeV1(bytes, extra, sink);
   } catch (err) {
-    if (err instanceof HttpError) throw err;
-    throw badRequest(`body is not a valid remote write ${version === '2.0' ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
+    if (err instanceof DomainError) throw err;
+    throw invalidInput(`body is not a valid remote write ${version === '2.0' ? '2.0 Request' : '1.0 WriteRequest'} protobuf: ${(err as Error).message}`);
   }
 }
 
