@@ -7,7 +7,9 @@ import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
-import { openDuckDB, withConnection } from './query/duckdb.ts';
+import { openDuckDB, withConnection } from './duckdb.ts';
+import { QueryExecutor } from './query/executor.ts';
+import { QueryPool } from './query/pool.ts';
 import { DatasetRegistry } from './storage/datasets.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
 
@@ -46,7 +48,7 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.queryThreads, memoryLimit: config.queryMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.queryThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
@@ -69,12 +71,37 @@ async function main(): Promise<void> {
   registry.start();
 
   const ingestPool = new IngestPool(config.ingestWorkers);
+  const queryPool = new QueryPool({
+    workDir: path.join(tmp, 'query'),
+    concurrency: config.queryConcurrency,
+    perKey: config.queryConcurrencyPerKey,
+    queue: config.queryQueue,
+    queueWaitMs: config.queryTimeoutMs,
+    threads: config.queryThreads,
+    memoryLimit: config.queryMemoryLimit,
+    heapMb: config.queryWorkerHeapMb,
+  });
+  await queryPool.start();
+  const queries = new QueryExecutor(
+    duck,
+    registry,
+    queryPool,
+    {
+      timeoutMs: config.queryTimeoutMs,
+      maxRows: config.queryMaxRows,
+      maxBytes: config.queryMaxResultBytes,
+      maxSqlBytes: config.queryMaxSqlBytes,
+      maxDepth: config.queryMaxDepth,
+    },
+    config.queryPlanCacheBytes,
+  );
   const app = createApp({
     config,
     keys,
     registry,
     duck,
     ingestPool,
+    queries,
     isReady: async () => {
       try {
         await store.ping();
@@ -100,6 +127,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     server.close();
+    await queryPool.close();
     await registry.shutdown();
     await ingestPool.close();
     log.info('stopped');

@@ -81,11 +81,19 @@ describe('query', () => {
     expect(rows).toEqual([{ name: 'ada', n: 2 }]);
   });
 
-  it('streams NDJSON', async () => {
+  it('streams NDJSON in Parseable\'s shape: one JSON array of rows per line, fields first when asked', async () => {
     const r = await rawQuery(server, { query: 'SELECT path FROM web ORDER BY path', streaming: true });
     expect(r.status).toBe(200);
     expect(r.type).toContain('application/x-ndjson');
-    expect(r.text.trim().split('\n').map((l) => JSON.parse(l))).toEqual([{ path: '/a' }, { path: '/b' }, { path: '/c' }]);
+    const lines = r.text.trim().split('\n').map((l) => JSON.parse(l) as unknown);
+    expect(lines.every((l) => Array.isArray(l))).toBe(true);
+    expect(lines.flat()).toEqual([{ path: '/a' }, { path: '/b' }, { path: '/c' }]);
+    const big = await rawQuery(server, { query: 'SELECT range AS i FROM range(5000)', streaming: true, fields: true });
+    const bigLines = big.text.trim().split('\n').map((l) => JSON.parse(l) as unknown);
+    expect(bigLines[0]).toEqual({ fields: ['i'] });
+    // DuckDB produces 2048-row batches: several lines, every row once, in order.
+    expect(bigLines.length).toBeGreaterThan(2);
+    expect((bigLines.slice(1) as { i: number }[][]).flat().map((r) => r.i)).toEqual(Array.from({ length: 5000 }, (_, i) => i));
   });
 
   it('selects rows by p_timestamp in [startTime, endTime)', async () => {
@@ -198,8 +206,8 @@ describe('query', () => {
     const newOnly = await query(server, 'SELECT batch FROM pruned', { startTime: String(rows[1].p_timestamp), endTime: ALL.endTime });
     expect(newOnly).toEqual([{ batch: 'new' }]);
     // …while one whose range covers the old file has to open it, and fails (a broken stored file is
-    // the server's fault, so 500).
+    // the server's fault, so 5xx).
     const both = await rawQuery(server, { query: 'SELECT batch FROM pruned' });
-    expect(both.status).toBe(500);
+    expect(both.status).toBeGreaterThanOrEqual(500);
   });
 });

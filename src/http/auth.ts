@@ -15,6 +15,8 @@ const ROLE_ACTIONS: Record<Role, Set<Action>> = {
 };
 
 export interface Principal {
+  /** A stable, non-secret name for the key (a digest prefix), for per-key limits and logs. */
+  id: string;
   role: Role;
   /** Datasets the key is limited to; undefined means all. */
   datasets?: Set<string>;
@@ -27,7 +29,7 @@ interface KeyEntry extends Principal {
 const digest = (key: string) => createHash('sha256').update(key).digest();
 
 /** `key[:role[:dataset|dataset…]]`, comma-separated. */
-export function parseApiKeys(spec: string): { key: string; principal: Principal }[] {
+export function parseApiKeys(spec: string): { key: string; principal: Omit<Principal, 'id'> }[] {
   return spec
     .split(',')
     .map((s) => s.trim())
@@ -62,7 +64,7 @@ export class ApiKeys {
       }
       parsed.push({ key, principal: { role: 'admin' } });
     }
-    return new ApiKeys(parsed.map(({ key, principal }) => ({ ...principal, digest: digest(key) })));
+    return new ApiKeys(parsed.map(({ key, principal }) => ({ ...principal, id: createHash('sha256').update(`id:${key}`).digest('hex').slice(0, 12), digest: digest(key) })));
   }
 
   /** Compares against every key in constant time (digests of equal length, no early exit). */

@@ -1,6 +1,7 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { Config } from '../config.ts';
 import type { IngestPool } from '../ingest/ingestPool.ts';
+import type { QueryExecutor } from '../query/executor.ts';
 import type { DatasetRegistry } from '../storage/datasets.ts';
 import type { ApiKeys, Principal } from './auth.ts';
 
@@ -11,6 +12,7 @@ export interface Services {
   registry: DatasetRegistry;
   duck: DuckDBInstance;
   ingestPool: IngestPool;
+  queries: QueryExecutor;
   isReady: () => Promise<{ ready: boolean; reason?: string }>;
 }
 

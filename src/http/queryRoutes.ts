@@ -1,12 +1,11 @@
 import type { Hono } from 'hono';
 import { stream } from 'hono/streaming';
 import { z } from 'zod';
-import { prepareQuery, runQuery, streamQuery } from '../query/executor.ts';
+import { DomainError, invalidInput, tooLarge } from '../errors.ts';
 import { parseTimeBound } from '../query/time.ts';
 import { authorize, canAccess } from './auth.ts';
 import { parseJson, readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
-import { invalidInput } from '../errors.ts';
 
 const flag = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
 
@@ -18,51 +17,75 @@ const QueryBody = z.object({
   send_null: flag.optional(),
   sendNull: flag.optional(),
   streaming: flag.optional(),
+  timeFormat: z.enum(['iso', 'naive']).optional(),
 });
 
-export function registerQueryRoutes(app: Hono<AppEnv>, { registry, duck, config }: Services): void {
+/**
+ * `POST /api/v1/query`. Buffered answers are a JSON array (or `{fields, records}`), built from the
+ * worker's text chunks without parsing them again; streamed answers are NDJSON in Parseable's shape:
+ * one JSON array of rows per line (one line per batch DuckDB produces), preceded by `{"fields":…}`
+ * when asked, and ended by `{"error":…}` if the query fails or is cut off after the first line.
+ */
+export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Services): void {
   app.post('/api/v1/query', async (c) => {
+    const started = performance.now();
     const principal = c.get('principal');
     authorize(principal, 'read');
     const parsed = QueryBody.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
-    if (!parsed.success) {
-      throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    }
+    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
     const body = parsed.data;
     const startMs = parseTimeBound(body.startTime, 'startTime');
     const endMs = parseTimeBound(body.endTime, 'endTime');
     if (startMs > endMs) throw invalidInput('startTime must not be after endTime');
-    const fromQuery = (k: string) => {
-      const v = c.req.query(k);
-      return v === undefined ? undefined : v === 'true';
+    const fromQuery = (...keys: string[]) => {
+      for (const k of keys) {
+        const v = c.req.query(k);
+        if (v !== undefined) return v === 'true';
+      }
+      return undefined;
     };
     const withFields = body.fields ?? fromQuery('fields') ?? false;
-    const sendNull = body.send_null ?? body.sendNull ?? fromQuery('send_null') ?? false;
+    const sendNull = body.sendNull ?? body.send_null ?? fromQuery('sendNull', 'send_null') ?? false;
     const streaming = body.streaming ?? fromQuery('streaming') ?? false;
+    const timeFormat = body.timeFormat ?? (c.req.query('timeFormat') === 'iso' ? 'iso' : 'naive');
 
-    const prepared = await prepareQuery(duck, registry, {
+    const answer = await queries.execute({
       sql: body.query,
       startMs,
       endMs,
       sendNull,
+      timeFormat,
+      streaming,
+      principalId: principal.id,
       canRead: (name) => canAccess(principal, name),
-      timeoutMs: config.queryTimeoutMs,
+      signal: c.req.raw.signal,
     });
+    const fieldsJson = JSON.stringify(answer.fields);
+
     if (!streaming) {
-      const { fields, records } = await runQuery(prepared);
-      return c.json(withFields ? { fields, records } : records);
+      const parts: string[] = [];
+      let bytes = 0;
+      for await (const chunk of answer.chunks) {
+        bytes += chunk.length;
+        // The worker enforces the same limit; this keeps the service's own memory bounded regardless.
+        if (bytes > config.queryMaxResultBytes) throw tooLarge(`the result is larger than ${config.queryMaxResultBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT or ask for streaming=true`);
+        parts.push(chunk);
+      }
+      const records = `[${parts.join(',')}]`;
+      c.header('p-time-elapsed', ((performance.now() - started) / 1000).toFixed(3));
+      c.header('Content-Type', 'application/json');
+      return c.body(withFields ? `{"fields":${fieldsJson},"records":${records}}` : records);
     }
-    const { fields, rows } = await streamQuery(prepared);
     c.header('Content-Type', 'application/x-ndjson');
+    c.header('p-time-elapsed', ((performance.now() - started) / 1000).toFixed(3));
     return stream(c, async (out) => {
-      if (withFields) await out.write(`${JSON.stringify({ fields })}\n`);
       try {
-        for await (const batch of rows) {
-          await out.write(batch.map((r) => JSON.stringify(r)).join('\n') + (batch.length ? '\n' : ''));
-        }
+        if (withFields) await out.write(`{"fields":${fieldsJson}}\n`);
+        for await (const chunk of answer.chunks) await out.write(`[${chunk}]\n`);
       } catch (err) {
-        // Headers are gone already: report the failure in-band as the last line.
-        await out.write(`${JSON.stringify({ error: (err as Error).message })}\n`);
+        // Headers are gone already: the failure (a time limit, an error) is the last line.
+        const message = err instanceof DomainError ? err.message : 'internal error';
+        await out.write(`${JSON.stringify({ error: message })}\n`);
       }
     });
   });

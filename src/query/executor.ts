@@ -1,141 +1,158 @@
-import type { DuckDBConnection, DuckDBInstance, DuckDBResult } from '@duckdb/node-api';
-import type { ColumnType } from '../ingest/types.ts';
+import { createHash } from 'node:crypto';
+import * as path from 'node:path';
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { quotedIdentifier } from '@duckdb/node-api';
+import { DomainError, forbidden, notFound, timedOut } from '../errors.ts';
+import { withConnection } from '../duckdb.ts';
 import type { DatasetRegistry, Snapshot } from '../storage/datasets.ts';
-import { walScanSql } from '../storage/parquetWriter.ts';
-import { castProjection, listLiteral, sqlIdent } from './duckdb.ts';
-import { planQuery } from './plan.ts';
-import { rowShaper } from './results.ts';
-import { timestampLiteral } from './time.ts';
-import { DomainError, invalidInput, timedOut, notFound, forbidden } from '../errors.ts';
+import { scanSql } from '../storage/scan.ts';
+import type { QueryPool } from './pool.ts';
+import type { RunJob, TimeFormat } from './protocol.ts';
+import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+
+export interface QueryLimits extends SandboxLimits {
+  timeoutMs: number;
+  maxRows: number;
+  maxBytes: number;
+}
 
 export interface QueryRequest {
   sql: string;
   startMs: number;
   endMs: number;
   sendNull: boolean;
-  /** May this caller read the dataset? */
+  timeFormat: TimeFormat;
+  streaming: boolean;
+  /** Who asks (admission control counts per key). */
+  principalId: string;
+  /** May this caller read the dataset? Decided by name alone, so the answer never reveals existence. */
   canRead: (dataset: string) => boolean;
-  timeoutMs: number;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+}
+
+/** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
+export interface QueryAnswer {
+  fields: string[];
+  /** Throws a DomainError if the query fails or is cut off after the columns were known. */
+  chunks: AsyncIterable<string>;
 }
 
 /**
- * The SELECT behind one dataset's view: its Parquet files in range plus its unflushed WAL rows, every
- * column cast to the dataset's current type (so files written before a widening or before a column
- * existed read correctly), and rows outside [start, end) of the time column filtered out.
+ * Runs user SQL: plan and check it (sandbox), authorise every dataset it names, take a consistent
+ * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
+ * worker process, under the time limit. The snapshot is held until the answer ends.
  */
-export function datasetViewSql(snap: Snapshot, startMs: number, endMs: number): string {
-  const columns = Object.entries(snap.schema) as [string, ColumnType][];
-  // A dataset that never received a row still has its time column.
-  if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
-  const t = sqlIdent(snap.meta.timeColumn);
-  const range = `${t} >= ${timestampLiteral(startMs)} AND ${t} < ${timestampLiteral(endMs)}`;
-  const parts: string[] = [];
-  if (snap.files.length) {
-    const present = new Set(snap.files.flatMap((f) => f.columns));
-    const sameColumns = snap.files.every((f) => f.columns.length === snap.files[0].columns.length && f.columns.every((c, i) => c === snap.files[0].columns[i]));
-    parts.push(
-      `SELECT ${castProjection(columns, present)} FROM read_parquet(${listLiteral(snap.files.map((f) => f.path))}, hive_partitioning = false` +
-        `${sameColumns ? '' : ', union_by_name = true'}) WHERE ${range}`,
-    );
-  }
-  if (snap.segments.length) {
-    parts.push(`SELECT * FROM (${walScanSql(snap.segments.map((s) => s.path), columns, snap.meta.timeColumn)}) WHERE ${range}`);
-  }
-  if (!parts.length) parts.push(`SELECT ${castProjection(columns, new Set())} WHERE false`);
-  return parts.join(' UNION ALL ');
-}
+export class QueryExecutor {
+  private readonly plans: PlanCache;
 
-export interface PreparedQuery {
-  conn: DuckDBConnection;
-  sql: string;
-  timeoutMs: number;
-  sendNull: boolean;
-  release: () => void;
-}
+  constructor(
+    private readonly duck: DuckDBInstance,
+    private readonly registry: DatasetRegistry,
+    private readonly pool: QueryPool,
+    private readonly limits: QueryLimits,
+    planCacheBytes: number,
+  ) {
+    this.plans = new PlanCache(planCacheBytes);
+  }
 
-/** Plans the query, checks permissions, and binds each dataset it names to a temporary view. */
-export async function prepareQuery(duck: DuckDBInstance, registry: DatasetRegistry, req: QueryRequest): Promise<PreparedQuery> {
-  const conn = await duck.connect();
-  const releases: (() => void)[] = [];
-  const release = () => {
-    for (const r of releases.splice(0)) r();
-    conn.closeSync();
-  };
-  try {
-    const plan = await planQuery(conn, req.sql);
-    const metas = plan.tables.map((table) => {
-      const meta = registry.find(table, true);
+  async plan(sql: string): Promise<QueryPlan> {
+    const cached = this.plans.get(sql);
+    if (cached) return cached;
+    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits));
+    this.plans.set(sql, plan);
+    return plan;
+  }
+
+  async execute(req: QueryRequest): Promise<QueryAnswer> {
+    const plan = await this.plan(req.sql);
+    // Permission before existence: a key that may not read a name gets the same answer whether a
+    // dataset of that name exists or not.
+    const names = plan.tables.map((table) => {
+      if (!req.canRead(table) && !req.canRead(this.registry.find(table, true)?.name ?? table)) {
+        throw forbidden(`this API key may not read dataset "${table}"`);
+      }
+      const meta = this.registry.find(table, true);
       if (!meta) throw notFound(`dataset "${table}" does not exist`);
-      if (!req.canRead(meta.name)) throw forbidden(`this API key may not read dataset "${meta.name}"`);
-      return meta;
+      return meta.name;
     });
-    for (const meta of metas) {
-      const snap = await registry.snapshot(meta.name, req.startMs, req.endMs);
-      releases.push(snap.release);
-      await conn.run(`CREATE OR REPLACE TEMP VIEW ${sqlIdent(meta.name)} AS ${datasetViewSql(snap, req.startMs, req.endMs)}`);
-    }
-    return { conn, sql: req.sql, timeoutMs: req.timeoutMs, sendNull: req.sendNull, release };
-  } catch (err) {
-    release();
-    throw err;
-  }
-}
 
-function asDomainError(err: unknown, expired: boolean, timeoutMs: number): Error {
-  if (err instanceof DomainError) return err;
-  if (expired) return timedOut(`query exceeded the time limit of ${timeoutMs} ms (P_QUERY_TIMEOUT)`);
-  return invalidInput((err as Error).message);
-}
-
-/** Runs with the time limit: on expiry the connection is interrupted. */
-async function withTimeout<T>(q: PreparedQuery, work: () => Promise<T>, onTimeout?: () => void): Promise<T> {
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    q.conn.interrupt();
-    onTimeout?.();
-  }, q.timeoutMs);
-  try {
-    return await work();
-  } catch (err) {
-    throw asDomainError(err, timedOut, q.timeoutMs);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-export async function runQuery(q: PreparedQuery): Promise<{ fields: string[]; records: Record<string, unknown>[] }> {
-  try {
-    return await withTimeout(q, async () => {
-      const reader = await q.conn.runAndReadAll(q.sql);
-      const fields = reader.columnNames();
-      const shape = rowShaper(fields, reader.columnTypes().map((t) => t.toString()), q.sendNull);
-      return { fields, records: reader.getRowObjectsJson().map(shape) };
-    });
-  } finally {
-    q.release();
-  }
-}
-
-/** Streams rows as they are produced (NDJSON); the connection is released when the stream ends. */
-export async function streamQuery(q: PreparedQuery): Promise<{ fields: string[]; rows: AsyncIterable<Record<string, unknown>[]> }> {
-  let result: DuckDBResult;
-  try {
-    result = await withTimeout(q, () => q.conn.stream(q.sql));
-  } catch (err) {
-    q.release();
-    throw err;
-  }
-  const fields = result.columnNames();
-  const shape = rowShaper(fields, result.columnTypes().map((t) => t.toString()), q.sendNull);
-  async function* rows() {
-    const timer = setTimeout(() => q.conn.interrupt(), q.timeoutMs);
+    const releases: (() => void)[] = [];
+    const releaseAll = () => {
+      for (const r of releases.splice(0)) r();
+    };
     try {
-      for await (const batch of result.yieldRowObjectJson()) yield batch.map(shape);
-    } finally {
-      clearTimeout(timer);
-      q.release();
+      const snapshots: Snapshot[] = [];
+      for (const name of new Set(names)) {
+        const snap = await this.registry.snapshot(name, req.startMs, req.endMs);
+        releases.push(snap.release);
+        snapshots.push(snap);
+      }
+      const build = (filesDir: string): Omit<RunJob, 'type' | 'id'> => {
+        const links = new Map<string, string>();
+        // Stable names: the same file gets the same link in every query, so DuckDB's footer cache hits.
+        const pathFor = (file: string) => {
+          const name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+          links.set(name, file);
+          return path.join(filesDir, name);
+        };
+        const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
+        return {
+          links: [...links].map(([name, src]) => ({ name, src })),
+          views,
+          sql: req.sql,
+          sendNull: req.sendNull,
+          timeFormat: req.timeFormat,
+          maxRows: this.limits.maxRows,
+          maxBytes: this.limits.maxBytes,
+          streaming: req.streaming,
+        };
+      };
+      const exec = await this.pool.run(req.principalId, build);
+      const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
+      const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
+      req.signal?.addEventListener('abort', onAbort);
+      const cleanup = () => {
+        clearTimeout(timer);
+        req.signal?.removeEventListener('abort', onAbort);
+        releaseAll();
+      };
+      const iterator = exec.events[Symbol.asyncIterator]();
+      try {
+        const first = await iterator.next();
+        const m = first.value;
+        if (first.done || !m) throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
+        if (m.type === 'error') throw new DomainError(m.kind, m.message);
+        if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
+        const fields = m.fields;
+        const chunks: AsyncIterable<string> = {
+          [Symbol.asyncIterator]: async function* () {
+            try {
+              for (;;) {
+                const next = await iterator.next();
+                if (next.done) return;
+                const e = next.value;
+                if (e.type === 'chunk') {
+                  yield e.text;
+                  exec.ack();
+                } else if (e.type === 'done') return;
+                else if (e.type === 'error') throw new DomainError(e.kind, e.message);
+              }
+            } finally {
+              await iterator.return?.();
+              cleanup();
+            }
+          },
+        };
+        return { fields, chunks };
+      } catch (err) {
+        await iterator.return?.();
+        cleanup();
+        throw err;
+      }
+    } catch (err) {
+      releaseAll();
+      throw err;
     }
   }
-  return { fields, rows: rows() };
 }

@@ -1,68 +1,106 @@
-import type { Json } from '@duckdb/node-api';
-
-type Convert = (v: Json) => Json;
-
-const INT_TYPES = new Set(['BIGINT', 'HUGEINT', 'UBIGINT', 'UHUGEINT']);
-
-/** 64-bit integers become JSON numbers when they fit in a double exactly; otherwise strings. */
-function int64(v: Json): Json {
-  if (typeof v !== 'string') return v;
-  const n = Number(v);
-  return Number.isSafeInteger(n) ? n : v;
-}
+import {
+  DuckDBTypeId,
+  JsonDuckDBValueConverter,
+  type DuckDBTimestampNanosecondsValue,
+  type DuckDBTimestampTZValue,
+  type DuckDBTimestampValue,
+  type DuckDBValueConverter,
+  type Json,
+} from '@duckdb/node-api';
+import type { TimeFormat } from './protocol.ts';
 
 /**
- * DuckDB prints '2026-11-22 23:34:36.12' (trailing zeros dropped, UTC here) → ISO 8601 with at least
- * millisecond digits: '2026-11-22T23:34:36.120Z'; micro/nanosecond digits are kept.
+ * Result values → JSON, by DuckDB type id (the library's JSON converter for everything but the cases
+ * below, which it renders in ways clients do not expect):
+ * - 64-bit and wider integers: JSON numbers when they fit a double exactly, else strings;
+ * - DECIMAL: numbers;
+ * - timestamps: ISO 8601 UTC with at least millisecond digits (micro/nanoseconds kept when present),
+ *   with `Z`, or zone-less (Parseable's layout) when asked;
+ * - non-finite doubles: the strings "NaN", "Infinity", "-Infinity" (the library already does this).
  */
-function isoTime(text: string): string {
-  const m = /^([^ ]+) (\d{2}:\d{2}:\d{2})(?:\.(\d+))?(.*)$/.exec(text);
-  if (!m) return text;
-  const frac = (m[3] ?? '').padEnd(3, '0');
-  return `${m[1]}T${m[2]}.${frac}${m[4]}`;
-}
 
-function timestamp(v: Json): Json {
-  return typeof v === 'string' ? `${isoTime(v)}Z` : v;
-}
+const MS_PER_DAY_LIMIT = 8_640_000_000_000_000n; // JS Date range in ms
 
-function timestampTz(v: Json): Json {
-  if (typeof v !== 'string') return v;
-  const iso = isoTime(v);
-  return iso.endsWith('+00') ? `${iso.slice(0, -3)}Z` : /[+-]\d{2}$/.test(iso) ? `${iso}:00` : iso;
-}
-
-function converterFor(type: string): Convert | undefined {
-  if (INT_TYPES.has(type)) return int64;
-  if (type.startsWith('DECIMAL')) return (v) => (typeof v === 'string' ? Number(v) : v);
-  if (type === 'TIMESTAMP' || type === 'TIMESTAMP_NS' || type === 'TIMESTAMP_MS' || type === 'TIMESTAMP_S') return timestamp;
-  if (type === 'TIMESTAMP WITH TIME ZONE') return timestampTz;
-  const list = /^(.*)\[\]$/.exec(type);
-  if (list) {
-    const inner = converterFor(list[1]);
-    if (inner) return (v) => (Array.isArray(v) ? v.map(inner) : v);
+function isoFromMicros(micros: bigint, subMicroDigits: string, zone: string): string | undefined {
+  let ms = micros / 1000n;
+  let rest = micros % 1000n;
+  if (rest < 0n) {
+    rest += 1000n;
+    ms -= 1n;
   }
-  return undefined;
+  if (ms > MS_PER_DAY_LIMIT || ms < -MS_PER_DAY_LIMIT) return undefined;
+  const base = new Date(Number(ms)).toISOString().slice(0, -1);
+  const extra = rest === 0n && !subMicroDigits ? '' : String(rest).padStart(3, '0') + subMicroDigits;
+  return `${base}${extra}${zone}`;
+}
+
+function timestampConverter(format: TimeFormat): DuckDBValueConverter<Json> {
+  const zone = format === 'iso' ? 'Z' : '';
+  const micros = (v: { micros: bigint; isFinite: boolean; toString(): string }) => (v.isFinite ? (isoFromMicros(v.micros, '', zone) ?? v.toString()) : v.toString());
+  return (value, type, converter) => {
+    switch (type.typeId) {
+      case DuckDBTypeId.TIMESTAMP:
+      case DuckDBTypeId.TIMESTAMP_TZ:
+        return micros(value as DuckDBTimestampValue | DuckDBTimestampTZValue);
+      case DuckDBTypeId.TIMESTAMP_MS:
+      case DuckDBTypeId.TIMESTAMP_S:
+        // The library's values for these carry millis / seconds; its string form is exact enough.
+        return (JsonDuckDBValueConverter(value, type, converter) as string).replace(' ', 'T') + zone;
+      case DuckDBTypeId.TIMESTAMP_NS: {
+        const v = value as DuckDBTimestampNanosecondsValue;
+        if (!v.isFinite) return v.toString();
+        let us = v.nanos / 1000n;
+        let ns = v.nanos % 1000n;
+        if (ns < 0n) {
+          ns += 1000n;
+          us -= 1n;
+        }
+        return isoFromMicros(us, ns === 0n ? '' : String(ns).padStart(3, '0'), zone) ?? v.toString();
+      }
+      case DuckDBTypeId.BIGINT:
+      case DuckDBTypeId.UBIGINT:
+      case DuckDBTypeId.HUGEINT:
+      case DuckDBTypeId.UHUGEINT: {
+        const n = Number(value as bigint);
+        return Number.isSafeInteger(n) ? n : String(value);
+      }
+      case DuckDBTypeId.DECIMAL:
+        return Number(JsonDuckDBValueConverter(value, type, converter));
+      default:
+        return JsonDuckDBValueConverter(value, type, converter);
+    }
+  };
+}
+
+const converters: Record<TimeFormat, DuckDBValueConverter<Json>> = { iso: timestampConverter('iso'), naive: timestampConverter('naive') };
+
+export const valueConverter = (format: TimeFormat): DuckDBValueConverter<Json> => converters[format];
+
+/**
+ * Result column names as Parseable (DataFusion) names them where DuckDB differs, so dashboards
+ * written against Parseable find their columns: an unaliased `count(*)` is `count(*)`.
+ */
+export function clientColumnName(name: string): string {
+  return name === 'count_star()' ? 'count(*)' : name;
 }
 
 /**
- * Shapes result rows for JSON: ISO timestamps, safe 64-bit integers as numbers, and (unless
- * `sendNull`) null fields left out of each row, as Parseable does.
+ * One row as JSON text: null fields left out unless `sendNull` (as Parseable does). Keys are the
+ * client column names; duplicates keep the first occurrence, as JSON.parse would keep the last.
  */
-export function rowShaper(columnNames: string[], columnTypes: string[], sendNull: boolean) {
-  const converters = columnTypes.map(converterFor);
-  return (row: Record<string, Json>): Record<string, Json> => {
-    const out: Record<string, Json> = {};
-    for (let i = 0; i < columnNames.length; i++) {
-      const name = columnNames[i];
-      const v = row[name];
+export function rowWriter(columns: string[], sendNull: boolean): (row: (Json | null)[]) => string {
+  const keys = columns.map((c) => JSON.stringify(c));
+  return (row) => {
+    let out = '{';
+    let first = true;
+    for (let i = 0; i < keys.length; i++) {
+      const v = row[i];
       if (v === null || v === undefined) {
-        if (sendNull) out[name] = null;
-        continue;
+        if (!sendNull) continue;
       }
-      const c = converters[i];
-      out[name] = c ? c(v) : v;
+      out += `${first ? '' : ','}${keys[i]}:${JSON.stringify(v ?? null)}`;
+      first = false;
     }
-    return out;
+    return `${out}}`;
   };
 }

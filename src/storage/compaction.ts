@@ -1,6 +1,6 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
-import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../query/duckdb.ts';
+import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
 import type { FileEntry } from './catalog.ts';
 import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
 

@@ -1,6 +1,6 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
-import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../query/duckdb.ts';
+import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
 
 export interface WrittenFile {
   path: string;

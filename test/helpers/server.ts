@@ -116,7 +116,7 @@ export async function query(
 ): Promise<Record<string, unknown>[]> {
   const res = await server.request('/api/v1/query', {
     method: 'POST',
-    json: { query: sql, startTime: range.startTime ?? '1970-01-01T00:00:00Z', endTime: range.endTime ?? '2100-01-01T00:00:00Z', send_null: true, ...extra },
+    json: { query: sql, startTime: range.startTime ?? '1970-01-01T00:00:00Z', endTime: range.endTime ?? '2100-01-01T00:00:00Z', send_null: true, timeFormat: 'iso', ...extra },
   });
   const text = await res.text();
   if (res.status !== 200) {

@@ -1,10 +1,15 @@
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import type { ColumnType } from '../ingest/types.ts';
+import { DuckDBInstance, quotedIdentifier, quotedString, type DuckDBConnection } from '@duckdb/node-api';
+import type { ColumnType } from './ingest/types.ts';
+
+/**
+ * DuckDB helpers shared by storage (flush, compaction) and queries: quoting (the library's own), the
+ * column lists and casts both build, and the service's own sandboxed instance.
+ */
 
 /** SQL string literal. */
-export const sqlString = (s: string) => `'${s.replaceAll("'", "''")}'`;
+export const sqlString = quotedString;
 /** SQL identifier, always quoted so any column name (dots, spaces, keywords) works. */
-export const sqlIdent = (s: string) => `"${s.replaceAll('"', '""')}"`;
+export const sqlIdent = quotedIdentifier;
 
 /** `{'col': 'TYPE', …}` for read_json's `columns` parameter. */
 export function columnsStruct(columns: [string, ColumnType][]): string {
@@ -24,9 +29,10 @@ export function castProjection(columns: [string, ColumnType][], present: Set<str
 export const listLiteral = (items: string[]) => `[${items.map(sqlString).join(', ')}]`;
 
 /**
- * The one DuckDB instance of the process, used for flushing (WAL → Parquet) and for queries.
- * It is sandboxed before any user SQL can run: only the data directory is reachable, external access
- * (other files, URLs, extensions) is off, and the configuration is locked so SQL cannot undo it.
+ * The service's own DuckDB instance: flushes (WAL → Parquet), compaction, and parsing user SQL (parse
+ * only: user SQL runs in query worker processes, see src/query/worker.ts). Its memory budget is its
+ * own, so no query can make a flush fail for lack of memory. Only the data directory is reachable,
+ * external access is off, and the configuration is locked.
  */
 export async function openDuckDB(opts: { dataDir: string; threads: number; memoryLimit: string; tempDir: string }): Promise<DuckDBInstance> {
   const instance = await DuckDBInstance.create(':memory:', { threads: String(opts.threads) });

@@ -1,0 +1,38 @@
+import type { ErrorKind } from '../errors.ts';
+
+/**
+ * Messages between the service and a query worker process (over the child-process IPC channel).
+ * Both ends are this code base, so these are plain types rather than validated schemas.
+ */
+
+/** Result timestamps: ISO 8601 with `Z`, or Parseable's zone-less UTC layout (`2026-11-23T02:09:37.979`). */
+export type TimeFormat = 'iso' | 'naive';
+
+export interface RunJob {
+  type: 'run';
+  id: number;
+  /** Hard links to create in the worker's file directory: the only files its DuckDB can open. */
+  links: { src: string; name: string }[];
+  /** Temporary views, one per dataset, created on the query's own connection. */
+  views: { name: string; sql: string }[];
+  sql: string;
+  sendNull: boolean;
+  timeFormat: TimeFormat;
+  /** Buffered answers stop with `too_large` past these; streamed answers are not limited. */
+  maxRows: number;
+  maxBytes: number;
+  streaming: boolean;
+}
+
+export type ToWorker = RunJob | { type: 'cancel'; id: number } | { type: 'ack'; id: number };
+
+export type FromWorker =
+  | { type: 'ready' }
+  | { type: 'fields'; id: number; fields: string[]; types: string[] }
+  /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
+  | { type: 'chunk'; id: number; text: string; rows: number }
+  | { type: 'done'; id: number; rows: number }
+  | { type: 'error'; id: number; kind: ErrorKind; message: string };
+
+/** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
+export const STREAM_WINDOW = 4;

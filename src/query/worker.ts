@@ -1,0 +1,149 @@
+/**
+ * A query worker process: runs user SQL in a DuckDB instance of its own, so that a query can be
+ * stopped for good (the service kills the process), cannot use the service's memory, event loop or
+ * libuv thread pool, and cannot reach any file but the ones its datasets were granted.
+ *
+ * The second line of the sandbox (the first is `sandbox.ts`): this DuckDB may open files only in the
+ * worker's own directory, which holds, during a query, hard links to exactly the Parquet files and WAL
+ * segments of the datasets that query was allowed to read (and nothing between queries). External
+ * access (other files, URLs, extensions) is off and the configuration locked before any user SQL.
+ * One query at a time; each runs on a fresh connection, so its temporary views die with it.
+ *
+ * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY.
+ */
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { DuckDBInstance, quotedString, type DuckDBConnection } from '@duckdb/node-api';
+import { DomainError, type ErrorKind } from '../errors.ts';
+import { DIALECT_SQL } from './dialect.ts';
+import { STREAM_WINDOW, type FromWorker, type RunJob, type ToWorker } from './protocol.ts';
+import { clientColumnName, rowWriter, valueConverter } from './results.ts';
+
+const dir = process.env.QW_DIR!;
+const spill = process.env.QW_SPILL!;
+const send = (m: FromWorker) => process.send!(m);
+
+async function openSandboxed(): Promise<DuckDBInstance> {
+  await fs.mkdir(dir, { recursive: true });
+  await fs.mkdir(spill, { recursive: true });
+  const instance = await DuckDBInstance.create(':memory:', { threads: process.env.QW_THREADS ?? '1' });
+  const conn = await instance.connect();
+  try {
+    for (const stmt of DIALECT_SQL) await conn.run(stmt);
+    await conn.run(`SET memory_limit = ${quotedString(process.env.QW_MEMORY ?? '1GB')}`);
+    await conn.run(`SET temp_directory = ${quotedString(spill)}`);
+    await conn.run(`SET allowed_directories = [${quotedString(`${dir}/`)}]`);
+    await conn.run('SET enable_external_access = false');
+    await conn.run('SET autoinstall_known_extensions = false');
+    await conn.run('SET autoload_known_extensions = false');
+    // The same link name always points at the same immutable file, so footers may be cached.
+    await conn.run('SET parquet_metadata_cache = true');
+    await conn.run('SET lock_configuration = true');
+  } finally {
+    conn.closeSync();
+  }
+  return instance;
+}
+
+/** Makes the directory hold exactly these links (removing the previous query's first). */
+async function syncLinks(links: RunJob['links']): Promise<void> {
+  const wanted = new Map(links.map((l) => [l.name, l.src]));
+  for (const name of await fs.readdir(dir)) if (!wanted.has(name)) await fs.rm(path.join(dir, name), { force: true });
+  for (const [name, src] of wanted) {
+    const target = path.join(dir, name);
+    try {
+      await fs.link(src, target);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EEXIST') continue; // same name, same immutable file, kept from an earlier query
+      if (code === 'EXDEV') await fs.symlink(src, target); // data on another file system
+      else if (code === 'ENOENT') throw new DomainError('not_found', 'a file of the dataset is gone (deleted or compacted meanwhile); retry the query');
+      else throw err;
+    }
+  }
+}
+
+/** DuckDB messages name files by their link path: show neither the data directory nor link names. */
+function cleanMessage(message: string): string {
+  return message.replaceAll(`${dir}/`, '').replaceAll(dir, '').replaceAll(spill, '');
+}
+
+function errorKind(message: string): ErrorKind {
+  // A stored file that cannot be read is the service's fault, not the query's.
+  if (/^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file/i.test(message)) return 'storage';
+  if (/^INTERRUPT Error|Interrupted/i.test(message)) return 'timeout';
+  return 'invalid';
+}
+
+let current: { id: number; conn?: DuckDBConnection; cancelled: boolean; acked: number; sent: number; wake?: () => void } | undefined;
+
+async function run(instance: DuckDBInstance, job: RunJob): Promise<void> {
+  const state = (current = { id: job.id, cancelled: false, acked: 0, sent: 0 as number, conn: undefined as DuckDBConnection | undefined, wake: undefined as (() => void) | undefined });
+  let conn: DuckDBConnection | undefined;
+  try {
+    await syncLinks(job.links);
+    conn = state.conn = await instance.connect();
+    for (const v of job.views) await conn.run(`CREATE OR REPLACE TEMP VIEW ${v.name} AS ${v.sql}`);
+    if (state.cancelled) throw new DomainError('timeout', 'query cancelled');
+    const result = await conn.stream(job.sql);
+    const fields = result.columnNames().map(clientColumnName);
+    send({ type: 'fields', id: job.id, fields, types: result.columnTypes().map((t) => t.toString()) });
+    const write = rowWriter(fields, job.sendNull);
+    const convert = valueConverter(job.timeFormat);
+    let rows = 0;
+    let bytes = 0;
+    for await (const batch of result.yieldConvertedRows(convert)) {
+      if (state.cancelled) throw new DomainError('timeout', 'query cancelled');
+      if (!batch.length) continue;
+      rows += batch.length;
+      if (!job.streaming && rows > job.maxRows) {
+        throw new DomainError('too_large', `the result has more than ${job.maxRows} rows (P_QUERY_MAX_ROWS): add a LIMIT, aggregate, or ask for streaming=true`);
+      }
+      let text = '';
+      for (let i = 0; i < batch.length; i++) text += (i ? ',' : '') + write(batch[i]);
+      bytes += text.length;
+      if (!job.streaming && bytes > job.maxBytes) {
+        throw new DomainError('too_large', `the result is larger than ${job.maxBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT, select fewer columns, or ask for streaming=true`);
+      }
+      send({ type: 'chunk', id: job.id, text, rows: batch.length });
+      state.sent++;
+      // Streams wait for the HTTP side to catch up, so a slow client holds at most a window of chunks.
+      while (job.streaming && state.sent - state.acked > STREAM_WINDOW && !state.cancelled) await new Promise<void>((r) => (state.wake = r));
+    }
+    send({ type: 'done', id: job.id, rows });
+  } catch (err) {
+    if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
+    else {
+      const message = cleanMessage((err as Error).message);
+      send({ type: 'error', id: job.id, kind: state.cancelled ? 'timeout' : errorKind(message), message });
+    }
+  } finally {
+    conn?.closeSync();
+    current = undefined;
+  }
+}
+
+async function main(): Promise<void> {
+  const instance = await openSandboxed();
+  let queue = Promise.resolve();
+  process.on('message', (m: ToWorker) => {
+    if (m.type === 'run') queue = queue.then(() => run(instance, m));
+    else if (current && current.id === m.id) {
+      if (m.type === 'ack') current.acked++;
+      else {
+        current.cancelled = true;
+        current.conn?.interrupt();
+      }
+      current.wake?.();
+      current.wake = undefined;
+    }
+  });
+  // The service going away (even by kill -9) closes the channel: never outlive it.
+  process.on('disconnect', () => process.exit(0));
+  send({ type: 'ready' });
+}
+
+main().catch((err) => {
+  process.stderr.write(`query worker failed to start: ${(err as Error).message}\n`);
+  process.exit(1);
+});
