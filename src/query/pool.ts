@@ -86,15 +86,9 @@ export class QueryPool {
         QW_SPILL: path.join(dir, 'spill'),
         QW_THREADS: String(this.s.threads),
         QW_MEMORY: this.s.memoryLimit,
+        QW_NICE: '10',
       },
     });
-    if (child.pid) {
-      try {
-        os.setPriority(child.pid, 10);
-      } catch {
-        /* not permitted: same priority as the service */
-      }
-    }
     let readyResolve!: () => void;
     let readyReject!: (e: Error) => void;
     const slot: Slot = {

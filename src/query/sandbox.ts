@@ -98,7 +98,12 @@ export function analyzeStatement(statement: Node, maxDepth: number): QueryPlan {
 
   const checkFunction = (node: Node) => {
     const name = String(node.function_name ?? '').toLowerCase();
-    if (node.schema || node.catalog) throw invalidInput(`qualified function names are not allowed: "${[node.catalog, node.schema, name].filter(Boolean).join('.')}"`);
+    // DuckDB itself qualifies some built-ins it expands syntax into (`[1, 2]` → main.list_value).
+    const schema = String(node.schema ?? '');
+    const catalog = String(node.catalog ?? '');
+    if ((schema && schema !== 'main') || (catalog && catalog !== 'system')) {
+      throw invalidInput(`qualified function names are not allowed: "${[catalog, schema, name].filter(Boolean).join('.')}"`);
+    }
     if (DENIED_FUNCTIONS.has(name) || DENIED_FUNCTION_PREFIXES.some((p) => name.startsWith(p))) throw invalidInput(`function "${name}" is not allowed`);
   };
 

@@ -9,9 +9,10 @@
  * access (other files, URLs, extensions) is off and the configuration locked before any user SQL.
  * One query at a time; each runs on a fresh connection, so its temporary views die with it.
  *
- * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY.
+ * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY, QW_NICE.
  */
 import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../errors.ts';
@@ -24,6 +25,13 @@ const spill = process.env.QW_SPILL!;
 const send = (m: FromWorker) => process.send!(m);
 
 async function openSandboxed(): Promise<DuckDBInstance> {
+  // Lower priority from here on: the DuckDB threads created below inherit it, so queries yield the
+  // cores to ingestion. Set only now, so that starting a worker under load (loading modules) is quick.
+  try {
+    os.setPriority(Number(process.env.QW_NICE ?? 10));
+  } catch {
+    /* not permitted: same priority as the service */
+  }
   await fs.mkdir(dir, { recursive: true });
   await fs.mkdir(spill, { recursive: true });
   const instance = await DuckDBInstance.create(':memory:', { threads: process.env.QW_THREADS ?? '1' });
