@@ -10,6 +10,7 @@ import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
 import { QueryExecutor } from './query/executor.ts';
 import { QueryPool } from './query/pool.ts';
+import { stateGauge } from './metrics.ts';
 import { DatasetRegistry } from './storage/datasets.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
 
@@ -95,6 +96,15 @@ async function main(): Promise<void> {
     },
     config.queryPlanCacheBytes,
   );
+  stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
+    registry.list().map((m) => ({ labels: { dataset: m.name }, value: registry.stats(m.name).wal.size })),
+  );
+  stateGauge('lakehouse_queries', 'Queries running and waiting for a slot.', ['state'], () => [
+    { labels: { state: 'running' }, value: queryPool.stats.running },
+    { labels: { state: 'waiting' }, value: queryPool.stats.waiting },
+  ]);
+  stateGauge('lakehouse_query_workers', 'Query worker processes alive.', [], () => [{ labels: {}, value: queryPool.stats.workers }]);
+
   const app = createApp({
     config,
     keys,

@@ -163,13 +163,14 @@ describe('Prometheus remote write', () => {
     expect(String(row.raw)).toContain('\uFFFD');
   });
 
-  it('a real Prometheus server remote-writes its own metrics (Bearer key, ?stream=)', async () => {
+  it('a real Prometheus server scrapes the service\'s /metrics and remote-writes its own and ours (Bearer key, ?stream=)', async () => {
     const binary = prometheusBinary();
-    if (!binary) {
-      console.warn('\n!!!!! SKIPPED: Debian prometheus package could not be installed; real remote-write test not run !!!!!\n');
-      return;
-    }
-    const prom = await startPrometheus(binary, { remoteWriteUrl: `${server.url}/v1/prometheus/write?stream=promreal`, bearer: server.apiKey });
+    if (!binary) throw new Error('Debian prometheus package could not be installed (scripts/ensure-prometheus.sh)');
+    const prom = await startPrometheus(binary, {
+      remoteWriteUrl: `${server.url}/v1/prometheus/write?stream=promreal`,
+      bearer: server.apiKey,
+      scrapeService: new URL(server.url).host,
+    });
     try {
       const deadline = Date.now() + 45_000;
       let rows: Record<string, unknown>[] = [];
@@ -194,6 +195,23 @@ describe('Prometheus remote write', () => {
       expect(String(info.version)).toMatch(/^2\.42/);
       const schema = (await (await server.request('/api/v1/logstream/promreal/schema')).json()) as { kind: string };
       expect(schema.kind).toBe('otel-metrics');
+      // The scrape of our own /metrics: Prometheus sees the target up, and our counters come back to us
+      // through its remote write (rows acknowledged into this very dataset are counted).
+      const scrapeDeadline = Date.now() + 45_000;
+      for (;;) {
+        const res = await fetch(`${prom.url}/api/v1/query?query=${encodeURIComponent('lakehouse_ingested_rows_total{dataset="promreal"}')}`);
+        const body = (await res.json()) as { data: { result: { metric: Record<string, string>; value: [number, string] }[] } };
+        const up = (await (await fetch(`${prom.url}/api/v1/query?query=${encodeURIComponent('up{job="lakehouse"}')}`)).json()) as { data: { result: { value: [number, string] }[] } };
+        if (body.data.result.length && Number(body.data.result[0].value[1]) > 0 && up.data.result[0]?.value[1] === '1') break;
+        if (Date.now() > scrapeDeadline) throw new Error(`Prometheus did not scrape /metrics in time; its log:\n${prom.logs().slice(-3000)}`);
+        await sleep(500);
+      }
+      for (;;) {
+        const mine = await query(server, "SELECT count(*) AS n FROM promreal WHERE metric_name = 'lakehouse_http_requests_total' AND job = 'lakehouse'", { startTime: '5m', endTime: 'now' });
+        if (Number(mine[0].n) > 0) break;
+        if (Date.now() > scrapeDeadline) throw new Error('our own metrics never came back through remote write');
+        await sleep(500);
+      }
     } finally {
       await prom.stop();
     }

@@ -9,20 +9,23 @@ import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
+import { matchedRoutes } from 'hono/route';
+import { httpDuration, httpRequests, registry as metricsRegistry } from '../metrics.ts';
 
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
-  // One structured log line per request; keys and bodies are never logged.
+  // One structured log line and one metrics sample per request; keys and bodies are never logged.
   app.use('*', async (c, next) => {
     const started = performance.now();
     await next();
-    log.info('request', {
-      method: c.req.method,
-      path: c.req.path,
-      status: c.res.status,
-      ms: Math.round((performance.now() - started) * 10) / 10,
-    });
+    const ms = performance.now() - started;
+    log.info('request', { method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(ms * 10) / 10 });
+    // The route pattern, not the path: dataset names must not multiply the series.
+    const handler = matchedRoutes(c).filter((r) => r.method !== 'ALL').pop();
+    const route = handler?.path ?? 'unmatched';
+    httpRequests.inc({ route, method: c.req.method, status: String(c.res.status) });
+    httpDuration.observe({ route, method: c.req.method }, ms / 1000);
   });
 
   app.get('/api/v1/liveness', (c) => c.json({ status: 'ok' }));
@@ -32,6 +35,9 @@ export function createApp(services: Services): Hono<AppEnv> {
     c.set('principal', authenticate(services.keys, c.req.raw.headers));
     await next();
   });
+
+  // Prometheus text format; needs a key (any role), which Prometheus sends as `authorization: credentials`.
+  app.get('/metrics', async (c) => c.body(await metricsRegistry.metrics(), 200, { 'Content-Type': metricsRegistry.contentType }));
 
   app.get('/api/v1/readiness', async (c) => {
     const state = await services.isReady();

@@ -3,6 +3,7 @@ import type { IngestPool } from '../ingest/ingestPool.ts';
 import { stampFromRequest } from '../ingest/jsonEvents.ts';
 import { decodeJob, type IngestInfo, type IngestJob } from '../ingest/pipeline.ts';
 import type { DatasetRegistry } from '../storage/datasets.ts';
+import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { authorize } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
@@ -34,6 +35,8 @@ export async function decodeAndStore(
   const count =
     (await registry.ingestSerialized(name, serialized.lines, serialized.rows, serialized.types, job.body.byteLength)) ??
     (await registry.ingest(name, decodeJob(job).batch, job.body.byteLength));
+  ingestedRows.inc({ dataset: name }, count);
+  ingestedBytes.inc({ dataset: name }, job.body.byteLength);
   return { count, info: serialized.info };
 }
 

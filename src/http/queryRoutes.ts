@@ -2,6 +2,7 @@ import type { Hono } from 'hono';
 import { stream } from 'hono/streaming';
 import { z } from 'zod';
 import { DomainError, invalidInput, tooLarge } from '../errors.ts';
+import { queryDuration } from '../metrics.ts';
 import { parseTimeBound } from '../query/time.ts';
 import { authorize, canAccess } from './auth.ts';
 import { parseJson, readBody } from './body.ts';
@@ -49,6 +50,7 @@ export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Serv
     const streaming = body.streaming ?? fromQuery('streaming') ?? false;
     const timeFormat = body.timeFormat ?? (c.req.query('timeFormat') === 'iso' ? 'iso' : 'naive');
 
+    const outcome = (kind: string) => queryDuration.observe({ outcome: kind }, (performance.now() - started) / 1000);
     const answer = await queries.execute({
       sql: body.query,
       startMs,
@@ -59,18 +61,27 @@ export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Serv
       principalId: principal.id,
       canRead: (name) => canAccess(principal, name),
       signal: c.req.raw.signal,
+    }).catch((err: unknown) => {
+      outcome(err instanceof DomainError ? err.kind : 'error');
+      throw err;
     });
     const fieldsJson = JSON.stringify(answer.fields);
 
     if (!streaming) {
       const parts: string[] = [];
       let bytes = 0;
-      for await (const chunk of answer.chunks) {
-        bytes += chunk.length;
+      try {
+        for await (const chunk of answer.chunks) {
+          bytes += chunk.length;
         // The worker enforces the same limit; this keeps the service's own memory bounded regardless.
-        if (bytes > config.queryMaxResultBytes) throw tooLarge(`the result is larger than ${config.queryMaxResultBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT or ask for streaming=true`);
-        parts.push(chunk);
+          if (bytes > config.queryMaxResultBytes) throw tooLarge(`the result is larger than ${config.queryMaxResultBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT or ask for streaming=true`);
+          parts.push(chunk);
+        }
+      } catch (err) {
+        outcome(err instanceof DomainError ? err.kind : 'error');
+        throw err;
       }
+      outcome('ok');
       const records = `[${parts.join(',')}]`;
       c.header('p-time-elapsed', ((performance.now() - started) / 1000).toFixed(3));
       c.header('Content-Type', 'application/json');
@@ -82,7 +93,9 @@ export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Serv
       try {
         if (withFields) await out.write(`{"fields":${fieldsJson}}\n`);
         for await (const chunk of answer.chunks) await out.write(`[${chunk}]\n`);
+        outcome('ok');
       } catch (err) {
+        outcome(err instanceof DomainError ? err.kind : 'error');
         // Headers are gone already: the failure (a time limit, an error) is the last line.
         const message = err instanceof DomainError ? err.message : 'internal error';
         await out.write(`${JSON.stringify({ error: message })}\n`);

@@ -4,6 +4,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, notFound, timedOut } from '../errors.ts';
 import { withConnection } from '../duckdb.ts';
+import { planCacheLookups } from '../metrics.ts';
 import type { DatasetRegistry, Snapshot } from '../storage/datasets.ts';
 import { scanSql } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
@@ -58,6 +59,7 @@ export class QueryExecutor {
 
   async plan(sql: string): Promise<QueryPlan> {
     const cached = this.plans.get(sql);
+    planCacheLookups.inc({ result: cached ? 'hit' : 'miss' });
     if (cached) return cached;
     const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits));
     this.plans.set(sql, plan);

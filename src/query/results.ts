@@ -38,6 +38,7 @@ function timestampConverter(format: TimeFormat): DuckDBValueConverter<Json> {
   const zone = format === 'iso' ? 'Z' : '';
   const micros = (v: { micros: bigint; isFinite: boolean; toString(): string }) => (v.isFinite ? (isoFromMicros(v.micros, '', zone) ?? v.toString()) : v.toString());
   return (value, type, converter) => {
+    if (value === null) return null;
     switch (type.typeId) {
       case DuckDBTypeId.TIMESTAMP:
       case DuckDBTypeId.TIMESTAMP_TZ:

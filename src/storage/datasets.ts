@@ -6,6 +6,7 @@ import { parseDurationMs } from '../config.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
+import { compactionDuration, compactions, flushDuration, flushes } from '../metrics.ts';
 import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
 import { writeFileDurable, type ObjectStore } from './objectStore.ts';
 import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
@@ -398,9 +399,12 @@ export class DatasetRegistry {
       await removal;
       ds.flushFailures = 0;
       ds.retryFlushAt = 0;
+      flushes.inc({ result: 'ok' });
+      flushDuration.observe((Date.now() - started) / 1000);
       log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
     } catch (err) {
       ds.oldestUnflushedAt ??= Date.now();
+      flushes.inc({ result: 'failed' });
       ds.flushFailures++;
       ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
       log.error('flush failed; will retry', { dataset: name, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
@@ -538,6 +542,8 @@ export class DatasetRegistry {
         ingestedBytes: 0,
       });
       failpoint('compaction-after-manifest');
+      compactions.inc({ result: 'ok' });
+      compactionDuration.observe((Date.now() - started) / 1000);
       log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
     } finally {
       release.release();

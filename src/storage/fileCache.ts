@@ -1,6 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { log } from '../log.ts';
+import { fileCacheLookups } from '../metrics.ts';
 
 interface Entry {
   key: string;
@@ -173,8 +174,10 @@ export class FileCache {
       have.pins++;
       have.lastUsed = ++this.clock;
       this.counters.hits++;
+      fileCacheLookups.inc({ result: 'hit' });
       return have;
     }
+    fileCacheLookups.inc({ result: 'miss' });
     let flight = this.flights.get(key);
     if (!flight) {
       const f: Flight = { waiters: 0, done: undefined as unknown as Promise<Entry> };

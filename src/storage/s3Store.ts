@@ -16,6 +16,7 @@ import { Upload } from '@aws-sdk/lib-storage';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
 import { FileCache, type FileCacheStats } from './fileCache.ts';
 import type { ObjectStore } from './objectStore.ts';
+import { storeErrors } from '../metrics.ts';
 
 export interface S3Options {
   /** S3-compatible endpoint URL (MinIO, s3rver); omit for AWS. */
@@ -126,6 +127,18 @@ export class S3ObjectStore implements ObjectStore {
         socketTimeout: 30_000,
       }),
     });
+    // Every failed request (after the SDK's retries) is counted by operation, for /metrics.
+    this.client.middlewareStack.add(
+      (next, context) => async (args) => {
+        try {
+          return await next(args);
+        } catch (err) {
+          storeErrors.inc({ operation: String(context.commandName ?? 'unknown').replace(/Command$/, '') });
+          throw err;
+        }
+      },
+      { step: 'initialize', name: 'countErrors' },
+    );
     this.pingClient = new S3Client({
       ...base,
       maxAttempts: 1,

@@ -18,6 +18,8 @@ export interface PrometheusOptions {
   remoteWriteUrl: string;
   /** Sent as `Authorization: Bearer <bearer>`: the form Debian's 2.42 honours (it ignores remote_write.headers). */
   bearer: string;
+  /** Also scrape the service's `/metrics` (job `lakehouse`) at this `host:port`, with the same key. */
+  scrapeService?: string;
 }
 
 export interface RunningPrometheus {
@@ -42,7 +44,17 @@ scrape_configs:
   - job_name: prometheus
     static_configs:
       - targets: ['127.0.0.1:${port}']
-remote_write:
+${
+  opts.scrapeService
+    ? `  - job_name: lakehouse
+    metrics_path: /metrics
+    authorization:
+      credentials: ${JSON.stringify(opts.bearer)}
+    static_configs:
+      - targets: [${JSON.stringify(opts.scrapeService)}]
+`
+    : ''
+}remote_write:
   - url: ${JSON.stringify(opts.remoteWriteUrl)}
     authorization:
       credentials: ${JSON.stringify(opts.bearer)}
