@@ -1,5 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
+import { DIALECT_SQL } from './dialect.ts';
 
 /** SQL string literal. */
 export const sqlString = (s: string) => `'${s.replaceAll("'", "''")}'`;
@@ -41,6 +42,8 @@ export async function openDuckDB(opts: { dataDir: string; threads: number; memor
     // Stored Parquet files never change once written, so their footers can be cached across queries.
     await conn.run(`SET parquet_metadata_cache = true`);
     await conn.run(`SET autoload_known_extensions = false`);
+    // DataFusion functions Parseable dashboards use (src/query/dialect.ts), visible to every connection.
+    for (const sql of DIALECT_SQL) await conn.run(sql);
     await conn.run(`SET lock_configuration = true`);
   } finally {
     conn.closeSync();
