@@ -18,6 +18,11 @@ export interface Principal {
   role: Role;
   /** Datasets the key is limited to; undefined means all. */
   datasets?: Set<string>;
+  /**
+   * Stable id of the key (not the key: a hash of its digest), for what a key owns, e.g. saved
+   * queries. Absent only in principals built outside ApiKeys.
+   */
+  id?: string;
 }
 
 interface KeyEntry extends Principal {
@@ -62,7 +67,12 @@ export class ApiKeys {
       }
       parsed.push({ key, principal: { role: 'admin' } });
     }
-    return new ApiKeys(parsed.map(({ key, principal }) => ({ ...principal, digest: digest(key) })));
+    return new ApiKeys(
+      parsed.map(({ key, principal }) => {
+        const d = digest(key);
+        return { ...principal, digest: d, id: createHash('sha256').update('owner:').update(d).digest('hex').slice(0, 16) };
+      }),
+    );
   }
 
   /** Compares against every key in constant time (digests of equal length, no early exit). */
