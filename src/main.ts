@@ -97,7 +97,7 @@ async function main(): Promise<void> {
     config.queryPlanCacheBytes,
   );
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
-    registry.list().map((m) => ({ labels: { dataset: m.name }, value: registry.stats(m.name).wal.size })),
+    registry.list().map((m) => ({ labels: { dataset: m.name }, value: registry.stats(m.name).wal.bytes })),
   );
   stateGauge('lakehouse_queries', 'Queries running and waiting for a slot.', ['state'], () => [
     { labels: { state: 'running' }, value: queryPool.stats.running },

@@ -16,14 +16,20 @@ interface SchemaResponse {
   name: string;
   kind: string;
   time_column: string;
-  fields: { name: string; data_type: string }[];
+  fields: { name: string; data_type: unknown; nullable: boolean; dict_id: number; dict_is_ordered: boolean; metadata: Record<string, string> }[];
+  metadata: Record<string, string>;
 }
 interface Stats {
   stream: string;
-  ingestion: { count: number; size: number; format: string };
-  storage: { size: number; format: string; files: number };
+  ingestion: { count: number; size: number; format: string; lifetime_count: number; lifetime_size: number; deleted_count: number; deleted_size: number };
+  storage: { size: number; format: string; files: number; lifetime_size: number; deleted_size: number };
   wal: { count: number; size: number; segments: number };
 }
+
+/** An Arrow field as arrow-rs serialises it (what Parseable's schema endpoint returns). */
+const arrowField = (name: string, data_type: unknown) => ({ name, data_type, nullable: true, dict_id: 0, dict_is_ordered: false, metadata: {} });
+/** Ingestion stats with nothing deleted yet: lifetime equals current. */
+const ingestion = (count: number, size: number) => ({ count, size, format: 'json', lifetime_count: count, lifetime_size: size, deleted_count: 0, deleted_size: 0 });
 
 // Data stays in the WAL until a graceful stop flushes it, so the stats before and after are predictable.
 const ENV = { P_FLUSH_INTERVAL: '1h' };
@@ -54,9 +60,9 @@ describe('datasets', () => {
     await server?.stop();
   });
 
-  it('PUT creates a dataset (201), a second PUT is idempotent (200), and the list is sorted by name', async () => {
+  it('PUT creates a dataset (200, as Parseable answers), a second PUT is idempotent (200, "already exists"), and the list is sorted by name', async () => {
     const first = await put(server, 'web');
-    expect(first.status).toBe(201);
+    expect(first.status).toBe(200);
     const created = await body<CreateResponse>(first);
     expect(created.name).toBe('web');
     expect(created.kind).toBe('json');
@@ -71,7 +77,7 @@ describe('datasets', () => {
     expect(again.message).toMatch(/already exists/);
     expect(again).toMatchObject({ name: 'web', kind: 'json', created_at: created.created_at });
 
-    for (const name of ['zeta', 'apps', 'mid']) expect((await put(server, name)).status).toBe(201);
+    for (const name of ['zeta', 'apps', 'mid']) expect((await put(server, name)).status).toBe(200);
     const listRes = await server.request('/api/v1/logstream');
     expect(listRes.status).toBe(200);
     const list = await body<DatasetInfo[]>(listRes);
@@ -107,13 +113,13 @@ describe('datasets', () => {
       expect(err.error, name).toMatch(rule);
     }
     // The longest allowed name (64) is fine.
-    expect((await put(server, 'b'.repeat(64))).status).toBe(201);
+    expect((await put(server, 'b'.repeat(64))).status).toBe(200);
     const list = await body<DatasetInfo[]>(await server.request('/api/v1/logstream'));
     expect(list.map((d) => d.name)).toEqual(['apps', 'b'.repeat(64), 'mid', 'web', 'zeta']);
   });
 
   it('a name differing only in letter case from an existing dataset is a 409', async () => {
-    expect((await put(server, 'CaseTest')).status).toBe(201);
+    expect((await put(server, 'CaseTest')).status).toBe(200);
     for (const other of ['casetest', 'CASETEST', 'caseTest']) {
       const res = await put(server, other);
       expect(res.status, other).toBe(409);
@@ -124,10 +130,10 @@ describe('datasets', () => {
     expect(list.filter((d) => d.name.toLowerCase() === 'casetest').map((d) => d.name)).toEqual(['CaseTest']);
   });
 
-  it('GET schema reflects the ingested fields with DuckDB types', async () => {
-    expect((await put(server, 'typed')).status).toBe(201);
+  it('GET schema reflects the ingested fields as an Arrow schema', async () => {
+    expect((await put(server, 'typed')).status).toBe(200);
     const empty = await body<SchemaResponse>(await server.request('/api/v1/logstream/typed/schema'));
-    expect(empty).toEqual({ name: 'typed', kind: 'json', time_column: 'p_timestamp', fields: [] });
+    expect(empty).toEqual({ name: 'typed', kind: 'json', time_column: 'p_timestamp', fields: [], metadata: {} });
 
     await ingestText(server, 'typed', JSON.stringify({ s: 'x', i: 5, f: 1.5, b: true, nested: { k: 'v' }, arr: [1, 'two'], nothing: null }));
     const res = await server.request('/api/v1/logstream/typed/schema');
@@ -137,14 +143,15 @@ describe('datasets', () => {
     expect(schema.kind).toBe('json');
     expect(schema.time_column).toBe('p_timestamp');
     expect([...schema.fields].sort((a, b) => (a.name < b.name ? -1 : 1))).toEqual([
-      { name: 'arr', data_type: 'VARCHAR' },
-      { name: 'b', data_type: 'BOOLEAN' },
-      { name: 'f', data_type: 'DOUBLE' },
-      { name: 'i', data_type: 'BIGINT' },
-      { name: 'nested_k', data_type: 'VARCHAR' },
-      { name: 'p_timestamp', data_type: 'TIMESTAMP' },
-      { name: 's', data_type: 'VARCHAR' },
+      arrowField('arr', 'Utf8'),
+      arrowField('b', 'Boolean'),
+      arrowField('f', 'Float64'),
+      arrowField('i', 'Int64'),
+      arrowField('nested_k', 'Utf8'),
+      arrowField('p_timestamp', { Timestamp: ['Millisecond', null] }),
+      arrowField('s', 'Utf8'),
     ]);
+    expect(schema.metadata).toEqual({});
 
     const missing = await server.request('/api/v1/logstream/nosuch/schema');
     expect(missing.status).toBe(404);
@@ -152,12 +159,12 @@ describe('datasets', () => {
   });
 
   it('stats count events and request bytes, and survive a graceful restart', async () => {
-    expect((await put(server, 'metrics')).status).toBe(201);
+    expect((await put(server, 'metrics')).status).toBe(200);
     const fresh = await body<Stats>(await server.request('/api/v1/logstream/metrics/stats'));
     expect(fresh).toMatchObject({
       stream: 'metrics',
-      ingestion: { count: 0, size: 0, format: 'json' },
-      storage: { size: 0, format: 'parquet', files: 0 },
+      ingestion: ingestion(0, 0),
+      storage: { size: 0, format: 'parquet', files: 0, lifetime_size: 0, deleted_size: 0 },
       wal: { count: 0, size: 0, segments: 0 },
     });
 
@@ -174,8 +181,8 @@ describe('datasets', () => {
     expect(res.status).toBe(200);
     const before = await body<Stats>(res);
     expect(before.stream).toBe('metrics');
-    expect(before.ingestion).toEqual({ count: 6, size: bytes, format: 'json' });
-    expect(before.storage).toEqual({ size: 0, format: 'parquet', files: 0 });
+    expect(before.ingestion).toEqual(ingestion(6, bytes));
+    expect(before.storage).toEqual({ size: 0, format: 'parquet', files: 0, lifetime_size: 0, deleted_size: 0 });
     expect(before.wal.count).toBe(6);
     expect(before.wal.size).toBeGreaterThan(0);
     expect(before.wal.segments).toBeGreaterThanOrEqual(1);
@@ -185,9 +192,11 @@ describe('datasets', () => {
 
     const after = await body<Stats>(await server.request('/api/v1/logstream/metrics/stats'));
     expect(after.stream).toBe('metrics');
-    expect(after.ingestion).toEqual({ count: 6, size: bytes, format: 'json' });
+    expect(after.ingestion).toEqual(ingestion(6, bytes));
     expect(after.storage.format).toBe('parquet');
     expect(after.storage.size).toBeGreaterThan(0);
+    expect(after.storage.lifetime_size).toBe(after.storage.size);
+    expect(after.storage.deleted_size).toBe(0);
     expect(after.storage.files).toBeGreaterThanOrEqual(1);
     expect(after.wal).toEqual({ count: 0, size: 0, segments: 0 });
     expect(await query(server, 'SELECT count(*) AS n, sum(value) AS s FROM metrics')).toEqual([{ n: 6, s: 21 }]);
@@ -227,7 +236,7 @@ describe('datasets', () => {
     expect(list.map((d) => d.name)).not.toContain('metrics');
 
     const recreate = await put(server, 'metrics');
-    expect(recreate.status).toBe(201);
+    expect(recreate.status).toBe(200);
     expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
     await ingestText(server, 'metrics', JSON.stringify({ other: 'x' }));
     const fields = (await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields;
@@ -240,12 +249,12 @@ describe('datasets', () => {
     expect(oldColumn.status).toBe(400);
     const stats = await body<Stats>(await server.request('/api/v1/logstream/metrics/stats'));
     expect(stats.ingestion.count).toBe(1);
-    expect(stats.storage).toEqual({ size: 0, format: 'parquet', files: 0 });
+    expect(stats.storage).toEqual({ size: 0, format: 'parquet', files: 0, lifetime_size: 0, deleted_size: 0 });
   });
 
   it('a re-created dataset is empty: count(*) = 0 before anything is ingested', async () => {
     expect((await server.request('/api/v1/logstream/metrics', { method: 'DELETE' })).status).toBe(200);
-    expect((await put(server, 'metrics')).status).toBe(201);
+    expect((await put(server, 'metrics')).status).toBe(200);
     expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
     expect(await query(server, 'SELECT count(*) AS n FROM metrics')).toEqual([{ n: 0 }]);
   });
@@ -259,7 +268,7 @@ describe('datasets', () => {
   it('concurrent PUTs of names differing only in case create one dataset; the others are 409', async () => {
     const variants = ['Racer', 'racer', 'RACER'];
     const statuses = (await Promise.all(variants.map((n) => put(server, n)))).map((r) => r.status);
-    expect([...statuses].sort()).toEqual([201, 409, 409]);
+    expect([...statuses].sort()).toEqual([200, 409, 409]);
     const list = await body<DatasetInfo[]>(await server.request('/api/v1/logstream'));
     expect(list.filter((d) => d.name.toLowerCase() === 'racer').length).toBe(1);
   });

@@ -43,7 +43,7 @@ describe('durability', () => {
     const env = { P_FLUSH_INTERVAL: '200ms', P_FLUSH_BYTES: '64KiB' };
     let server = await startServer({ dataDir, env });
     servers.push(server);
-    expect((await server.request('/api/v1/logstream/durable', { method: 'PUT' })).status).toBe(201);
+    expect((await server.request('/api/v1/logstream/durable', { method: 'PUT' })).status).toBe(200);
     const allAcked = new Set<string>();
     for (let round = 0; round < 3; round++) {
       const load = loadUntilDead(server, 4, round);
@@ -109,7 +109,7 @@ describe('durability', () => {
     const dataDir = await tempDir();
     const server = await startServer({ dataDir, env: { P_FLUSH_INTERVAL: '1h' } });
     servers.push(server);
-    expect((await server.request('/api/v1/logstream/plain', { method: 'PUT' })).status).toBe(201);
+    expect((await server.request('/api/v1/logstream/plain', { method: 'PUT' })).status).toBe(200);
     const events = Array.from({ length: 500 }, (_, i) => ({ i, level: i % 5 === 0 ? 'error' : 'info', http: { status: 200 + (i % 3) }, ratio: i / 7 }));
     const res = await server.request('/api/v1/logstream/plain', { method: 'POST', json: events });
     expect(res.status).toBe(200);

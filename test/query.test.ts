@@ -37,7 +37,7 @@ describe('query', () => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startServer({ env: { P_FLUSH_INTERVAL: '300ms', P_QUERY_TIMEOUT: '1500ms', P_QUERY_MEMORY_LIMIT: '256MB' } });
-    for (const name of ['web', 'users', 'pruned']) expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(201);
+    for (const name of ['web', 'users', 'pruned']) expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(200);
     await ingest(server, 'web', [
       { user_id: 1, path: '/a', status: 200, latency: 10.5 },
       { user_id: 2, path: '/b', status: 500, latency: 99.25 },

@@ -42,7 +42,7 @@ describe('S3 storage and several stateless workers', () => {
   it('a query on worker B sees what worker A flushed; each sees its own data at once', async () => {
     const a = await worker({ P_NODE_ID: 'wa' });
     const b = await worker({ P_NODE_ID: 'wb', P_FLUSH_INTERVAL: '1h' });
-    expect((await a.request('/api/v1/logstream/shared', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/shared', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/shared', { method: 'POST', json: [{ from: 'a', n: 1 }, { from: 'a', n: 2 }] })).status).toBe(200);
     // A sees its own acknowledged rows immediately.
     expect(await count(a, 'shared')).toBe(2);
@@ -60,7 +60,7 @@ describe('S3 storage and several stateless workers', () => {
 
   it('three workers ingesting into one dataset at once: every row exactly once everywhere', async () => {
     const ws = [await worker({ P_NODE_ID: 'x1' }), await worker({ P_NODE_ID: 'x2' }), await worker({ P_NODE_ID: 'x3' })];
-    expect((await ws[0].request('/api/v1/logstream/busy', { method: 'PUT' })).status).toBe(201);
+    expect((await ws[0].request('/api/v1/logstream/busy', { method: 'PUT' })).status).toBe(200);
     await until('all know busy', async () => {
       for (const w of ws) if ((await w.request('/api/v1/logstream/busy/schema')).status !== 200) return false;
       return true;
@@ -99,7 +99,7 @@ describe('S3 storage and several stateless workers', () => {
       return r.status === 404;
     });
     // Re-created with the same name: empty everywhere, and stays empty after B's flush interval.
-    expect((await a.request('/api/v1/logstream/doomed', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/doomed', { method: 'PUT' })).status).toBe(200);
     await until('B sees new doomed', async () => (await b.request('/api/v1/logstream/doomed/schema')).status === 200);
     await sleep(2500);
     expect(await count(a, 'doomed')).toBe(0);

@@ -7,6 +7,8 @@ import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
+import { registerCompatRoutes } from './compatRoutes.ts';
+import { registerFilterRoutes } from './filterRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -49,6 +51,8 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerQueryRoutes(app, services);
   registerOtlpRoutes(app, services);
   registerPrometheusRoutes(app, services);
+  registerCompatRoutes(app, services);
+  registerFilterRoutes(app, services);
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

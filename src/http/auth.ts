@@ -15,7 +15,10 @@ const ROLE_ACTIONS: Record<Role, Set<Action>> = {
 };
 
 export interface Principal {
-  /** A stable, non-secret name for the key (a digest prefix), for per-key limits and logs. */
+  /**
+   * Stable id of the key (not the key: a hash of its digest), for what a key owns (saved queries) and
+   * per-key limits (queries in flight).
+   */
   id: string;
   role: Role;
   /** Datasets the key is limited to; undefined means all. */
@@ -64,7 +67,12 @@ export class ApiKeys {
       }
       parsed.push({ key, principal: { role: 'admin' } });
     }
-    return new ApiKeys(parsed.map(({ key, principal }) => ({ ...principal, id: createHash('sha256').update(`id:${key}`).digest('hex').slice(0, 12), digest: digest(key) })));
+    return new ApiKeys(
+      parsed.map(({ key, principal }) => {
+        const d = digest(key);
+        return { ...principal, digest: d, id: createHash('sha256').update('owner:').update(d).digest('hex').slice(0, 16) };
+      }),
+    );
   }
 
   /** Compares against every key in constant time (digests of equal length, no early exit). */

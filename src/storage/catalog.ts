@@ -14,6 +14,28 @@ export interface FileEntry {
   maxMs: number;
   columns: string[];
   nodeId: string;
+  /**
+   * Raw request bytes behind the file's rows: the flush's bytes split over its files by row count,
+   * summed when files are merged. Absent in files written before it was recorded (counted as 0).
+   */
+  rawBytes?: number;
+}
+
+/** Totals of a set of files. */
+export interface FileTotals {
+  rows: number;
+  /** Parquet bytes. */
+  bytes: number;
+  rawBytes: number;
+  files: number;
+}
+
+/** A file removed by retention (not replaced by a merge), with what it held, for the lifetime stats. */
+export interface DeletedFile {
+  key: string;
+  rows: number;
+  bytes: number;
+  rawBytes: number;
 }
 
 export interface Manifest {
@@ -28,6 +50,8 @@ export interface Manifest {
   walSegments: number[];
   /** Raw request bytes behind the added rows (ingestion stats). */
   ingestedBytes: number;
+  /** Files of `remove` that retention deleted; they count as deleted data in the stats. */
+  deleted?: DeletedFile[];
 }
 
 export class Catalog {
@@ -35,6 +59,8 @@ export class Catalog {
   private removed = new Set<string>();
   private seen = new Set<string>();
   private flushedSegments = new Map<string, Set<number>>();
+  /** Every file retention ever deleted, by key: several workers may delete the same file. */
+  private deletedFiles = new Map<string, DeletedFile>();
   ingestedBytes = 0;
 
   /** Applies a manifest once (by its key); returns false when it was already applied. */
@@ -50,6 +76,7 @@ export class Catalog {
     if (!segs) this.flushedSegments.set(m.nodeId, (segs = new Set()));
     for (const s of m.walSegments) segs.add(s);
     this.ingestedBytes += m.ingestedBytes;
+    for (const d of m.deleted ?? []) if (!this.deletedFiles.has(d.key)) this.deletedFiles.set(d.key, d);
     return true;
   }
 
@@ -78,13 +105,40 @@ export class Catalog {
     return [...this.files.values()];
   }
 
-  totals(): { rows: number; bytes: number; files: number } {
-    let rows = 0;
-    let bytes = 0;
+  /** Totals of the current files, or of those in one `date=YYYY-MM-DD` partition. */
+  totals(date?: string): FileTotals {
+    const t: FileTotals = { rows: 0, bytes: 0, rawBytes: 0, files: 0 };
+    const partition = date === undefined ? undefined : `/date=${date}/`;
     for (const f of this.files.values()) {
-      rows += f.rows;
-      bytes += f.bytes;
+      if (partition && !f.key.includes(partition)) continue;
+      t.rows += f.rows;
+      t.bytes += f.bytes;
+      t.rawBytes += f.rawBytes ?? 0;
+      t.files++;
     }
-    return { rows, bytes, files: this.files.size };
+    return t;
+  }
+
+  /** What retention has deleted so far. */
+  deletedTotals(): FileTotals {
+    const t: FileTotals = { rows: 0, bytes: 0, rawBytes: 0, files: 0 };
+    for (const d of this.deletedFiles.values()) {
+      t.rows += d.rows;
+      t.bytes += d.bytes;
+      t.rawBytes += d.rawBytes;
+      t.files++;
+    }
+    return t;
+  }
+
+  /** Oldest and newest time of the stored rows (files' time-column ranges), or undefined when none. */
+  timeRange(): { minMs: number; maxMs: number } | undefined {
+    let minMs = Infinity;
+    let maxMs = -Infinity;
+    for (const f of this.files.values()) {
+      minMs = Math.min(minMs, f.minMs);
+      maxMs = Math.max(maxMs, f.maxMs);
+    }
+    return this.files.size ? { minMs, maxMs } : undefined;
   }
 }

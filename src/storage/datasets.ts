@@ -51,6 +51,33 @@ export interface StorageSettings {
   deleteGraceMs: number;
 }
 
+/** Counts and sizes: rows, raw request bytes, stored Parquet bytes and files. */
+export interface Totals {
+  rows: number;
+  rawBytes: number;
+  storageBytes: number;
+  files: number;
+}
+
+export interface DatasetStats {
+  meta: DatasetMeta;
+  current: Totals;
+  deleted: Totals;
+  wal: { rows: number; bytes: number; rawBytes: number; segments: number };
+  /** Oldest and newest time-column value in stored files (the WAL is not read). */
+  timeRange?: { minMs: number; maxMs: number };
+}
+
+/** Splits `total` over parts in proportion to their row counts; the parts sum to `total` exactly. */
+export function splitByRows(total: number, rows: number[]): number[] {
+  if (rows.length === 0) return [];
+  const all = rows.reduce((s, r) => s + r, 0);
+  if (all === 0) return rows.map((_, i) => (i === 0 ? total : 0));
+  const shares = rows.map((r) => Math.floor((total * r) / all));
+  shares[shares.length - 1] += total - shares.reduce((s, x) => s + x, 0);
+  return shares;
+}
+
 export interface Snapshot {
   meta: DatasetMeta;
   schema: Schema;
@@ -371,10 +398,12 @@ export class DatasetRegistry {
         rowGroupRows: this.settings.rowGroupRows,
       });
       const add: FileEntry[] = [];
-      for (const f of written) {
+      const ingestedBytes = segments.reduce((sum, s) => sum + s.rawBytes, 0);
+      const rawShares = splitByRows(ingestedBytes, written.map((f) => f.rows));
+      for (const [i, f] of written.entries()) {
         const key = `${name}/${f.partition}/${path.basename(f.path)}`;
         await this.store.putFile(key, f.path);
-        add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId });
+        add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId, rawBytes: rawShares[i] });
       }
       failpoint('flush-after-upload');
       if (ds.deleted) return;
@@ -390,7 +419,7 @@ export class DatasetRegistry {
       await this.commitManifest(
         ds,
         seq,
-        { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes: segments.reduce((sum, s) => sum + s.rawBytes, 0) },
+        { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes },
         (m) => {
           failpoint('flush-after-manifest');
           removal = ds.wal.remove(m.walSegments);
@@ -443,17 +472,40 @@ export class DatasetRegistry {
     }
   }
 
-  stats(name: string) {
+  /**
+   * Counts and sizes of a dataset (numbers only; the HTTP layer shapes them). `current` is what is
+   * stored now (Parquet files plus the WAL), `deleted` what retention removed; lifetime is their sum.
+   */
+  stats(name: string): DatasetStats {
     const ds = this.dataset(name);
     const wal = ds.wal.size;
-    const totals = ds.catalog.totals();
+    const files = ds.catalog.totals();
+    const deleted = ds.catalog.deletedTotals();
     return {
-      stream: name,
-      time: new Date().toISOString(),
-      ingestion: { count: totals.rows + wal.rows, size: ds.catalog.ingestedBytes + wal.rawBytes, format: 'json' },
-      storage: { size: totals.bytes, format: 'parquet', files: totals.files },
-      wal: { count: wal.rows, size: wal.bytes, segments: wal.segments },
+      meta: ds.meta,
+      current: {
+        rows: files.rows + wal.rows,
+        // ingestedBytes covers every flush ever applied, deleted files included.
+        rawBytes: ds.catalog.ingestedBytes - deleted.rawBytes + wal.rawBytes,
+        storageBytes: files.bytes,
+        files: files.files,
+      },
+      deleted: { rows: deleted.rows, rawBytes: deleted.rawBytes, storageBytes: deleted.bytes, files: deleted.files },
+      wal: { rows: wal.rows, bytes: wal.bytes, rawBytes: wal.rawBytes, segments: wal.segments },
+      timeRange: ds.catalog.timeRange(),
     };
+  }
+
+  /**
+   * What one day (UTC, `YYYY-MM-DD`) holds: files of that date partition (by the time column), plus
+   * the unflushed WAL rows when the day is today (they are at most P_FLUSH_INTERVAL old).
+   */
+  statsForDate(name: string, date: string, now = Date.now()): Totals {
+    const ds = this.dataset(name);
+    const files = ds.catalog.totals(date);
+    const today = new Date(now).toISOString().slice(0, 10) === date;
+    const wal = today ? ds.wal.size : { rows: 0, rawBytes: 0 };
+    return { rows: files.rows + wal.rows, rawBytes: files.rawBytes + wal.rawBytes, storageBytes: files.bytes, files: files.files };
   }
 
   /**
@@ -536,7 +588,18 @@ export class DatasetRegistry {
       // One manifest adds the merged file and removes its inputs: readers switch atomically. The
       // inputs stay in storage for the grace period, for queries that picked them before.
       await this.commitManifest(ds, seq, {
-        add: [{ key, rows: written.rows, bytes: written.bytes, minMs: written.minMs, maxMs: written.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId }],
+        add: [
+          {
+            key,
+            rows: written.rows,
+            bytes: written.bytes,
+            minMs: written.minMs,
+            maxMs: written.maxMs,
+            columns: columns.map(([n]) => n),
+            nodeId: this.settings.nodeId,
+            rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
+          },
+        ],
         remove: group.map((f) => f.key),
         walSegments: [],
         ingestedBytes: 0,
@@ -567,7 +630,13 @@ export class DatasetRegistry {
     const cutoff = now - parseDurationMs(rule.duration);
     const expired = ds.catalog.all().filter((f) => f.maxMs < cutoff);
     if (!expired.length) return 0;
-    await this.commitManifest(ds, this.reserveSeq(), { add: [], remove: expired.map((f) => f.key), walSegments: [], ingestedBytes: 0 });
+    await this.commitManifest(ds, this.reserveSeq(), {
+      add: [],
+      remove: expired.map((f) => f.key),
+      walSegments: [],
+      ingestedBytes: 0,
+      deleted: expired.map((f) => ({ key: f.key, rows: f.rows, bytes: f.bytes, rawBytes: f.rawBytes ?? 0 })),
+    });
     log.info('retention removed files', { dataset: name, files: expired.length, olderThan: new Date(cutoff).toISOString() });
     return expired.length;
   }

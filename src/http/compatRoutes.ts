@@ -1,0 +1,99 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import type { Hono } from 'hono';
+import { invalidInput } from '../errors.ts';
+import { counts, CountsRequest } from '../query/counts.ts';
+import { authorize, canAccess } from './auth.ts';
+import { parseJson, readBody } from './body.ts';
+import type { AppEnv, Services } from './context.ts';
+import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseableShapes.ts';
+
+/**
+ * Endpoints Parseable's clients call beyond the core API: `about` (pb version/status), Prism's home
+ * and dataset info (pb's dataset list, the console), stream info (pb's dataset type) and counts (the
+ * console's histogram). Shapes follow Parseable's source; see README "Parseable compatibility".
+ */
+
+const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, queries }: Services): void {
+  const store =
+    config.storage === 's3'
+      ? { type: 'S3 bucket', path: `${config.s3.url ?? ''}/${config.s3.bucket}` }
+      : { type: 'Local drive', path: path.join(config.dataDir, 'store') };
+  // The same for every worker on one bucket, and stable across restarts.
+  const deploymentId = createHash('sha256').update(`${store.type}:${store.path}`).digest('hex').slice(0, 26).toUpperCase();
+
+  app.get('/api/v1/about', (c) => {
+    authorize(c.get('principal'), 'read');
+    return c.json({
+      version: `v${VERSION}`,
+      uiVersion: null,
+      commit: null,
+      deploymentId,
+      updateAvailable: false,
+      latestVersion: null,
+      llmActive: false,
+      llmProvider: null,
+      oidcActive: false,
+      license: null,
+      // Every worker ingests and queries: Parseable's "Standalone" (not its ingest/query split).
+      mode: 'Standalone',
+      staging: path.join(config.dataDir, 'wal'),
+      hotTier: 'Disabled',
+      // No Arrow Flight server: `pb tail` (live tail over gRPC) is not available.
+      grpcPort: null,
+      store,
+      analytics: { clarityTag: null },
+      queryEngine: 'DuckDB',
+    });
+  });
+
+  app.get('/api/prism/v1/home', (c) => {
+    const p = c.get('principal');
+    authorize(p, 'read');
+    const datasets = registry
+      .list()
+      .filter((m) => canAccess(p, m.name))
+      .map((m) => {
+        const s = registry.stats(m.name);
+        return {
+          title: m.name,
+          datasetType: TELEMETRY_TYPE[m.kind],
+          ...(m.timeColumn !== 'p_timestamp' ? { timePartition: m.timeColumn } : {}),
+          datasetFormat: m.kind,
+          ingestion: s.current.rows > 0,
+          // Ours: Parseable's per-day `Stats` names, over the dataset's whole life so far.
+          stats: { events: s.current.rows, ingestion: s.current.rawBytes, storage: s.current.storageBytes },
+        };
+      });
+    return c.json({
+      datasets,
+      checklist: { dataIngested: datasets.some((d) => d.ingestion), keystoneCreated: false, alertCreated: false, userAdded: false },
+      triggeredAlertsCount: 0,
+    });
+  });
+
+  app.get('/api/prism/v1/logstream/:name/info', (c) => {
+    const name = c.req.param('name');
+    authorize(c.get('principal'), 'read', name);
+    const stats = registry.stats(name);
+    const { schema } = registry.schemaOf(name);
+    return c.json({ info: streamInfo(stats), schema: arrowSchema(stats.meta, schema), stats: queriedStats(stats), retention: stats.meta.retention ?? [] });
+  });
+
+  app.get('/api/v1/logstream/:name/info', (c) => {
+    const name = c.req.param('name');
+    authorize(c.get('principal'), 'read', name);
+    return c.json(streamInfo(registry.stats(name)));
+  });
+
+  app.post('/api/v1/counts', async (c) => {
+    const p = c.get('principal');
+    authorize(p, 'read');
+    const parsed = CountsRequest.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
+    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    return c.json(await counts({ queries, registry, canRead: (n) => canAccess(p, n), principalId: p.id }, parsed.data));
+  });
+}
