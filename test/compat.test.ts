@@ -422,6 +422,30 @@ describe('Parseable compatibility', () => {
     });
   });
 
+  it("query answers as Parseable's clients read them: zone-less UTC times, count(*), sendNull, p-time-elapsed, array lines", async () => {
+    const ask = (body: Record<string, unknown>, qs = '') =>
+      server.request(`/api/v1/query${qs}`, { method: 'POST', json: { startTime: '2000-01-01T00:00:00Z', endTime: 'now', ...body } });
+    // Default timestamps are Parseable's zone-less layout (UTC), which its Go clients parse.
+    const plain = await ask({ query: "SELECT p_timestamp, count(*) FROM app WHERE msg = 'boom' GROUP BY 1" });
+    expect(Number(plain.headers.get('p-time-elapsed'))).toBeGreaterThanOrEqual(0);
+    const [row] = await json<Record<string, unknown>[]>(plain);
+    expect(String(row.p_timestamp)).toMatch(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}$/);
+    expect(row['count(*)']).toBe(1);
+    // …and ISO with Z on request, the same instant.
+    const [iso] = await json<Record<string, unknown>[]>(await ask({ query: "SELECT p_timestamp FROM app WHERE msg = 'boom'", timeFormat: 'iso' }));
+    expect(iso.p_timestamp).toBe(`${String(row.p_timestamp)}Z`);
+    // sendNull (Parseable's camelCase) in the body and in the query string.
+    const nullSql = "SELECT msg, status FROM app WHERE msg = 'foo'";
+    expect(await json(await ask({ query: nullSql }))).toEqual([{ msg: 'foo' }]);
+    expect(await json(await ask({ query: nullSql, sendNull: true }))).toEqual([{ msg: 'foo', status: null }]);
+    expect(await json(await ask({ query: nullSql }, '?sendNull=true'))).toEqual([{ msg: 'foo', status: null }]);
+    // Streaming: one JSON array of rows per line.
+    const streamed = await ask({ query: 'SELECT msg FROM app ORDER BY msg', streaming: true });
+    expect(streamed.headers.get('content-type')).toContain('application/x-ndjson');
+    const lines = (await streamed.text()).trim().split('\n').map((l) => JSON.parse(l) as unknown);
+    expect(lines).toEqual([[{ msg: 'bar' }, { msg: 'bo_x' }, { msg: 'boom' }, { msg: 'foo' }]]);
+  });
+
   it('dashboards\' DataFusion functions run in queries', async () => {
     const rows = await query(
       server,
