@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { forbidden, invalidInput, notFound } from '../errors.ts';
-import type { DatasetRegistry } from '../storage/datasets.ts';
+import type { TableSource } from '../storage/scan.ts';
 import { sqlIdent, sqlString } from '../duckdb.ts';
 import type { QueryExecutor } from './executor.ts';
 import { parseTimeBound } from './time.ts';
@@ -172,7 +172,7 @@ export function shapeCounts(plan: CountsPlan, rows: Record<string, unknown>[]): 
 
 export interface CountsContext {
   queries: QueryExecutor;
-  registry: DatasetRegistry;
+  registry: TableSource;
   canRead: (dataset: string) => boolean;
   principalId: string;
 }

@@ -5,8 +5,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, notFound, timedOut } from '../errors.ts';
 import { withConnection } from '../duckdb.ts';
 import { planCacheLookups } from '../metrics.ts';
-import type { DatasetRegistry, Snapshot } from '../storage/datasets.ts';
-import { scanSql } from '../storage/scan.ts';
+import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
 import type { RunJob, TimeFormat } from './protocol.ts';
 import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
@@ -49,7 +48,7 @@ export class QueryExecutor {
 
   constructor(
     private readonly duck: DuckDBInstance,
-    private readonly registry: DatasetRegistry,
+    private readonly registry: TableSource,
     private readonly pool: QueryPool,
     private readonly limits: QueryLimits,
     planCacheBytes: number,

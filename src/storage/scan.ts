@@ -2,7 +2,18 @@ import { quotedIdentifier as sqlIdent } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
 import { castProjection, listLiteral } from '../duckdb.ts';
 import { walScanSql } from './parquetWriter.ts';
-import type { Snapshot } from './datasets.ts';
+import type { DatasetMeta, Snapshot } from './datasets.ts';
+
+export type { DatasetMeta, Snapshot };
+
+/**
+ * What queries see of storage: find a dataset by name, and take a consistent snapshot of its rows in a
+ * time range (held until released). The query layer imports nothing else from storage.
+ */
+export interface TableSource {
+  find(name: string, caseInsensitive?: boolean): DatasetMeta | undefined;
+  snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot>;
+}
 
 /** A timestamp literal DuckDB reads exactly, from epoch milliseconds. */
 export function timestampLiteral(ms: number): string {
