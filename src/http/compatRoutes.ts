@@ -2,11 +2,10 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Hono } from 'hono';
-import { invalidInput } from '../errors.ts';
 import { counts, CountsRequest } from '../query/counts.ts';
-import { authorize, canAccess } from './auth.ts';
-import { parseJson, readBody } from './body.ts';
+import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
+import { jsonBody, requires } from './middleware.ts';
 import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseableShapes.ts';
 
 /**
@@ -25,8 +24,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
   // The same for every worker on one bucket, and stable across restarts.
   const deploymentId = createHash('sha256').update(`${store.type}:${store.path}`).digest('hex').slice(0, 26).toUpperCase();
 
-  app.get('/api/v1/about', (c) => {
-    authorize(c.get('principal'), 'read');
+  app.get('/api/v1/about', requires('read'), (c) => {
     return c.json({
       version: `v${VERSION}`,
       uiVersion: null,
@@ -50,9 +48,8 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
     });
   });
 
-  app.get('/api/prism/v1/home', (c) => {
+  app.get('/api/prism/v1/home', requires('read'), (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     const datasets = registry
       .list()
       .filter((m) => canAccess(p, m.name))
@@ -75,25 +72,20 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
     });
   });
 
-  app.get('/api/prism/v1/logstream/:name/info', (c) => {
+  app.get('/api/prism/v1/logstream/:name/info', requires('read', 'name'), (c) => {
     const name = c.req.param('name');
-    authorize(c.get('principal'), 'read', name);
     const stats = registry.stats(name);
     const { schema } = registry.schemaOf(name);
     return c.json({ info: streamInfo(stats), schema: arrowSchema(stats.meta, schema), stats: queriedStats(stats), retention: stats.meta.retention ?? [] });
   });
 
-  app.get('/api/v1/logstream/:name/info', (c) => {
+  app.get('/api/v1/logstream/:name/info', requires('read', 'name'), (c) => {
     const name = c.req.param('name');
-    authorize(c.get('principal'), 'read', name);
     return c.json(streamInfo(registry.stats(name)));
   });
 
-  app.post('/api/v1/counts', async (c) => {
+  app.post('/api/v1/counts', requires('read'), jsonBody(CountsRequest, config.maxBodyBytes), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
-    const parsed = CountsRequest.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
-    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    return c.json(await counts({ queries, registry, canRead: (n) => canAccess(p, n), principalId: p.id }, parsed.data));
+    return c.json(await counts({ queries, registry, canRead: (n) => canAccess(p, n), principalId: p.id }, c.get('body')));
   });
 }

@@ -5,6 +5,7 @@ import { CURRENT_FILTER_VERSION, Filter, FilterStore, type SavedFilter } from '.
 import { authorize, canAccess, type Principal } from './auth.ts';
 import { parseJson, readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
+import { formatIssues, requires } from './middleware.ts';
 
 /**
  * Saved queries, Parseable's `/api/v1/filters` (what `pb query save` / `pb query list` and the
@@ -20,7 +21,7 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { registry, config }: Se
 
   async function readFilter(c: Context<AppEnv>, p: Principal): Promise<Filter> {
     const parsed = Filter.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
-    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+    if (!parsed.success) throw invalidInput(formatIssues(parsed.error));
     if (!parsed.data.stream_name) throw invalidInput('stream_name must not be empty');
     authorize(p, 'read', parsed.data.stream_name);
     return parsed.data;
@@ -33,29 +34,25 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { registry, config }: Se
     return f;
   }
 
-  app.get('/api/v1/filters', async (c) => {
+  app.get('/api/v1/filters', requires('read'), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     return c.json((await filters.list()).filter((f) => visible(p, f)));
   });
 
-  app.get('/api/v1/filters/:id', async (c) => {
+  app.get('/api/v1/filters/:id', requires('read'), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     return c.json(await ownFilter(p, c.req.param('id')));
   });
 
-  app.post('/api/v1/filters', async (c) => {
+  app.post('/api/v1/filters', requires('read'), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     const body = await readFilter(c, p);
     const saved = await filters.put({ ...body, filter_id: randomUUID(), user_id: owner(p), version: CURRENT_FILTER_VERSION });
     return c.json(saved);
   });
 
-  app.put('/api/v1/filters/:id', async (c) => {
+  app.put('/api/v1/filters/:id', requires('read'), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     const existing = await ownFilter(p, c.req.param('id'));
     const body = await readFilter(c, p);
     // The owner stays the key that created it, also when an admin key edits it.
@@ -63,9 +60,8 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { registry, config }: Se
     return c.json(saved);
   });
 
-  app.delete('/api/v1/filters/:id', async (c) => {
+  app.delete('/api/v1/filters/:id', requires('read'), async (c) => {
     const p = c.get('principal');
-    authorize(p, 'read');
     const existing = await ownFilter(p, c.req.param('id'));
     await filters.delete(existing.filter_id);
     return c.json({ message: `filter ${existing.filter_id} deleted` });

@@ -1,7 +1,6 @@
 import type { Context, Hono } from 'hono';
 import { encodeOtlpResponse, otlpFormat, type OtlpSignal } from '../ingest/otlp/index.ts';
 import type { IngestJob } from '../ingest/pipeline.ts';
-import type { RowBatch } from '../ingest/types.ts';
 import type { DatasetKind, DatasetRegistry } from '../storage/datasets.ts';
 import { authorize, type Principal } from './auth.ts';
 import { readBody } from './body.ts';

@@ -4,8 +4,8 @@ import { z } from 'zod';
 import { DomainError, invalidInput, tooLarge } from '../errors.ts';
 import { queryDuration } from '../metrics.ts';
 import { parseTimeBound } from '../query/time.ts';
-import { authorize, canAccess } from './auth.ts';
-import { parseJson, readBody } from './body.ts';
+import { canAccess } from './auth.ts';
+import { jsonBody, requires } from './middleware.ts';
 import type { AppEnv, Services } from './context.ts';
 
 const flag = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
@@ -28,13 +28,10 @@ const QueryBody = z.object({
  * when asked, and ended by `{"error":…}` if the query fails or is cut off after the first line.
  */
 export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Services): void {
-  app.post('/api/v1/query', async (c) => {
+  app.post('/api/v1/query', requires('read'), jsonBody(QueryBody, config.maxBodyBytes), async (c) => {
     const started = performance.now();
     const principal = c.get('principal');
-    authorize(principal, 'read');
-    const parsed = QueryBody.safeParse(parseJson(await readBody(c, config.maxBodyBytes)));
-    if (!parsed.success) throw invalidInput(parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
-    const body = parsed.data;
+    const body = c.get('body');
     const startMs = parseTimeBound(body.startTime, 'startTime');
     const endMs = parseTimeBound(body.endTime, 'endTime');
     if (startMs > endMs) throw invalidInput('startTime must not be after endTime');

@@ -1,6 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs/promises';
-import * as os from 'node:os';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
