@@ -99,11 +99,11 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     registry.list().map((m) => ({ labels: { dataset: m.name }, value: registry.stats(m.name).wal.bytes })),
   );
-  stateGauge('lakehouse_queries', 'Queries running and waiting for a slot.', ['state'], () => [
-    { labels: { state: 'running' }, value: queryPool.stats.running },
-    { labels: { state: 'waiting' }, value: queryPool.stats.waiting },
-  ]);
-  stateGauge('lakehouse_query_workers', 'Query worker processes alive.', [], () => [{ labels: {}, value: queryPool.stats.workers }]);
+  stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
+  stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
+    const s = queryPool.stats;
+    return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
+  });
 
   const app = createApp({
     config,

@@ -38,6 +38,8 @@ interface Slot {
   child: ChildProcess;
   dir: string;
   ready: Promise<void>;
+  /** Its DuckDB is open and it has said so. */
+  started: boolean;
   busy: boolean;
   /** The job running on it, to fail if the process dies. */
   onMessage?: (m: FromWorker) => void;
@@ -68,8 +70,10 @@ export class QueryPool {
     this.spawn();
   }
 
-  get stats(): { workers: number; running: number; waiting: number } {
-    return { workers: this.slots.length, running: this.slots.filter((s) => s.busy).length, waiting: this.waiting.length };
+  get stats(): { starting: number; idle: number; busy: number; waiting: number } {
+    const busy = this.slots.filter((s) => s.busy).length;
+    const starting = this.slots.filter((s) => !s.busy && !s.started).length;
+    return { starting, idle: this.slots.length - busy - starting, busy, waiting: this.waiting.length };
   }
 
   private spawn(): Slot {
@@ -95,6 +99,7 @@ export class QueryPool {
       child,
       dir,
       busy: false,
+      started: false,
       ready: new Promise<void>((res, rej) => {
         readyResolve = res;
         readyReject = rej;
@@ -102,7 +107,10 @@ export class QueryPool {
     };
     slot.ready.catch(() => undefined);
     child.on('message', (m: FromWorker) => {
-      if (m.type === 'ready') readyResolve();
+      if (m.type === 'ready') {
+        slot.started = true;
+        readyResolve();
+      }
       else slot.onMessage?.(m);
     });
     child.on('exit', (code, signal) => {

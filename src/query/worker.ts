@@ -25,13 +25,6 @@ const spill = process.env.QW_SPILL!;
 const send = (m: FromWorker) => process.send!(m);
 
 async function openSandboxed(): Promise<DuckDBInstance> {
-  // Lower priority from here on: the DuckDB threads created below inherit it, so queries yield the
-  // cores to ingestion. Set only now, so that starting a worker under load (loading modules) is quick.
-  try {
-    os.setPriority(Number(process.env.QW_NICE ?? 10));
-  } catch {
-    /* not permitted: same priority as the service */
-  }
   await fs.mkdir(dir, { recursive: true });
   await fs.mkdir(spill, { recursive: true });
   const instance = await DuckDBInstance.create(':memory:', { threads: process.env.QW_THREADS ?? '1' });
@@ -51,6 +44,23 @@ async function openSandboxed(): Promise<DuckDBInstance> {
     conn.closeSync();
   }
   return instance;
+}
+
+/**
+ * Queries yield the cores to ingestion: every thread of this process (the event loop, libuv's pool
+ * that DuckDB's calls run on, DuckDB's own threads) gets a lower priority, and threads started later
+ * inherit it. Done only once started, so that starting a worker while queries run is quick. (On Linux
+ * a priority is per thread, hence the walk over /proc/self/task.)
+ */
+async function lowerPriority(nice: number): Promise<void> {
+  const tids = await fs.readdir('/proc/self/task').catch(() => [String(process.pid)]);
+  for (const tid of tids) {
+    try {
+      os.setPriority(Number(tid), nice);
+    } catch {
+      /* not permitted, or the thread ended: it keeps the service's priority */
+    }
+  }
 }
 
 /** Makes the directory hold exactly these links (removing the previous query's first). */
@@ -148,6 +158,7 @@ async function main(): Promise<void> {
   });
   // The service going away (even by kill -9) closes the channel: never outlive it.
   process.on('disconnect', () => process.exit(0));
+  await lowerPriority(Number(process.env.QW_NICE ?? 10));
   send({ type: 'ready' });
 }
 
