@@ -36,7 +36,7 @@ describe('S3 storage and several stateless workers', () => {
   });
   afterAll(async () => {
     for (const s of servers) await s.kill();
-    await s3?.stop();
+    await s3?.close();
   });
 
   it('a query on worker B sees what worker A flushed; each sees its own data at once', async () => {
@@ -184,7 +184,7 @@ describe('S3 storage and several stateless workers', () => {
     expect(refused?.headers.get('retry-after')).toBeTruthy();
     // Acknowledged rows are queryable while S3 is down (they are in the WAL).
     expect(await count(a, 'outage')).toBe(acked);
-    s3 = await startS3Server({ port: Number(new URL(s3.endpoint).port), dir: s3.dir });
+    await s3.start();
     await until('ready again', async () => (await a.request('/api/v1/readiness')).status === 200);
     await until('flushed after outage', async () => ((await (await a.request('/api/v1/logstream/outage/stats')).json()) as { wal: { count: number } }).wal.count === 0, 60_000);
     expect(await count(a, 'outage')).toBe(acked);

@@ -25,17 +25,26 @@ export function createApp(services: Services): Hono<AppEnv> {
     });
   });
 
+  // Probes (load balancers, Docker and Kubernetes health checks) send no key: liveness and
+  // readiness answer without one (GET and HEAD). Readiness details (storage reachability, damaged
+  // objects set aside, by key) are shown only to a request with a valid key.
   app.get('/api/v1/liveness', (c) => c.json({ status: 'ok' }));
+  app.get('/api/v1/readiness', async (c) => {
+    const { details, ...state } = await services.isReady();
+    let keyed = false;
+    try {
+      authenticate(services.keys, c.req.raw.headers);
+      keyed = true;
+    } catch {
+      // No key or an unknown one: the probe's answer only.
+    }
+    return c.json(keyed ? { ...state, ...details } : state, state.ready ? 200 : 503);
+  });
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
     c.set('principal', authenticate(services.keys, c.req.raw.headers));
     await next();
-  });
-
-  app.get('/api/v1/readiness', async (c) => {
-    const state = await services.isReady();
-    return c.json(state, state.ready ? 200 : 503);
   });
 
   registerDatasetRoutes(app, services);

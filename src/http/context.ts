@@ -11,7 +11,8 @@ export interface Services {
   registry: DatasetRegistry;
   duck: DuckDBInstance;
   ingestPool: IngestPool;
-  isReady: () => Promise<{ ready: boolean; reason?: string }>;
+  /** Readiness; `details` are shown only to a caller with a valid key. */
+  isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;
 }
 
 export type AppEnv = { Variables: { principal: Principal } };

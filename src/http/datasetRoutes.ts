@@ -62,9 +62,10 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: S
     return c.json({ message: `dataset ${name} deleted` });
   });
 
-  app.get('/api/v1/logstream/:name/schema', (c) => {
+  app.get('/api/v1/logstream/:name/schema', async (c) => {
     const name = c.req.param('name');
     authorize(c.get('principal'), 'read', name);
+    await registry.require(name);
     const { meta, schema } = registry.schemaOf(name);
     return c.json({
       name: meta.name,
@@ -84,15 +85,17 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: S
     return c.json({ message: `retention of ${name} set`, retention: meta.retention });
   });
 
-  app.get('/api/v1/logstream/:name/retention', (c) => {
+  app.get('/api/v1/logstream/:name/retention', async (c) => {
     const name = c.req.param('name');
     authorize(c.get('principal'), 'read', name);
+    await registry.require(name);
     return c.json(registry.schemaOf(name).meta.retention ?? []);
   });
 
-  app.get('/api/v1/logstream/:name/stats', (c) => {
+  app.get('/api/v1/logstream/:name/stats', async (c) => {
     const name = c.req.param('name');
     authorize(c.get('principal'), 'read', name);
+    await registry.require(name);
     return c.json(registry.stats(name));
   });
 }

@@ -5,30 +5,9 @@
  * writers never conflict, and the catalog is (all added) − (all removed) whatever order manifests are
  * read in. Queries pick files from it by time range without listing any storage prefix.
  */
-export interface FileEntry {
-  key: string;
-  rows: number;
-  bytes: number;
-  /** Time column range of the file in epoch milliseconds (floor of min and max). */
-  minMs: number;
-  maxMs: number;
-  columns: string[];
-  nodeId: string;
-}
+import type { FileEntry, Manifest } from './codec.ts';
 
-export interface Manifest {
-  version: 1;
-  generation: string;
-  nodeId: string;
-  seq: number;
-  createdAt: string;
-  add: FileEntry[];
-  remove: string[];
-  /** WAL segments of `nodeId` whose rows this manifest stored (so recovery never stores them twice). */
-  walSegments: number[];
-  /** Raw request bytes behind the added rows (ingestion stats). */
-  ingestedBytes: number;
-}
+export type { FileEntry, Manifest };
 
 export class Catalog {
   private files = new Map<string, FileEntry>();
