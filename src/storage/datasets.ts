@@ -125,9 +125,10 @@ export class DatasetRegistry {
     if (loaded && loaded.meta.generation === meta.generation) return loaded;
     const catalog = new Catalog();
     const { dataDir, nodeId } = this.settings;
-    // Segment numbers continue after every segment a manifest ever named, so a number is never reused.
     await this.manifests.read(meta, catalog);
-    const wal = await Wal.open(walDir(dataDir, meta.name, meta.generation), catalog.maxFlushedSegment(nodeId) + 1);
+    // A flush's manifest number is at least its last segment's, so the worker's highest manifest
+    // number also covers segments named only in a manifest that cannot be read right now.
+    const wal = await Wal.open(walDir(dataDir, meta.name, meta.generation), Math.max(catalog.maxFlushedSegment(nodeId), this.manifests.highest) + 1);
     const ds = new Dataset(meta, wal, catalog);
     await refreshSchema(this.ctx, ds);
     // Segments already stored as Parquet (crash after the manifest, before the WAL cleanup) go now.

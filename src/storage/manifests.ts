@@ -18,6 +18,11 @@ export class Manifests {
     private readonly onRemoved: (keys: string[], at: number) => void,
   ) {}
 
+  /** The highest manifest number of this worker seen so far (segment numbers start above it). */
+  get highest(): number {
+    return this.seq;
+  }
+
   /** Reads the manifests not yet applied to a dataset's catalog. */
   async read(meta: DatasetMeta, catalog: Catalog): Promise<void> {
     const { name, generation } = meta;
