@@ -121,25 +121,24 @@ describe('several workers on one bucket', () => {
   }
 
   it('a worker that has not seen a dataset yet looks in the store before answering 404', async () => {
-    const a = await worker({ P_NODE_ID: 'miss-a' });
-    const b = await worker({ P_NODE_ID: 'miss-b', P_CATALOG_REFRESH: '1h' });
-    // B knows of no dataset yet (its refresh is an hour away); A creates one.
+    // B–E know of no dataset yet, and their refresh is an hour away.
+    const [a, b, c, d, e] = await Promise.all([
+      worker({ P_NODE_ID: 'miss-a' }),
+      ...['b', 'c', 'd', 'e'].map((n) => worker({ P_NODE_ID: `miss-${n}`, P_CATALOG_REFRESH: '1h' })),
+    ]);
     expect((await a.request('/api/v1/logstream/fresh', { method: 'PUT' })).status).toBe(201);
     expect((await a.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 2 }] })).status).toBe(200);
-    const c = await worker({ P_NODE_ID: 'miss-c', P_CATALOG_REFRESH: '1h' });
     expect((await c.request('/api/v1/logstream/fresh/schema')).status).toBe(200);
-    const d = await worker({ P_NODE_ID: 'miss-d', P_CATALOG_REFRESH: '1h' });
     expect((await d.request('/api/v1/logstream/fresh/stats')).status).toBe(200);
     // PUT on yet another worker finds it too: 200 "already exists", not a second generation.
-    const e = await worker({ P_NODE_ID: 'miss-e', P_CATALOG_REFRESH: '1h' });
     const put = await e.request('/api/v1/logstream/fresh', { method: 'PUT' });
     expect(put.status).toBe(200);
     // A dataset that exists nowhere is still 404.
     await expectError(await b.request('/api/v1/logstream/nowhere', { method: 'POST', json: [{ n: 1 }] }), 404);
     await expectError(await b.request('/api/v1/logstream/nowhere/stats'), 404);
     await until('A sees both rows', async () => Number((await query(a, 'SELECT count(*) AS n FROM fresh'))[0].n) === 2, 20_000);
-  });
+  }, 150_000);
 
   it('delete, then ingest on a worker that has not heard of it: those events go with the dataset, and no object of the old generation stays behind', async () => {
     const a = await worker({ P_NODE_ID: 'del-a' });
@@ -183,7 +182,7 @@ describe('several workers on one bucket', () => {
     expect((await a.request('/api/v1/logstream/vanish', { method: 'DELETE' })).status).toBe(200);
     const res = await b.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT count(*) AS n FROM vanish', startTime: '1h', endTime: 'now' } });
     await expectError(res, 404);
-  });
+  }, 120_000);
 
   it('a bucket outage while a query must download a file: 503 with Retry-After, and the query works once the bucket is back', async () => {
     const a = await worker({ P_NODE_ID: 'o-a' });
@@ -201,5 +200,5 @@ describe('several workers on one bucket', () => {
       await s3.start();
     }
     expect(await query(b, 'SELECT count(*) AS n FROM dark')).toEqual([{ n: 2 }]);
-  });
+  }, 120_000);
 });
