@@ -5,20 +5,19 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
 import { log } from '../log.ts';
-import { Catalog, type FileEntry } from './catalog.ts';
-import { decodeMeta, encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
+import { encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { mergeGroup, planCompaction } from './compaction.ts';
-import { Dataset, type Snapshot, type StorageContext, type StorageSettings } from './dataset.ts';
+import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
 import { flushDataset } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
-import { metaKey, META_PREFIX, parseMetaKey, quarantineDir, walDir, walRoot } from './layout.ts';
+import { listMetas, openDataset, readMeta } from './load.ts';
+import { metaKey, quarantineDir, walDir, walRoot } from './layout.ts';
 import { Manifests } from './manifests.ts';
 import { isMissingObject, type ObjectStore } from './objectStore.ts';
 import { Quarantine, type QuarantinedObject } from './quarantine.ts';
 import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, type TypeSummary } from './schema.ts';
 import { evolveSchema, refreshSchema } from './schemaState.ts';
-import { Wal } from './wal.ts';
-import { salvageSegments } from './walSalvage.ts';
+import { takeSnapshot } from './snapshot.ts';
 import { invalidInput, conflict, unavailable, notFound } from '../errors.ts';
 
 export type { DatasetKind, DatasetMeta, RetentionRule, Snapshot, StorageSettings };
@@ -62,7 +61,7 @@ export class DatasetRegistry {
   /** Loads every dataset from the store and recovers this worker's WAL. */
   async init(reservedWords: string[]): Promise<void> {
     this.reserved = new Set(reservedWords.map((w) => w.toLowerCase()));
-    const { metas, damaged } = await this.listMetas();
+    const { metas, damaged } = await listMetas(this.ctx);
     for (const meta of metas.values()) await this.loadSafely(meta);
     // WAL directories of datasets (or generations) that no longer exist are leftovers of a delete; a
     // crash during a late flush may also have left objects of that generation in the store.
@@ -78,39 +77,6 @@ export class DatasetRegistry {
     }
   }
 
-  /** Every readable metadata object; a damaged one is set aside and its dataset not served. */
-  private async listMetas(): Promise<{ metas: Map<string, DatasetMeta>; damaged: Set<string> }> {
-    const metas = new Map<string, DatasetMeta>();
-    const damaged = new Set<string>();
-    for (const { key } of await this.store.list(META_PREFIX)) {
-      const name = parseMetaKey(key);
-      if (name === undefined) continue;
-      const meta = await this.readMeta(name).catch((err) => {
-        if (!isCorruptObject(err)) throw err;
-        damaged.add(name);
-        return undefined;
-      });
-      if (meta) metas.set(meta.name, meta);
-    }
-    return { metas, damaged };
-  }
-
-  /** The stored metadata of a dataset, or undefined when it does not exist. */
-  private async readMeta(name: string): Promise<DatasetMeta | undefined> {
-    const key = metaKey(name);
-    const body = await this.store.getBytes(key);
-    if (!body) return undefined;
-    try {
-      const meta = decodeMeta(key, body);
-      if (meta.name !== name) throw new Error(`names dataset "${meta.name}"`);
-      this.quarantine.clear(key);
-      return meta;
-    } catch (err) {
-      if (isCorruptObject(err)) this.quarantine.add({ key, kind: 'metadata', dataset: name, reason: err.reason });
-      throw err;
-    }
-  }
-
   /** Loads a dataset; a failure is logged and the dataset left out, never the whole service. */
   private async loadSafely(meta: DatasetMeta): Promise<void> {
     try {
@@ -123,38 +89,9 @@ export class DatasetRegistry {
   private async load(meta: DatasetMeta): Promise<Dataset> {
     const loaded = this.datasets.get(meta.name);
     if (loaded && loaded.meta.generation === meta.generation) return loaded;
-    const catalog = new Catalog();
-    const { dataDir, nodeId } = this.settings;
-    await this.manifests.read(meta, catalog);
-    // A flush's manifest number is at least its last segment's, so the worker's highest manifest
-    // number also covers segments named only in a manifest that cannot be read right now.
-    const wal = await Wal.open(walDir(dataDir, meta.name, meta.generation), Math.max(catalog.maxFlushedSegment(nodeId), this.manifests.highest) + 1);
-    const ds = new Dataset(meta, wal, catalog);
-    await refreshSchema(this.ctx, ds);
-    // Segments already stored as Parquet (crash after the manifest, before the WAL cleanup) go now.
-    const sealed = await wal.seal();
-    const flushed = sealed.filter((s) => catalog.isSegmentFlushed(nodeId, s.seq)).map((s) => s.seq);
-    if (flushed.length) {
-      log.info('wal: dropping segments already in parquet', { dataset: meta.name, segments: flushed });
-      await wal.remove(flushed);
-    }
-    // Damaged segments are cut before anything reads them (queries read the WAL too).
-    await salvageSegments(this.ctx, ds, wal.sealedSegments());
-    await this.reportSetAside(ds);
-    if (wal.size.rows > 0) ds.oldestUnflushedAt = Date.now();
+    const ds = await openDataset(this.ctx, this.manifests, meta);
     this.datasets.set(meta.name, ds);
     return ds;
-  }
-
-  /** WAL data set aside before a restart is still reported. */
-  private async reportSetAside(ds: Dataset): Promise<void> {
-    const dir = path.join(quarantineDir(this.settings.dataDir), 'wal', ds.meta.name, ds.meta.generation);
-    for (const f of await fs.readdir(dir).catch(() => [] as string[])) {
-      const file = path.join(dir, f);
-      if (!this.quarantine.list(ds.meta.name).some((q) => q.setAsideTo === file)) {
-        this.quarantine.add({ key: file, kind: 'wal', dataset: ds.meta.name, reason: 'set aside earlier (unreadable WAL data)', setAsideTo: file });
-      }
-    }
   }
 
   validateName(name: string): void {
@@ -204,7 +141,7 @@ export class DatasetRegistry {
       const wait = this.discoveredAt + DISCOVER_MIN_INTERVAL_MS - Date.now();
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
       try {
-        const { metas } = await this.listMetas();
+        const { metas } = await listMetas(this.ctx);
         for (const meta of metas.values()) {
           if (!this.datasets.has(meta.name) && !this.creating.has(meta.name) && !this.deletedGenerations.has(meta.generation)) await this.loadSafely(meta);
         }
@@ -237,7 +174,7 @@ export class DatasetRegistry {
     let created = false;
     const work = (async () => {
       for (let attempt = 0; attempt < 5; attempt++) {
-        const stored = await this.readMeta(name);
+        const stored = await readMeta(this.ctx, name);
         if (stored) return (await this.load(stored)).meta;
         const meta: DatasetMeta = { name, generation: randomUUID().replaceAll('-', '').slice(0, 16), kind, timeColumn, createdAt: new Date().toISOString() };
         if (await this.store.putIfAbsent(metaKey(name), encodeMeta(meta))) {
@@ -340,65 +277,17 @@ export class DatasetRegistry {
   }
 
   /**
-   * A consistent view for a query: Parquet files overlapping the range plus the sealed WAL segments
-   * holding every acknowledged row not yet in Parquet. Held segments are not deleted until release.
-   * A file that is missing or damaged is set aside and the rest served; a dataset deleted meanwhile
-   * is notFound; a store that cannot be reached is `unavailable` (with a retry hint).
+   * A consistent view for a query (see snapshot.ts): notFound for a dataset deleted meanwhile,
+   * `unavailable` while the store cannot be reached, damaged files set aside.
    */
   async snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
     await this.require(name);
-    for (let attempt = 0; ; attempt++) {
-      const ds = this.dataset(name);
-      await ds.wal.seal();
-      // No await between reading the catalog and the WAL: a flush swaps them in one tick.
-      const files = ds.catalog.select(startMs, endMs).filter((f) => !this.quarantine.has(f.key));
-      const segments = ds.wal.sealedSegments();
-      const releaseSegments = ds.wal.retain(segments);
-      let held: { paths: string[]; release: () => void } | undefined;
-      try {
-        held = await this.store.acquire(files.map((f) => f.key));
-        const damaged = await this.damagedFiles(files, held.paths);
-        if (damaged.length === 0) {
-          const h = held;
-          return {
-            meta: ds.meta,
-            schema: ds.schema,
-            files: files.map((f, i) => ({ ...f, path: h.paths[i] })),
-            segments,
-            release: () => {
-              releaseSegments();
-              h.release();
-            },
-          };
-        }
-        for (const d of damaged) this.quarantine.add({ key: d.key, kind: 'parquet', dataset: name, reason: d.reason });
-      } catch (err) {
-        if (!isMissingObject(err)) throw err;
-        // Gone from the store: the dataset was deleted (answer 404), or this one file is lost.
-        if (ds.deleted || !(await this.stillCurrent(ds))) throw notFound(`dataset "${name}" does not exist (deleted)`);
-        this.quarantine.add({ key: err.key, kind: 'parquet', dataset: name, reason: 'listed in the catalog but missing from the store' });
-      }
-      releaseSegments();
-      held?.release();
-      if (attempt >= 20) throw unavailable(`dataset "${name}": too many damaged files found at once; retry`, 1);
-    }
-  }
-
-  /** Files whose local copy does not have the size the catalog recorded (truncated or replaced). */
-  private async damagedFiles(files: FileEntry[], paths: string[]): Promise<{ key: string; reason: string }[]> {
-    const out: { key: string; reason: string }[] = [];
-    await Promise.all(
-      files.map(async (f, i) => {
-        const size = (await fs.stat(paths[i])).size;
-        if (size !== f.bytes) out.push({ key: f.key, reason: `size ${size} bytes, the catalog recorded ${f.bytes} (truncated or overwritten)` });
-      }),
-    );
-    return out;
+    return takeSnapshot(this.ctx, () => this.dataset(name), startMs, endMs, (ds) => this.stillCurrent(ds));
   }
 
   /** Is this generation still the dataset's current one in the store? If not, it is dropped here now. */
   private async stillCurrent(ds: Dataset): Promise<boolean> {
-    const stored = await this.readMeta(ds.meta.name).catch((err) => {
+    const stored = await readMeta(this.ctx, ds.meta.name).catch((err) => {
       if (isCorruptObject(err)) return ds.meta;
       throw err;
     });
@@ -433,7 +322,7 @@ export class DatasetRegistry {
    */
   async sync(): Promise<void> {
     const listedAt = Date.now();
-    const { metas: listed, damaged } = await this.listMetas();
+    const { metas: listed, damaged } = await listMetas(this.ctx);
     for (const [name, ds] of [...this.datasets]) {
       const current = listed.get(name);
       if (current && current.generation === ds.meta.generation) {
@@ -461,7 +350,7 @@ export class DatasetRegistry {
 
   /** Removes objects of generations no dataset has any more (see GarbageCollector.sweep). */
   async sweepOrphans(): Promise<number> {
-    const { metas, damaged } = await this.listMetas();
+    const { metas, damaged } = await listMetas(this.ctx);
     return this.gc.sweep(new Map([...metas].map(([n, m]) => [n, m.generation])), damaged);
   }
 
