@@ -121,11 +121,13 @@ describe('several workers on one bucket', () => {
   }
 
   it('a worker that has not seen a dataset yet looks in the store before answering 404', async () => {
-    // B–E know of no dataset yet, and their refresh is an hour away.
-    const [a, b, c, d, e] = await Promise.all([
-      worker({ P_NODE_ID: 'miss-a' }),
-      ...['b', 'c', 'd', 'e'].map((n) => worker({ P_NODE_ID: `miss-${n}`, P_CATALOG_REFRESH: '1h' })),
-    ]);
+    // B–E know of no dataset yet, and their refresh is an hour away. Started one after the other:
+    // five cold starts at once take longer than a test should on a busy 2-core machine.
+    const a = await worker({ P_NODE_ID: 'miss-a' });
+    const b = await worker({ P_NODE_ID: 'miss-b', P_CATALOG_REFRESH: '1h' });
+    const c = await worker({ P_NODE_ID: 'miss-c', P_CATALOG_REFRESH: '1h' });
+    const d = await worker({ P_NODE_ID: 'miss-d', P_CATALOG_REFRESH: '1h' });
+    const e = await worker({ P_NODE_ID: 'miss-e', P_CATALOG_REFRESH: '1h' });
     expect((await a.request('/api/v1/logstream/fresh', { method: 'PUT' })).status).toBe(201);
     expect((await a.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 2 }] })).status).toBe(200);
@@ -138,7 +140,7 @@ describe('several workers on one bucket', () => {
     await expectError(await b.request('/api/v1/logstream/nowhere', { method: 'POST', json: [{ n: 1 }] }), 404);
     await expectError(await b.request('/api/v1/logstream/nowhere/stats'), 404);
     await until('A sees both rows', async () => Number((await query(a, 'SELECT count(*) AS n FROM fresh'))[0].n) === 2, 20_000);
-  }, 150_000);
+  }, 240_000);
 
   it('delete, then ingest on a worker that has not heard of it: those events go with the dataset, and no object of the old generation stays behind', async () => {
     const a = await worker({ P_NODE_ID: 'del-a' });

@@ -131,7 +131,8 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
     await store.deletePrefix('many/');
     expect(count('DeleteObjectsCommand')).toBe(2);
     expect(await store.list('many/')).toEqual([]);
-    expect(Date.now() - started).toBeLessThan(20_000);
+    // A bound, not a benchmark: 1105 puts and two listings on a busy machine.
+    expect(Date.now() - started).toBeLessThan(60_000);
   });
 
   it('deletes keys and directory prefixes, never the whole bucket', async () => {
