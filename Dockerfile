@@ -1,4 +1,5 @@
-FROM node:20-bookworm-slim
+# Node 22 (maintenance LTS); Node 20 is past end of life.
+FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm install --omit=dev --no-audit --no-fund

@@ -93,7 +93,7 @@ export async function benchS3(bodies: string[], events: number, queries: [string
     await compactor.stop();
     const after = await runQueries('after compaction');
 
-    console.log(`\n## S3 backend (s3rver on loopback) over ${fmt(events)} events`);
+    console.log(`\n## S3 backend (moto on loopback) over ${fmt(events)} events`);
     console.log(
       `  ingest ${fmt(events / ingestSecs)} events/s; sent in 100 parts, each flushed to the bucket before the next: ` +
         `${fmt(flushedSecs, 1)} s → ${fmt(events / flushedSecs)} events/s end to end, ${written.storage.files} files, ${fmt(written.storage.size / 1e6, 1)} MB`,
@@ -103,6 +103,6 @@ export async function benchS3(bodies: string[], events: number, queries: [string
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
     for (const r of rows) console.log(`  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')}`);
   } finally {
-    await s3.stop();
+    await s3.close();
   }
 }

@@ -67,6 +67,7 @@ async function main(): Promise<void> {
     compactionIntervalMs: config.compactionIntervalMs,
     compactionTargetBytes: config.compactionTargetBytes,
     deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
+    orphanSweepMs: config.orphanSweepMs,
   });
   await registry.init(reserved);
   registry.start();
@@ -113,11 +114,15 @@ async function main(): Promise<void> {
     ingestPool,
     queries,
     isReady: async () => {
+      // Damaged objects do not make a worker unready: every worker reads the same bucket, and the
+      // rest is served. They are in the details, for callers with a key.
+      const { quarantined } = registry.health();
       try {
         await store.ping();
-        return { ready: true };
+        return { ready: true, details: { storage: 'reachable', quarantined } };
       } catch (err) {
-        return { ready: false, reason: `storage unreachable: ${(err as Error).message}` };
+        const reason = `storage unreachable: ${(err as Error).message}`;
+        return { ready: false, reason, details: { storage: reason, quarantined } };
       }
     },
   });

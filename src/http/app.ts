@@ -30,7 +30,21 @@ export function createApp(services: Services): Hono<AppEnv> {
     httpDuration.observe({ route, method: c.req.method }, ms / 1000);
   });
 
+  // Probes (load balancers, Docker and Kubernetes health checks) send no key: liveness and
+  // readiness answer without one (GET and HEAD). Readiness details (storage reachability, damaged
+  // objects set aside, by key) are shown only to a request with a valid key.
   app.get('/api/v1/liveness', (c) => c.json({ status: 'ok' }));
+  app.get('/api/v1/readiness', async (c) => {
+    const { details, ...state } = await services.isReady();
+    let keyed = false;
+    try {
+      authenticate(services.keys, c.req.raw.headers);
+      keyed = true;
+    } catch {
+      // No key or an unknown one: the probe's answer only.
+    }
+    return c.json(keyed ? { ...state, ...details } : state, state.ready ? 200 : 503);
+  });
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
@@ -40,11 +54,6 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   // Prometheus text format; needs a key (any role), which Prometheus sends as `authorization: credentials`.
   app.get('/metrics', async (c) => c.body(await metricsRegistry.metrics(), 200, { 'Content-Type': metricsRegistry.contentType }));
-
-  app.get('/api/v1/readiness', async (c) => {
-    const state = await services.isReady();
-    return c.json(state, state.ready ? 200 : 503);
-  });
 
   registerDatasetRoutes(app, services);
   registerIngestRoutes(app, services);

@@ -5,7 +5,7 @@ import type { Hono } from 'hono';
 import { counts, CountsRequest } from '../query/counts.ts';
 import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
-import { jsonBody, requires } from './middleware.ts';
+import { jsonBody, knownDataset, requires } from './middleware.ts';
 import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseableShapes.ts';
 
 /**
@@ -17,6 +17,7 @@ import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseab
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, queries }: Services): void {
+  const known = knownDataset(registry);
   const store =
     config.storage === 's3'
       ? { type: 'S3 bucket', path: `${config.s3.url ?? ''}/${config.s3.bucket}` }
@@ -72,14 +73,14 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
     });
   });
 
-  app.get('/api/prism/v1/logstream/:name/info', requires('read', 'name'), (c) => {
+  app.get('/api/prism/v1/logstream/:name/info', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     const stats = registry.stats(name);
     const { schema } = registry.schemaOf(name);
     return c.json({ info: streamInfo(stats), schema: arrowSchema(stats.meta, schema), stats: queriedStats(stats), retention: stats.meta.retention ?? [] });
   });
 
-  app.get('/api/v1/logstream/:name/info', requires('read', 'name'), (c) => {
+  app.get('/api/v1/logstream/:name/info', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     return c.json(streamInfo(registry.stats(name)));
   });

@@ -13,7 +13,8 @@ export interface Services {
   duck: DuckDBInstance;
   ingestPool: IngestPool;
   queries: QueryExecutor;
-  isReady: () => Promise<{ ready: boolean; reason?: string }>;
+  /** Readiness; `details` are shown only to a caller with a valid key. */
+  isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;
 }
 
 export type AppEnv = { Variables: { principal: Principal } };

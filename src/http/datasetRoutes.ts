@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { parseDurationMs } from '../config.ts';
 import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
-import { jsonBody, requires } from './middleware.ts';
+import { jsonBody, knownDataset, requires } from './middleware.ts';
 import type { DatasetKind } from '../storage/datasets.ts';
 import { invalidInput } from '../errors.ts';
 import { arrowSchema, datedStats, queriedStats } from './parseableShapes.ts';
@@ -46,6 +46,7 @@ export function isCalendarDate(text: string): boolean {
 }
 
 export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
+  const known = knownDataset(registry);
   app.get('/api/v1/logstream', requires('read'), (c) => {
     const p = c.get('principal');
     return c.json(registry.list().filter((m) => canAccess(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
@@ -65,7 +66,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: S
     return c.json({ message: `dataset ${name} deleted` });
   });
 
-  app.get('/api/v1/logstream/:name/schema', requires('read', 'name'), (c) => {
+  app.get('/api/v1/logstream/:name/schema', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     const { meta, schema } = registry.schemaOf(name);
     return c.json(arrowSchema(meta, schema));
@@ -78,12 +79,12 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: S
     return c.json({ message: `retention of ${name} set`, retention: meta.retention });
   });
 
-  app.get('/api/v1/logstream/:name/retention', requires('read', 'name'), (c) => {
+  app.get('/api/v1/logstream/:name/retention', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     return c.json(registry.schemaOf(name).meta.retention ?? []);
   });
 
-  app.get('/api/v1/logstream/:name/stats', requires('read', 'name'), (c) => {
+  app.get('/api/v1/logstream/:name/stats', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     const date = c.req.query('date');
     if (date === undefined || date === '') return c.json(queriedStats(registry.stats(name)));

@@ -43,7 +43,7 @@ export async function decodeAndStore(
 export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config, ingestPool }: Services): void {
   const ingestJson = async (c: Context<AppEnv>, name: string, createIfMissing: boolean) => {
     authorize(c.get('principal'), 'ingest', name);
-    if (!createIfMissing && !registry.find(name)) return c.json({ error: `dataset "${name}" does not exist` }, 404);
+    if (!createIfMissing && !(await registry.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
     const body = await readBody(c, config.maxBodyBytes);
     const job: IngestJob = {
       kind: 'json',

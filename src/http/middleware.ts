@@ -1,4 +1,5 @@
 import { createMiddleware } from 'hono/factory';
+import type { DatasetRegistry } from '../storage/datasets.ts';
 import type { z } from 'zod';
 import { invalidInput } from '../errors.ts';
 import { authorize, type Action } from './auth.ts';
@@ -31,5 +32,15 @@ export const jsonBody = <S extends z.ZodType>(schema: S, maxBytes: number) =>
     const parsed = schema.safeParse(parseJson(await readBody(c, maxBytes)));
     if (!parsed.success) throw invalidInput(formatIssues(parsed.error));
     c.set('body', parsed.data);
+    await next();
+  });
+
+/**
+ * The dataset named by the path parameter must exist. One created by another worker since the last
+ * catalog refresh is looked up in the store first, so it is never a 404 on this worker.
+ */
+export const knownDataset = (registry: DatasetRegistry, param = 'name') =>
+  createMiddleware<AppEnv>(async (c, next) => {
+    await registry.require(c.req.param(param) ?? '');
     await next();
   });

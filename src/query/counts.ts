@@ -189,7 +189,7 @@ export async function runCountsSql(ctx: CountsContext, sql: string, startMs: num
 }
 
 export async function counts(ctx: CountsContext, req: CountsRequest): Promise<CountsResponse> {
-  const meta = ctx.registry.find(req.stream, true);
+  const meta = await ctx.registry.resolve(req.stream, true);
   if (!meta) throw notFound(`dataset "${req.stream}" does not exist`);
   if (!ctx.canRead(meta.name)) throw forbidden(`this API key may not read dataset "${meta.name}"`);
   const plan = planCounts(req, meta.name, meta.timeColumn);

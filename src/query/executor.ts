@@ -69,14 +69,13 @@ export class QueryExecutor {
     const plan = await this.plan(req.sql);
     // Permission before existence: a key that may not read a name gets the same answer whether a
     // dataset of that name exists or not.
-    const names = plan.tables.map((table) => {
-      if (!req.canRead(table) && !req.canRead(this.registry.find(table, true)?.name ?? table)) {
-        throw forbidden(`this API key may not read dataset "${table}"`);
-      }
-      const meta = this.registry.find(table, true);
+    const names: string[] = [];
+    for (const table of plan.tables) {
+      const meta = await this.registry.resolve(table, true);
+      if (!req.canRead(table) && !(meta && req.canRead(meta.name))) throw forbidden(`this API key may not read dataset "${table}"`);
       if (!meta) throw notFound(`dataset "${table}" does not exist`);
-      return meta.name;
-    });
+      names.push(meta.name);
+    }
 
     const releases: (() => void)[] = [];
     const releaseAll = () => {

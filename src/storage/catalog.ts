@@ -5,21 +5,9 @@
  * writers never conflict, and the catalog is (all added) − (all removed) whatever order manifests are
  * read in. Queries pick files from it by time range without listing any storage prefix.
  */
-export interface FileEntry {
-  key: string;
-  rows: number;
-  bytes: number;
-  /** Time column range of the file in epoch milliseconds (floor of min and max). */
-  minMs: number;
-  maxMs: number;
-  columns: string[];
-  nodeId: string;
-  /**
-   * Raw request bytes behind the file's rows: the flush's bytes split over its files by row count,
-   * summed when files are merged. Absent in files written before it was recorded (counted as 0).
-   */
-  rawBytes?: number;
-}
+import type { DeletedFile, FileEntry, Manifest } from './codec.ts';
+
+export type { DeletedFile, FileEntry, Manifest };
 
 /** Totals of a set of files. */
 export interface FileTotals {
@@ -28,30 +16,6 @@ export interface FileTotals {
   bytes: number;
   rawBytes: number;
   files: number;
-}
-
-/** A file removed by retention (not replaced by a merge), with what it held, for the lifetime stats. */
-export interface DeletedFile {
-  key: string;
-  rows: number;
-  bytes: number;
-  rawBytes: number;
-}
-
-export interface Manifest {
-  version: 1;
-  generation: string;
-  nodeId: string;
-  seq: number;
-  createdAt: string;
-  add: FileEntry[];
-  remove: string[];
-  /** WAL segments of `nodeId` whose rows this manifest stored (so recovery never stores them twice). */
-  walSegments: number[];
-  /** Raw request bytes behind the added rows (ingestion stats). */
-  ingestedBytes: number;
-  /** Files of `remove` that retention deleted; they count as deleted data in the stats. */
-  deleted?: DeletedFile[];
 }
 
 export class Catalog {

@@ -1,13 +1,18 @@
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs/promises';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../ingest/types.ts';
+import { failpoint } from '../failpoint.ts';
+import { log } from '../log.ts';
 import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
 import type { FileEntry } from './catalog.ts';
+import type { Dataset, StorageContext } from './dataset.ts';
+import { compactedFileName, dataFileKey, hourPartition, stagingDir } from './layout.ts';
+import type { Manifests } from './manifests.ts';
+import { compactionDuration, compactions } from '../metrics.ts';
 import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
 
-/** `date=…/hour=…` of a file key `{dataset}/date=…/hour=…/[minute=…/]name.parquet`. */
-export function hourPartition(key: string): string | undefined {
-  return /\/(date=[^/]+\/hour=[^/]+)\//.exec(key)?.[1];
-}
+export { hourPartition };
 
 /**
  * Groups of files to merge: per hour partition, this worker's files smaller than the target size, when
@@ -67,4 +72,64 @@ export async function mergeParquet(
     const [row] = (await conn.runAndReadAll(sql)).getRowObjectsJson();
     return { ...fileStatsFromCopy(row, opts.timeColumn), path: opts.target };
   });
+}
+
+/**
+ * Merges one group of a worker's own small files into one file. One manifest adds the merged file
+ * and removes its inputs, so readers switch atomically; the inputs stay in storage for the grace
+ * period, for queries that picked them before. A merged file that never made it into a manifest is
+ * deleted again.
+ */
+export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: Dataset, group: FileEntry[]): Promise<void> {
+  const started = Date.now();
+  const { nodeId } = ctx.settings;
+  const columns = Object.entries(ds.schema) as [string, ColumnType][];
+  const seq = manifests.reserve();
+  const name = compactedFileName(ds.meta.generation, nodeId, seq);
+  const staging = stagingDir(ctx.settings.dataDir, `compact-${randomUUID().slice(0, 8)}-${name}`);
+  const held = await ctx.store.acquire(group.map((f) => f.key));
+  const key = dataFileKey(ds.meta.name, hourPartition(group[0].key)!, name);
+  let uploaded = false;
+  let committed = false;
+  try {
+    const written = await mergeParquet(ctx.duck, {
+      paths: held.paths,
+      presentColumns: new Set(group.flatMap((f) => f.columns)),
+      columns,
+      timeColumn: ds.meta.timeColumn,
+      target: staging,
+      zstdLevel: ctx.settings.zstdLevel,
+      rowGroupRows: ctx.settings.rowGroupRows,
+    });
+    uploaded = true;
+    await ctx.store.putFile(key, staging);
+    failpoint('compaction-after-upload');
+    if (ds.deleted) return;
+    await manifests.commit(ds, seq, {
+      add: [
+        {
+          key,
+          rows: written.rows,
+          bytes: written.bytes,
+          minMs: written.minMs,
+          maxMs: written.maxMs,
+          columns: columns.map(([n]) => n),
+          nodeId,
+          rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
+        },
+      ],
+      remove: group.map((f) => f.key),
+      walSegments: [],
+      ingestedBytes: 0,
+    });
+    committed = true;
+    failpoint('compaction-after-manifest');
+    compactions.inc({ result: 'ok' });
+    compactionDuration.observe((Date.now() - started) / 1000);
+    log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
+  } finally {
+    held.release();
+    await fs.rm(staging, { force: true });
+    if (uploaded && !committed) await ctx.store.delete([key]).catch(() => undefined);
+  }
 }

@@ -4,245 +4,96 @@ import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
 import type { ColumnType, RowBatch } from '../ingest/types.ts';
-import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
-import { compactionDuration, compactions, flushDuration, flushes } from '../metrics.ts';
-import { Catalog, type FileEntry, type Manifest } from './catalog.ts';
-import { writeFileDurable, type ObjectStore } from './objectStore.ts';
-import { hourPartition, mergeParquet, planCompaction } from './compaction.ts';
-import { writeParquet } from './parquetWriter.ts';
-import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, unionSchemas, type Schema, type TypeSummary } from './schema.ts';
-import { Wal, type Segment } from './wal.ts';
+import { encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
+import { mergeGroup, planCompaction } from './compaction.ts';
+import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
+import { flushDataset } from './flush.ts';
+import { GarbageCollector } from './gc.ts';
+import { listMetas, openDataset, readMeta } from './load.ts';
+import { metaKey, quarantineDir, walDir, walRoot } from './layout.ts';
+import { Manifests } from './manifests.ts';
+import { isMissingObject, type ObjectStore } from './objectStore.ts';
+import { Quarantine, type QuarantinedObject } from './quarantine.ts';
+import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, type TypeSummary } from './schema.ts';
+import { evolveSchema, refreshSchema } from './schemaState.ts';
+import { takeSnapshot } from './snapshot.ts';
 import { invalidInput, conflict, unavailable, notFound } from '../errors.ts';
+import type { DatasetStats, Totals } from './stats.ts';
 
-/** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
-export type DatasetKind = 'json' | 'otel-logs' | 'otel-traces' | 'otel-metrics';
-
-/** Parseable's retention shape: `[{"description":…, "action":"delete", "duration":"30d"}]`. */
-export interface RetentionRule {
-  description?: string;
-  action: 'delete';
-  duration: string;
-}
-
-export interface DatasetMeta {
-  name: string;
-  retention?: RetentionRule[];
-  /** Changes every time a dataset of this name is created, so nothing of a deleted one ever returns. */
-  generation: string;
-  kind: DatasetKind;
-  timeColumn: string;
-  createdAt: string;
-}
-
-export interface StorageSettings {
-  dataDir: string;
-  nodeId: string;
-  maxColumns: number;
-  flushIntervalMs: number;
-  flushBytes: number;
-  walMaxBytes: number;
-  zstdLevel: number;
-  rowGroupRows: number;
-  catalogRefreshMs: number;
-  compactionIntervalMs: number;
-  compactionTargetBytes: number;
-  /** How long a file removed from the catalog stays, for queries (here and on other workers) still reading it. */
-  deleteGraceMs: number;
-}
-
-/** Counts and sizes: rows, raw request bytes, stored Parquet bytes and files. */
-export interface Totals {
-  rows: number;
-  rawBytes: number;
-  storageBytes: number;
-  files: number;
-}
-
-export interface DatasetStats {
-  meta: DatasetMeta;
-  current: Totals;
-  deleted: Totals;
-  wal: { rows: number; bytes: number; rawBytes: number; segments: number };
-  /** Oldest and newest time-column value in stored files (the WAL is not read). */
-  timeRange?: { minMs: number; maxMs: number };
-}
-
-/** Splits `total` over parts in proportion to their row counts; the parts sum to `total` exactly. */
-export function splitByRows(total: number, rows: number[]): number[] {
-  if (rows.length === 0) return [];
-  const all = rows.reduce((s, r) => s + r, 0);
-  if (all === 0) return rows.map((_, i) => (i === 0 ? total : 0));
-  const shares = rows.map((r) => Math.floor((total * r) / all));
-  shares[shares.length - 1] += total - shares.reduce((s, x) => s + x, 0);
-  return shares;
-}
-
-export interface Snapshot {
-  meta: DatasetMeta;
-  schema: Schema;
-  files: (FileEntry & { path: string })[];
-  segments: Segment[];
-  release: () => void;
-}
-
-class Dataset {
-  /** Union of every worker's schema: what queries see. */
-  schema: Schema = {};
-  /** This worker's own schema object in the store. */
-  ownSchema: Schema = {};
-  schemaWrite: Promise<void> = Promise.resolve();
-  /** The own schema has columns the store's copy lacks. */
-  schemaDirty = false;
-  flushing?: Promise<void>;
-  oldestUnflushedAt?: number;
-  /** After a failed flush, no new attempt before this time (exponential backoff). */
-  retryFlushAt = 0;
-  flushFailures = 0;
-  compacting?: Promise<void>;
-  deleted = false;
-  readonly loadedAt = Date.now();
-  constructor(
-    public meta: DatasetMeta,
-    readonly wal: Wal,
-    readonly catalog: Catalog,
-  ) {}
-}
+export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, StorageSettings, Totals };
+export { splitByRows } from './stats.ts';
+export { metaKey };
 
 const NAME_RE = /^[A-Za-z][A-Za-z0-9_-]*$/;
 export const MAX_NAME_LENGTH = 64;
+/** A miss looks in the store at most this often (a client naming unknown datasets costs one LIST per period). */
+const DISCOVER_MIN_INTERVAL_MS = 250;
 
-export const metaKey = (name: string) => `.streams/${name}.json`;
-const schemaKey = (m: DatasetMeta, nodeId: string) => `${m.name}/.schema/${m.generation}/${nodeId}.json`;
-const manifestPrefix = (m: DatasetMeta) => `${m.name}/.manifests/${m.generation}/`;
-
+/**
+ * The datasets this worker serves: creation (exactly once across workers, by a conditional write of
+ * the metadata object), deletion, ingestion into the WAL, snapshots for queries, and the background
+ * work (flush, catalog refresh, compaction, retention, garbage collection). The parts live in their
+ * own modules: layout (keys), codec (stored objects), manifests, flush, schemaState, walSalvage, gc.
+ */
 export class DatasetRegistry {
   private datasets = new Map<string, Dataset>();
   private creating = new Map<string, Promise<DatasetMeta>>();
   private reserved = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
-  /** Objects removed from a catalog by this worker, deleted from storage once the grace period is over. */
-  private pendingDeletes: { key: string; at: number }[] = [];
-  private manifestSeq = 0;
   /** Generations deleted here: a listing of the store taken before the delete must not bring one back. */
   private deletedGenerations = new Set<string>();
+  private discovering?: Promise<void>;
+  private discoveredAt = 0;
+  readonly quarantine = new Quarantine();
+  private readonly ctx: StorageContext;
+  private readonly gc: GarbageCollector;
+  private readonly manifests: Manifests;
 
   constructor(
     readonly store: ObjectStore,
-    private readonly duck: DuckDBInstance,
+    duck: DuckDBInstance,
     readonly settings: StorageSettings,
-  ) {}
-
-  private walDir(m: DatasetMeta): string {
-    return path.join(this.settings.dataDir, 'wal', m.name, m.generation);
-  }
-
-  private localSchemaFile(m: DatasetMeta): string {
-    return path.join(this.walDir(m), 'schema.json');
+  ) {
+    this.ctx = { store, duck, settings, quarantine: this.quarantine };
+    this.gc = new GarbageCollector(this.ctx);
+    this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule(keys, at));
   }
 
   /** Loads every dataset from the store and recovers this worker's WAL. */
   async init(reservedWords: string[]): Promise<void> {
     this.reserved = new Set(reservedWords.map((w) => w.toLowerCase()));
-    const metas = await this.store.list('.streams/');
-    for (const { key } of metas) {
-      const body = await this.store.getBytes(key);
-      if (!body) continue;
-      const meta = JSON.parse(body.toString()) as DatasetMeta;
-      await this.load(meta);
-    }
-    // WAL directories of datasets (or generations) that no longer exist are leftovers of a delete.
-    const walRoot = path.join(this.settings.dataDir, 'wal');
-    for (const name of await fs.readdir(walRoot).catch(() => [] as string[])) {
-      for (const gen of await fs.readdir(path.join(walRoot, name)).catch(() => [] as string[])) {
+    const { metas, damaged } = await listMetas(this.ctx);
+    for (const meta of metas.values()) await this.loadSafely(meta);
+    // WAL directories of datasets (or generations) that no longer exist are leftovers of a delete; a
+    // crash during a late flush may also have left objects of that generation in the store.
+    const root = walRoot(this.settings.dataDir);
+    for (const name of await fs.readdir(root).catch(() => [] as string[])) {
+      if (damaged.has(name)) continue; // kept until the metadata can be read again
+      for (const gen of await fs.readdir(path.join(root, name)).catch(() => [] as string[])) {
         const ds = this.datasets.get(name);
-        if (!ds || ds.meta.generation !== gen) await fs.rm(path.join(walRoot, name, gen), { recursive: true, force: true });
+        if (ds && ds.meta.generation === gen) continue;
+        await fs.rm(path.join(root, name, gen), { recursive: true, force: true });
+        if (metas.get(name)?.generation !== gen) await this.gc.purgeGeneration(name, gen).catch((err) => log.warn('purge failed', { dataset: name, error: (err as Error).message }));
       }
     }
   }
 
-  private async load(meta: DatasetMeta): Promise<Dataset> {
-    const catalog = new Catalog();
-    await this.readManifests(meta, catalog);
-    // Segment numbers continue after every segment a manifest ever named, so a number is never reused.
-    const wal = await Wal.open(this.walDir(meta), catalog.maxFlushedSegment(this.settings.nodeId) + 1);
-    const ds = new Dataset(meta, wal, catalog);
-    await this.refreshSchema(ds);
-    // Segments already stored as Parquet (crash after the manifest, before the WAL cleanup) go now.
-    const flushed = (await wal.seal()).filter((s) => ds.catalog.isSegmentFlushed(this.settings.nodeId, s.seq)).map((s) => s.seq);
-    if (flushed.length) {
-      log.info('wal: dropping segments already in parquet', { dataset: meta.name, segments: flushed });
-      await wal.remove(flushed);
+  /** Loads a dataset; a failure is logged and the dataset left out, never the whole service. */
+  private async loadSafely(meta: DatasetMeta): Promise<void> {
+    try {
+      await this.load(meta);
+    } catch (err) {
+      log.error('dataset could not be loaded; serving the others', { dataset: meta.name, error: err as Error });
     }
-    if (wal.size.rows > 0) ds.oldestUnflushedAt = Date.now();
+  }
+
+  private async load(meta: DatasetMeta): Promise<Dataset> {
+    const loaded = this.datasets.get(meta.name);
+    if (loaded && loaded.meta.generation === meta.generation) return loaded;
+    const ds = await openDataset(this.ctx, this.manifests, meta);
     this.datasets.set(meta.name, ds);
     return ds;
-  }
-
-  /** Reads the manifests not yet applied to a catalog. */
-  private async readManifests(meta: DatasetMeta, catalog: Catalog): Promise<void> {
-    const entries = await this.store.list(manifestPrefix(meta));
-    for (const { key } of entries) {
-      if (catalog.hasManifest(key)) continue;
-      const body = await this.store.getBytes(key);
-      if (body) this.applyManifest(catalog, key, JSON.parse(body.toString()) as Manifest);
-    }
-  }
-
-  private applyManifest(catalog: Catalog, key: string, m: Manifest): void {
-    if (!catalog.apply(key, m)) return;
-    this.manifestSeq = Math.max(this.manifestSeq, m.nodeId === this.settings.nodeId ? m.seq : 0);
-    if (m.nodeId === this.settings.nodeId && m.remove.length) {
-      const at = Date.parse(m.createdAt) + this.settings.deleteGraceMs;
-      for (const k of m.remove) this.pendingDeletes.push({ key: k, at });
-    }
-  }
-
-  /**
-   * Reserves a manifest number (also used in file names), unique for this worker: at least `atLeast`,
-   * above every number used so far. Taken before any await, so a flush and a compaction running at
-   * the same time never share one (they would overwrite each other's manifest).
-   */
-  private reserveSeq(atLeast = 0): number {
-    this.manifestSeq = Math.max(this.manifestSeq + 1, atLeast);
-    return this.manifestSeq;
-  }
-
-  /**
-   * Writes a manifest, then applies it to the local catalog and runs `alsoNow` in the same tick, so
-   * no query can see the catalog change without what goes with it (the WAL segments it replaces).
-   */
-  private async commitManifest(
-    ds: Dataset,
-    seq: number,
-    m: Omit<Manifest, 'version' | 'generation' | 'nodeId' | 'seq' | 'createdAt'>,
-    alsoNow?: (manifest: Manifest) => void,
-  ): Promise<Manifest> {
-    const manifest: Manifest = { version: 1, generation: ds.meta.generation, nodeId: this.settings.nodeId, seq, createdAt: new Date().toISOString(), ...m };
-    const key = `${manifestPrefix(ds.meta)}${this.settings.nodeId}.${String(seq).padStart(12, '0')}.json`;
-    await this.store.putBytes(key, JSON.stringify(manifest));
-    this.applyManifest(ds.catalog, key, manifest);
-    alsoNow?.(manifest);
-    return manifest;
-  }
-
-  async refreshSchema(ds: Dataset): Promise<void> {
-    const local = await fs.readFile(this.localSchemaFile(ds.meta), 'utf8').catch(() => undefined);
-    if (local) {
-      const own = JSON.parse(local) as Schema;
-      if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
-      ds.ownSchema = unionSchemas([ds.ownSchema, own]);
-    }
-    const prefix = `${ds.meta.name}/.schema/${ds.meta.generation}/`;
-    const schemas: Schema[] = [];
-    for (const { key } of await this.store.list(prefix)) {
-      const body = await this.store.getBytes(key);
-      if (!body) continue;
-      const schema = JSON.parse(body.toString()) as Schema;
-      if (key === schemaKey(ds.meta, this.settings.nodeId)) ds.ownSchema = unionSchemas([ds.ownSchema, schema]);
-      schemas.push(schema);
-    }
-    ds.schema = unionSchemas([ds.schema, ds.ownSchema, ...schemas]);
   }
 
   validateName(name: string): void {
@@ -259,7 +110,7 @@ export class DatasetRegistry {
     return [...this.datasets.values()].map((d) => d.meta).sort((a, b) => a.name.localeCompare(b.name));
   }
 
-  /** Finds a dataset by name; SQL identifiers are case-insensitive, so lookups from SQL are too. */
+  /** Finds a dataset this worker knows; SQL identifiers are case-insensitive, so lookups from SQL are too. */
   find(name: string, caseInsensitive = false): DatasetMeta | undefined {
     const exact = this.datasets.get(name);
     if (exact || !caseInsensitive) return exact?.meta;
@@ -268,55 +119,113 @@ export class DatasetRegistry {
     return undefined;
   }
 
+  /**
+   * Like find, but a miss looks in the store first: another worker may have created the dataset since
+   * the last catalog refresh. Use it wherever a miss would answer 404.
+   */
+  async resolve(name: string, caseInsensitive = false): Promise<DatasetMeta | undefined> {
+    const have = this.find(name, caseInsensitive);
+    if (have) return have;
+    await this.discover();
+    return this.find(name, caseInsensitive);
+  }
+
+  /** `resolve`, or notFound. */
+  async require(name: string): Promise<DatasetMeta> {
+    const meta = await this.resolve(name);
+    if (!meta) throw notFound(`dataset "${name}" does not exist`);
+    return meta;
+  }
+
+  /** Loads datasets created elsewhere since the last refresh (one listing shared by concurrent misses). */
+  private discover(): Promise<void> {
+    this.discovering ??= (async () => {
+      const wait = this.discoveredAt + DISCOVER_MIN_INTERVAL_MS - Date.now();
+      if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      try {
+        const { metas } = await listMetas(this.ctx);
+        for (const meta of metas.values()) {
+          if (!this.datasets.has(meta.name) && !this.creating.has(meta.name) && !this.deletedGenerations.has(meta.generation)) await this.loadSafely(meta);
+        }
+      } finally {
+        this.discoveredAt = Date.now();
+        this.discovering = undefined;
+      }
+    })();
+    return this.discovering;
+  }
+
   private dataset(name: string): Dataset {
     const ds = this.datasets.get(name);
     if (!ds) throw notFound(`dataset "${name}" does not exist`);
     return ds;
   }
 
-  /** Creates a dataset; a second create of the same name returns the existing one (created: false). */
+  /**
+   * Creates a dataset; a second create of the same name returns the existing one (created: false).
+   * Across workers the metadata object is written only if absent (a conditional write), so of several
+   * workers creating one dataset at once exactly one generation wins and every other adopts it: rows
+   * each acknowledges land in that one generation.
+   */
   async create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
     this.validateName(name);
     const existing = this.datasets.get(name)?.meta ?? (await this.creating.get(name));
     if (existing) return { meta: existing, created: false };
     const clash = this.find(name, true)?.name ?? [...this.creating.keys()].find((n) => n.toLowerCase() === name.toLowerCase());
     if (clash) throw conflict(`dataset "${clash}" already exists (names are case-insensitive)`);
+    let created = false;
     const work = (async () => {
-      const meta: DatasetMeta = {
-        name,
-        generation: randomUUID().replaceAll('-', '').slice(0, 16),
-        kind,
-        timeColumn,
-        createdAt: new Date().toISOString(),
-      };
-      await this.store.putBytes(metaKey(name), JSON.stringify(meta));
-      await this.load(meta);
-      log.info('dataset created', { dataset: name, kind });
-      return meta;
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const stored = await readMeta(this.ctx, name);
+        if (stored) return (await this.load(stored)).meta;
+        const meta: DatasetMeta = { name, generation: randomUUID().replaceAll('-', '').slice(0, 16), kind, timeColumn, createdAt: new Date().toISOString() };
+        if (await this.store.putIfAbsent(metaKey(name), encodeMeta(meta))) {
+          created = true;
+          await this.load(meta);
+          log.info('dataset created', { dataset: name, kind, generation: meta.generation });
+          return meta;
+        }
+        // Another worker created it first; read and adopt it (unless it was deleted again meanwhile).
+      }
+      throw unavailable(`dataset "${name}" is being created and deleted concurrently; retry`, 1);
     })();
     this.creating.set(name, work);
     try {
-      return { meta: await work, created: true };
+      return { meta: await work, created };
     } finally {
       this.creating.delete(name);
     }
   }
 
-  /** Deletes the dataset everywhere: metadata first (so it is gone for every reader), then its data. */
+  /**
+   * Deletes the dataset everywhere: the metadata object first (from then on no worker loads it and
+   * every worker drops it at its next refresh), then this worker's WAL, then every object of the
+   * generation (never those of a newer generation created meanwhile under the same name).
+   */
   async delete(name: string): Promise<void> {
+    await this.require(name);
     const ds = this.dataset(name);
-    ds.deleted = true;
-    this.deletedGenerations.add(ds.meta.generation);
-    this.datasets.delete(name);
     await this.store.delete([metaKey(name)]);
-    await ds.wal.destroy();
-    await fs.rm(path.join(this.settings.dataDir, 'wal', name), { recursive: true, force: true });
-    await ds.flushing?.catch(() => undefined);
-    await this.store.deletePrefix(`${name}/`);
-    log.info('dataset deleted', { dataset: name });
+    await this.drop(ds, 'deleted');
   }
 
-  schemaOf(name: string): { meta: DatasetMeta; schema: Schema } {
+  /** Forgets a deleted generation here and removes what is left of it, once this worker's own work on it is over. */
+  private async drop(ds: Dataset, why: string): Promise<void> {
+    const { name, generation } = ds.meta;
+    ds.deleted = true;
+    this.deletedGenerations.add(generation);
+    if (this.datasets.get(name) === ds) this.datasets.delete(name);
+    this.quarantine.forgetDataset(name);
+    await ds.wal.destroy();
+    await fs.rm(walDir(this.settings.dataDir, name, generation), { recursive: true, force: true });
+    await fs.rm(path.join(quarantineDir(this.settings.dataDir), 'wal', name, generation), { recursive: true, force: true });
+    await ds.flushing?.catch(() => undefined);
+    await ds.compacting?.catch(() => undefined);
+    await this.gc.purgeGeneration(name, generation);
+    log.info(`dataset ${why}`, { dataset: name, generation });
+  }
+
+  schemaOf(name: string): { meta: DatasetMeta; schema: Record<string, ColumnType> } {
     const ds = this.dataset(name);
     return { meta: ds.meta, schema: ds.schema };
   }
@@ -348,21 +257,12 @@ export class DatasetRegistry {
     return this.append(ds, plan.next, lines, rows, rawBytes);
   }
 
-  private async append(ds: Dataset, nextSchema: Schema | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {
+  private async append(ds: Dataset, nextSchema: Record<string, ColumnType> | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {
     if (ds.wal.size.bytes > this.settings.walMaxBytes) {
       throw unavailable('write-ahead log is full (storage is behind); retry later', 5);
     }
-    if (nextSchema) {
-      ds.schema = nextSchema;
-      ds.ownSchema = unionSchemas([ds.ownSchema, nextSchema]);
-      ds.schemaDirty = true;
-      const own = ds.ownSchema;
-      // Kept on local disk next to the WAL (so ingestion does not depend on the store being up) and
-      // uploaded with the next flush, before any manifest that names files with these columns.
-      ds.schemaWrite = ds.schemaWrite.catch(() => undefined).then(() => writeFileDurable(this.localSchemaFile(ds.meta), JSON.stringify(own)));
-    }
-    // Every append waits for the latest schema write, so no acknowledged row has an unrecorded column.
-    await ds.schemaWrite;
+    // No acknowledged row may have a column the durable schema lacks.
+    if (nextSchema) await evolveSchema(this.ctx, ds, nextSchema);
     await ds.wal.append(lines, rows, rawBytes);
     ds.oldestUnflushedAt ??= Date.now();
     if (ds.wal.size.bytes >= this.settings.flushBytes && !ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(ds.meta.name).catch(() => undefined);
@@ -374,102 +274,28 @@ export class DatasetRegistry {
     const ds = this.datasets.get(name);
     if (!ds) return;
     while (ds.flushing) await ds.flushing.catch(() => undefined);
-    ds.flushing = this.flushNow(ds).finally(() => (ds.flushing = undefined));
+    ds.flushing = flushDataset(this.ctx, this.manifests, ds).finally(() => (ds.flushing = undefined));
     return ds.flushing;
   }
 
-  private async flushNow(ds: Dataset): Promise<void> {
-    const segments = await ds.wal.seal();
-    ds.oldestUnflushedAt = undefined;
-    if (segments.length === 0) return;
-    const started = Date.now();
-    const seq = this.reserveSeq(segments[segments.length - 1].seq);
-    const { generation, name, timeColumn } = ds.meta;
-    const staging = path.join(this.settings.dataDir, 'tmp', `flush-${name}-${generation}-${seq}-${randomUUID().slice(0, 8)}`);
-    try {
-      const columns = Object.entries(ds.schema) as [string, ColumnType][];
-      const written = await writeParquet(this.duck, {
-        segmentPaths: segments.map((s) => s.path),
-        columns,
-        timeColumn,
-        stagingDir: staging,
-        filePrefix: `${generation}.${this.settings.nodeId}.${String(seq).padStart(12, '0')}`,
-        zstdLevel: this.settings.zstdLevel,
-        rowGroupRows: this.settings.rowGroupRows,
-      });
-      const add: FileEntry[] = [];
-      const ingestedBytes = segments.reduce((sum, s) => sum + s.rawBytes, 0);
-      const rawShares = splitByRows(ingestedBytes, written.map((f) => f.rows));
-      for (const [i, f] of written.entries()) {
-        const key = `${name}/${f.partition}/${path.basename(f.path)}`;
-        await this.store.putFile(key, f.path);
-        add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId: this.settings.nodeId, rawBytes: rawShares[i] });
-      }
-      failpoint('flush-after-upload');
-      if (ds.deleted) return;
-      if (ds.schemaDirty) {
-        ds.schemaDirty = false;
-        await this.store.putBytes(schemaKey(ds.meta, this.settings.nodeId), JSON.stringify(ds.ownSchema)).catch((err) => {
-          ds.schemaDirty = true;
-          throw err;
-        });
-      }
-      // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
-      let removal: Promise<void> = Promise.resolve();
-      await this.commitManifest(
-        ds,
-        seq,
-        { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes },
-        (m) => {
-          failpoint('flush-after-manifest');
-          removal = ds.wal.remove(m.walSegments);
-        },
-      );
-      await removal;
-      ds.flushFailures = 0;
-      ds.retryFlushAt = 0;
-      flushes.inc({ result: 'ok' });
-      flushDuration.observe((Date.now() - started) / 1000);
-      log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
-    } catch (err) {
-      ds.oldestUnflushedAt ??= Date.now();
-      flushes.inc({ result: 'failed' });
-      ds.flushFailures++;
-      ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
-      log.error('flush failed; will retry', { dataset: name, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
-      throw err;
-    } finally {
-      await fs.rm(staging, { recursive: true, force: true });
-    }
-  }
-
   /**
-   * A consistent view for a query: Parquet files overlapping the range plus the sealed WAL segments
-   * holding every acknowledged row not yet in Parquet. Held segments are not deleted until release.
+   * A consistent view for a query (see snapshot.ts): notFound for a dataset deleted meanwhile,
+   * `unavailable` while the store cannot be reached, damaged files set aside.
    */
   async snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
-    const ds = this.dataset(name);
-    await ds.wal.seal();
-    // No await between reading the catalog and the WAL: a flush swaps them in one tick.
-    const files = ds.catalog.select(startMs, endMs);
-    const segments = ds.wal.sealedSegments();
-    const releaseSegments = ds.wal.retain(segments);
-    try {
-      const held = await this.store.acquire(files.map((f) => f.key));
-      return {
-        meta: ds.meta,
-        schema: ds.schema,
-        files: files.map((f, i) => ({ ...f, path: held.paths[i] })),
-        segments,
-        release: () => {
-          releaseSegments();
-          held.release();
-        },
-      };
-    } catch (err) {
-      releaseSegments();
+    await this.require(name);
+    return takeSnapshot(this.ctx, () => this.dataset(name), startMs, endMs, (ds) => this.stillCurrent(ds));
+  }
+
+  /** Is this generation still the dataset's current one in the store? If not, it is dropped here now. */
+  private async stillCurrent(ds: Dataset): Promise<boolean> {
+    const stored = await readMeta(this.ctx, ds.meta.name).catch((err) => {
+      if (isCorruptObject(err)) return ds.meta;
       throw err;
-    }
+    });
+    if (stored?.generation === ds.meta.generation) return true;
+    void this.drop(ds, 'removed by another worker').catch((err) => log.warn('dropping a removed dataset failed', { dataset: ds.meta.name, error: (err as Error).message }));
+    return false;
   }
 
   /**
@@ -493,7 +319,13 @@ export class DatasetRegistry {
       deleted: { rows: deleted.rows, rawBytes: deleted.rawBytes, storageBytes: deleted.bytes, files: deleted.files },
       wal: { rows: wal.rows, bytes: wal.bytes, rawBytes: wal.rawBytes, segments: wal.segments },
       timeRange: ds.catalog.timeRange(),
+      quarantined: this.quarantine.list(name),
     };
+  }
+
+  /** What readiness reports to a caller with a key: damaged objects set aside, by key. */
+  health(): { quarantined: QuarantinedObject[] } {
+    return { quarantined: this.quarantine.list() };
   }
 
   /**
@@ -511,40 +343,40 @@ export class DatasetRegistry {
   /**
    * Brings this worker up to date with the store: datasets created, deleted or re-created by other
    * workers, their catalog manifests and schemas. Runs every P_CATALOG_REFRESH, so queries never list
-   * the store themselves.
+   * the store themselves. One dataset's failure never stops the refresh of the others.
    */
   async sync(): Promise<void> {
     const listedAt = Date.now();
-    const listed = new Map<string, DatasetMeta>();
-    for (const { key } of await this.store.list('.streams/')) {
-      const body = await this.store.getBytes(key);
-      if (!body) continue;
-      const meta = JSON.parse(body.toString()) as DatasetMeta;
-      listed.set(meta.name, meta);
-    }
+    const { metas: listed, damaged } = await listMetas(this.ctx);
     for (const [name, ds] of [...this.datasets]) {
       const current = listed.get(name);
       if (current && current.generation === ds.meta.generation) {
         ds.meta = current; // retention may have changed
         continue;
       }
-      // Created here after the listing was taken: the listing cannot know it yet.
-      if (this.creating.has(name) || ds.loadedAt >= listedAt) continue;
-      // Deleted (or deleted and re-created) elsewhere: drop what this worker still buffers for it,
-      // so no late flush brings the old data back.
-      log.info('dataset removed by another worker', { dataset: name, generation: ds.meta.generation });
-      ds.deleted = true;
-      this.deletedGenerations.add(ds.meta.generation);
-      this.datasets.delete(name);
-      await ds.wal.destroy();
+      // Unreadable metadata is not a delete; created here after the listing was taken is not either.
+      if (damaged.has(name) || this.creating.has(name) || ds.loadedAt >= listedAt) continue;
+      // Deleted (or deleted and re-created) elsewhere: what this worker still buffers for it goes
+      // with it (README "Deletion across workers"), and so does anything its late flush uploaded.
+      await this.drop(ds, 'removed by another worker').catch((err) => log.warn('dropping a removed dataset failed', { dataset: name, error: (err as Error).message }));
     }
     for (const [name, meta] of listed) {
-      if (!this.datasets.has(name) && !this.creating.has(name) && !this.deletedGenerations.has(meta.generation)) await this.load(meta);
+      if (!this.datasets.has(name) && !this.creating.has(name) && !this.deletedGenerations.has(meta.generation)) await this.loadSafely(meta);
     }
-    for (const ds of this.datasets.values()) {
-      await this.readManifests(ds.meta, ds.catalog);
-      await this.refreshSchema(ds);
+    for (const ds of [...this.datasets.values()]) {
+      try {
+        await this.manifests.read(ds.meta, ds.catalog);
+        await refreshSchema(this.ctx, ds);
+      } catch (err) {
+        log.warn('catalog refresh of a dataset failed; will retry', { dataset: ds.meta.name, error: (err as Error).message });
+      }
     }
+  }
+
+  /** Removes objects of generations no dataset has any more (see GarbageCollector.sweep). */
+  async sweepOrphans(): Promise<number> {
+    const { metas, damaged } = await listMetas(this.ctx);
+    return this.gc.sweep(new Map([...metas].map(([n, m]) => [n, m.generation])), damaged);
   }
 
   /** Merges this worker's small files, per hour partition, into files of the target size. */
@@ -553,10 +385,16 @@ export class DatasetRegistry {
     if (!ds || ds.compacting) return 0;
     let merged = 0;
     const work = (async () => {
-      for (const group of planCompaction(ds.catalog.all(), this.settings.nodeId, this.settings.compactionTargetBytes)) {
+      const files = ds.catalog.all().filter((f) => !this.quarantine.has(f.key));
+      for (const group of planCompaction(files, this.settings.nodeId, this.settings.compactionTargetBytes)) {
         if (ds.deleted) return;
-        await this.mergeGroup(ds, group);
-        merged += group.length;
+        try {
+          await mergeGroup(this.ctx, this.manifests, ds, group);
+          merged += group.length;
+        } catch (err) {
+          if (!isMissingObject(err)) throw err;
+          this.quarantine.add({ key: err.key, kind: 'parquet', dataset: name, reason: 'listed in the catalog but missing from the store' });
+        }
       }
     })();
     ds.compacting = work.finally(() => (ds.compacting = undefined));
@@ -564,60 +402,11 @@ export class DatasetRegistry {
     return merged;
   }
 
-  private async mergeGroup(ds: Dataset, group: FileEntry[]): Promise<void> {
-    const started = Date.now();
-    const columns = Object.entries(ds.schema) as [string, ColumnType][];
-    const seq = this.reserveSeq();
-    const name = `${ds.meta.generation}.${this.settings.nodeId}.${String(seq).padStart(12, '0')}.compacted.parquet`;
-    const staging = path.join(this.settings.dataDir, 'tmp', `compact-${randomUUID().slice(0, 8)}-${name}`);
-    const release = await this.store.acquire(group.map((f) => f.key));
-    try {
-      const written = await mergeParquet(this.duck, {
-        paths: release.paths,
-        presentColumns: new Set(group.flatMap((f) => f.columns)),
-        columns,
-        timeColumn: ds.meta.timeColumn,
-        target: staging,
-        zstdLevel: this.settings.zstdLevel,
-        rowGroupRows: this.settings.rowGroupRows,
-      });
-      const key = `${ds.meta.name}/${hourPartition(group[0].key)}/${name}`;
-      await this.store.putFile(key, staging);
-      failpoint('compaction-after-upload');
-      if (ds.deleted) return;
-      // One manifest adds the merged file and removes its inputs: readers switch atomically. The
-      // inputs stay in storage for the grace period, for queries that picked them before.
-      await this.commitManifest(ds, seq, {
-        add: [
-          {
-            key,
-            rows: written.rows,
-            bytes: written.bytes,
-            minMs: written.minMs,
-            maxMs: written.maxMs,
-            columns: columns.map(([n]) => n),
-            nodeId: this.settings.nodeId,
-            rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
-          },
-        ],
-        remove: group.map((f) => f.key),
-        walSegments: [],
-        ingestedBytes: 0,
-      });
-      failpoint('compaction-after-manifest');
-      compactions.inc({ result: 'ok' });
-      compactionDuration.observe((Date.now() - started) / 1000);
-      log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
-    } finally {
-      release.release();
-      await fs.rm(staging, { force: true });
-    }
-  }
-
   async setRetention(name: string, rules: RetentionRule[]): Promise<DatasetMeta> {
+    await this.require(name);
     const ds = this.dataset(name);
     const meta = { ...ds.meta, retention: rules };
-    await this.store.putBytes(metaKey(name), JSON.stringify(meta));
+    await this.store.putBytes(metaKey(name), encodeMeta(meta));
     ds.meta = meta;
     return meta;
   }
@@ -630,7 +419,7 @@ export class DatasetRegistry {
     const cutoff = now - parseDurationMs(rule.duration);
     const expired = ds.catalog.all().filter((f) => f.maxMs < cutoff);
     if (!expired.length) return 0;
-    await this.commitManifest(ds, this.reserveSeq(), {
+    await this.manifests.commit(ds, this.manifests.reserve(), {
       add: [],
       remove: expired.map((f) => f.key),
       walSegments: [],
@@ -641,20 +430,9 @@ export class DatasetRegistry {
     return expired.length;
   }
 
-  /** Deletes objects removed from the catalog once their grace period is over. */
-  private async collectGarbage(now = Date.now()): Promise<void> {
-    const due = this.pendingDeletes.filter((d) => d.at <= now);
-    if (!due.length) return;
-    this.pendingDeletes = this.pendingDeletes.filter((d) => d.at > now);
-    await this.store.delete(due.map((d) => d.key)).catch((err) => {
-      this.pendingDeletes.push(...due);
-      log.warn('deleting removed files failed; will retry', { error: (err as Error).message });
-    });
-  }
-
   /** Background work: flush on the time threshold, sync with the store, compaction, retention, GC. */
   start(): void {
-    const every = (ms: number, fn: () => Promise<void> | void) => {
+    const every = (ms: number, fn: () => Promise<unknown> | void) => {
       let running = false;
       const t = setInterval(async () => {
         if (running) return;
@@ -680,11 +458,16 @@ export class DatasetRegistry {
     every(this.settings.catalogRefreshMs, () => this.sync());
     every(this.settings.compactionIntervalMs, async () => {
       for (const name of [...this.datasets.keys()]) {
-        await this.applyRetention(name);
-        await this.compact(name);
+        try {
+          await this.applyRetention(name);
+          await this.compact(name);
+        } catch (err) {
+          log.warn('compaction or retention failed; will retry', { dataset: name, error: (err as Error).message });
+        }
       }
     });
-    every(Math.min(5000, this.settings.deleteGraceMs), () => this.collectGarbage());
+    every(Math.min(5000, this.settings.deleteGraceMs), () => this.gc.collect());
+    every(this.settings.orphanSweepMs, () => this.sweepOrphans());
   }
 
   /** Graceful shutdown: flush everything, close the logs. */

@@ -1,6 +1,17 @@
 
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { DomainError } from '../errors.ts';
+
+/** An object a reader needs is not in the store (deleted with its dataset, or lost). */
+export class MissingObjectError extends DomainError {
+  constructor(readonly key: string) {
+    super('not_found', `object ${key} does not exist`);
+    this.name = 'MissingObjectError';
+  }
+}
+
+export const isMissingObject = (err: unknown): err is MissingObjectError => err instanceof MissingObjectError;
 
 /**
  * Where durable, shared state lives: dataset metadata, schemas, catalog manifests and Parquet files.
@@ -12,6 +23,11 @@ export interface ObjectStore {
   /** Uploads a local file under `key` (the file is left in place; callers delete it). */
   putFile(key: string, localPath: string): Promise<void>;
   putBytes(key: string, body: Buffer | string): Promise<void>;
+  /**
+   * Writes the object only if no object has the key (S3 `If-None-Match: *`, an exclusive link on
+   * disk); false when one exists. Of several concurrent callers exactly one gets true.
+   */
+  putIfAbsent(key: string, body: Buffer | string): Promise<boolean>;
   /** Returns the object's bytes, or undefined when it does not exist. */
   getBytes(key: string): Promise<Buffer | undefined>;
   /** Lists every key under a prefix (recursive), with sizes. */
@@ -24,7 +40,11 @@ export interface ObjectStore {
    * a cached download on S3.
    */
   localPath(key: string): Promise<string>;
-  /** Local paths for several objects, kept in any cache until released (while a query reads them). */
+  /**
+   * Local paths for several objects, kept in any cache until released (while a query reads them).
+   * Throws MissingObjectError naming the key when one does not exist, and an `unavailable` domain
+   * error when the store cannot be reached.
+   */
   acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }>;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<void>;
@@ -43,15 +63,25 @@ async function fsyncDir(dir: string): Promise<void> {
 export async function writeFileDurable(file: string, body: Buffer | string): Promise<void> {
   await fs.mkdir(path.dirname(file), { recursive: true });
   const tmp = `${file}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`;
-  const handle = await fs.open(tmp, 'w');
+  try {
+    await writeSynced(tmp, body);
+    await fs.rename(tmp, file);
+  } catch (err) {
+    // A full disk must leave nothing behind: the half-written temp file would only take more space.
+    await fs.rm(tmp, { force: true });
+    throw err;
+  }
+  await fsyncDir(path.dirname(file));
+}
+
+async function writeSynced(file: string, body: Buffer | string): Promise<void> {
+  const handle = await fs.open(file, 'w');
   try {
     await handle.writeFile(body);
     await handle.sync();
   } finally {
     await handle.close();
   }
-  await fs.rename(tmp, file);
-  await fsyncDir(path.dirname(file));
 }
 
 /** The embedded default: objects are files under a root directory. */
@@ -66,16 +96,39 @@ export class LocalObjectStore implements ObjectStore {
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.file(key);
     await fs.mkdir(path.dirname(target), { recursive: true });
-    const tmp = `${target}.tmp`;
-    await fs.copyFile(localPath, tmp);
-    const handle = await fs.open(tmp, 'r+');
+    const tmp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
     try {
-      await handle.sync();
-    } finally {
-      await handle.close();
+      await fs.copyFile(localPath, tmp);
+      const handle = await fs.open(tmp, 'r+');
+      try {
+        await handle.sync();
+      } finally {
+        await handle.close();
+      }
+      await fs.rename(tmp, target);
+    } catch (err) {
+      await fs.rm(tmp, { force: true });
+      throw err;
     }
-    await fs.rename(tmp, target);
     await fsyncDir(path.dirname(target));
+  }
+
+  /** An exclusive hard link of a complete temp file: it appears whole, and only if the key is free. */
+  async putIfAbsent(key: string, body: Buffer | string): Promise<boolean> {
+    const target = this.file(key);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    const tmp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    try {
+      await writeSynced(tmp, body);
+      await fs.link(tmp, target);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw err;
+    } finally {
+      await fs.rm(tmp, { force: true });
+    }
+    await fsyncDir(path.dirname(target));
+    return true;
   }
 
   async putBytes(key: string, body: Buffer | string): Promise<void> {
@@ -134,7 +187,15 @@ export class LocalObjectStore implements ObjectStore {
 
   /** The files themselves: nothing is cached, so there is nothing to pin. */
   async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
-    return { paths: keys.map((key) => this.file(key)), release: () => undefined };
+    const paths = keys.map((key) => this.file(key));
+    await Promise.all(
+      paths.map((p, i) =>
+        fs.access(p).catch((err: NodeJS.ErrnoException) => {
+          throw err.code === 'ENOENT' ? new MissingObjectError(keys[i]) : err;
+        }),
+      ),
+    );
+    return { paths, release: () => undefined };
   }
 
   async ping(): Promise<void> {

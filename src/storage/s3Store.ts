@@ -14,12 +14,13 @@ import {
 } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
 import { NodeHttpHandler } from '@smithy/node-http-handler';
+import { DomainError, unavailable } from '../errors.ts';
 import { FileCache, type FileCacheStats } from './fileCache.ts';
-import type { ObjectStore } from './objectStore.ts';
+import { MissingObjectError, type ObjectStore } from './objectStore.ts';
 import { storeErrors } from '../metrics.ts';
 
 export interface S3Options {
-  /** S3-compatible endpoint URL (MinIO, s3rver); omit for AWS. */
+  /** S3-compatible endpoint URL (MinIO, moto); omit for AWS. */
   endpoint?: string;
   bucket: string;
   region: string;
@@ -59,6 +60,32 @@ const isNoSuchKey = (err: unknown) => {
   if (e.name === 'NoSuchKey' || e.Code === 'NoSuchKey') return true;
   return statusOf(err) === 404 && e.name !== 'NoSuchBucket' && e.Code !== 'NoSuchBucket';
 };
+
+/** Seconds a client should wait before retrying while the bucket cannot be reached. */
+const OUTAGE_RETRY_SEC = 5;
+
+/**
+ * The error a caller above the store sees, once the SDK's own retries are spent: a missing object
+ * names its key; a bucket that does not answer (connection refused or reset, a time-out, a 5xx) is
+ * `unavailable` with a retry hint; anything else (access denied, a missing bucket) stays as it is.
+ */
+function storeError(err: unknown, op: string, key: string): Error {
+  if (err instanceof DomainError) return err;
+  if (isNoSuchKey(err)) return new MissingObjectError(key);
+  const status = statusOf(err);
+  if (status === undefined || status >= 500) {
+    return unavailable(`object storage unreachable (${op} ${key}): ${(err as Error).message || (err as Error).name}`, OUTAGE_RETRY_SEC);
+  }
+  return err as Error;
+}
+
+async function mapped<T>(op: string, key: string, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    throw storeError(err, op, key);
+  }
+}
 
 /** DeleteObjects itself is unsupported (as opposed to failing for these keys). */
 const isDeleteObjectsUnsupported = (err: unknown) => {
@@ -147,7 +174,11 @@ export class S3ObjectStore implements ObjectStore {
     this.cache = new FileCache(opts.cacheDir, opts.cacheBytes, (key, target) => this.download(key, target));
   }
 
-  async putFile(key: string, localPath: string): Promise<void> {
+  putFile(key: string, localPath: string): Promise<void> {
+    return mapped('PutObject', key, () => this.upload(key, localPath));
+  }
+
+  private async upload(key: string, localPath: string): Promise<void> {
     const size = (await fs.stat(localPath)).size;
     if (size < MULTIPART_THRESHOLD) {
       // Read into memory rather than streamed: the SDK can resend a buffer on retry, not a consumed stream.
@@ -166,8 +197,32 @@ export class S3ObjectStore implements ObjectStore {
     await upload.done();
   }
 
-  async putBytes(key: string, body: Buffer | string): Promise<void> {
-    await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: typeof body === 'string' ? Buffer.from(body) : body }));
+  putBytes(key: string, body: Buffer | string): Promise<void> {
+    return mapped('PutObject', key, async () => {
+      await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body: typeof body === 'string' ? Buffer.from(body) : body }));
+    });
+  }
+
+  /**
+   * PutObject with `If-None-Match: *` (AWS S3 and MinIO honour it): 412 means another writer got
+   * there first. 409 (a conditional write racing another on AWS) is retried until one of them wins.
+   */
+  async putIfAbsent(key: string, body: Buffer | string): Promise<boolean> {
+    const Body = typeof body === 'string' ? Buffer.from(body) : body;
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.client.send(new PutObjectCommand({ Bucket: this.bucket, Key: key, Body, IfNoneMatch: '*' }));
+        return true;
+      } catch (err) {
+        const status = statusOf(err);
+        if (status === 412) return false;
+        if (status === 409 && attempt < 10) {
+          await new Promise((r) => setTimeout(r, 50 * (attempt + 1)));
+          continue;
+        }
+        throw storeError(err, 'PutObject', key);
+      }
+    }
   }
 
   async getBytes(key: string): Promise<Buffer | undefined> {
@@ -181,11 +236,15 @@ export class S3ObjectStore implements ObjectStore {
       return bytes;
     } catch (err) {
       if (isNoSuchKey(err)) return undefined;
-      throw err;
+      throw storeError(err, 'GetObject', key);
     }
   }
 
-  async list(prefix: string): Promise<{ key: string; size: number }[]> {
+  list(prefix: string): Promise<{ key: string; size: number }[]> {
+    return mapped('ListObjectsV2', prefix, () => this.listAll(prefix));
+  }
+
+  private async listAll(prefix: string): Promise<{ key: string; size: number }[]> {
     const out: { key: string; size: number }[] = [];
     let token: string | undefined;
     do {
@@ -201,7 +260,11 @@ export class S3ObjectStore implements ObjectStore {
     return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   }
 
-  async delete(keys: string[]): Promise<void> {
+  delete(keys: string[]): Promise<void> {
+    return mapped('DeleteObjects', keys[0] ?? '', () => this.deleteAll(keys));
+  }
+
+  private async deleteAll(keys: string[]): Promise<void> {
     const unique = [...new Set(keys)];
     for (let i = 0; i < unique.length; i += DELETE_BATCH) {
       const chunk = unique.slice(i, i + DELETE_BATCH);
@@ -237,6 +300,14 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private async download(key: string, target: string): Promise<void> {
+    try {
+      await this.fetchTo(key, target);
+    } catch (err) {
+      throw storeError(err, 'GetObject', key);
+    }
+  }
+
+  private async fetchTo(key: string, target: string): Promise<void> {
     const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
     if (!res.Body) throw new Error(`GetObject ${key}: response has no body`);
     let received = 0;
@@ -264,8 +335,13 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   /** Cached local copies, pinned against eviction until `release` is called. */
-  acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
-    return this.cache.acquire(keys);
+  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+    try {
+      return await this.cache.acquire(keys);
+    } catch (err) {
+      // The cache reports the SDK's error; which key failed is in its message only when it is ours.
+      throw storeError(err, 'GetObject', (err as { key?: string }).key ?? keys.join(', '));
+    }
   }
 
   cacheStats(): FileCacheStats {

@@ -11,7 +11,8 @@ export type { DatasetMeta, Snapshot };
  * time range (held until released). The query layer imports nothing else from storage.
  */
 export interface TableSource {
-  find(name: string, caseInsensitive?: boolean): DatasetMeta | undefined;
+  /** By name (SQL names are case-insensitive); a miss looks in the store for one created elsewhere. */
+  resolve(name: string, caseInsensitive?: boolean): Promise<DatasetMeta | undefined>;
   snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot>;
 }
 

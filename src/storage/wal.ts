@@ -1,5 +1,6 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
 
 /**
@@ -29,6 +30,23 @@ interface Pending {
   rows: number;
   rawBytes: number;
   waiters: { resolve: () => void; reject: (e: Error) => void }[];
+}
+
+/** Retry-After for a full or failing local disk: space has to be freed, which takes a while. */
+const DISK_RETRY_SEC = 10;
+
+/**
+ * Writes all of `buf` at `position`. `FileHandle.write` may write fewer bytes without an error (a disk
+ * that fills up mid-write): the rest is written in further calls, and a call that makes no progress
+ * is an error, so a batch is never taken as written when it is not.
+ */
+async function writeFully(handle: fs.FileHandle, buf: Buffer, position: number): Promise<void> {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesWritten } = await handle.write(buf, done, buf.length - done, position + done);
+    if (bytesWritten <= 0) throw Object.assign(new Error(`short write: ${done} of ${buf.length} bytes`), { code: 'ENOSPC' });
+    done += bytesWritten;
+  }
 }
 
 const segmentName = (seq: number) => `${String(seq).padStart(12, '0')}.ndjson`;
@@ -91,18 +109,38 @@ export class Wal {
       try {
         const seg = await this.activeSegment();
         const buf = Buffer.from(batch.chunks.join('') + COMMIT_MARKER);
-        await seg.handle.write(buf, 0, buf.length, seg.bytes);
+        await writeFully(seg.handle, buf, seg.bytes);
         await seg.handle.datasync();
         seg.bytes += buf.length;
         seg.rows += batch.rows;
         seg.rawBytes += batch.rawBytes;
         for (const w of batch.waiters) w.resolve();
       } catch (err) {
-        log.error('wal write failed', { dir: this.dir, error: err as Error });
-        // The segment may now hold a torn tail; start a fresh one so later commits stay clean.
-        await this.closeActive(true).catch(() => undefined);
-        for (const w of batch.waiters) w.reject(err as Error);
+        log.error('wal write failed; the batch is not acknowledged', { dir: this.dir, error: err as Error });
+        await this.rollBack();
+        const e = err as NodeJS.ErrnoException;
+        const cause = e.code === 'ENOSPC' || e.code === 'EDQUOT' ? 'the local disk is full' : `the local disk failed (${e.code ?? e.message})`;
+        const reason = unavailable(`write-ahead log: ${cause}; nothing of this request was stored, retry later`, DISK_RETRY_SEC);
+        for (const w of batch.waiters) w.reject(reason);
       }
+    }
+  }
+
+  /**
+   * Puts the active segment back exactly as it was before a failed write: cut to its last committed
+   * length (a short write or a failed fdatasync leaves bytes of an unacknowledged batch behind), so
+   * the next write appends after the last commit and nothing half-written is ever read. When even
+   * that fails, the segment is closed and recovered to its last commit marker, and a new one starts.
+   */
+  private async rollBack(): Promise<void> {
+    const seg = this.active;
+    if (!seg) return;
+    try {
+      await seg.handle.truncate(seg.bytes);
+      await seg.handle.datasync();
+    } catch (err) {
+      log.error('wal: cutting back a failed write failed; starting a new segment', { file: seg.path, error: err as Error });
+      await this.closeActive(true).catch(() => undefined);
     }
   }
 
@@ -175,6 +213,34 @@ export class Wal {
     }
   }
 
+  /**
+   * Replaces a sealed segment's content with `content` (its readable lines, commit markers kept),
+   * atomically: a query holding the segment reads the old file or the new one, never a mix.
+   */
+  async rewriteSealed(seq: number, content: Buffer): Promise<void> {
+    const seg = this.sealed.find((s) => s.seq === seq);
+    if (!seg) return;
+    const tmp = `${seg.path}.rewrite`;
+    await fs.writeFile(tmp, content);
+    const handle = await fs.open(tmp, 'r+');
+    await handle.sync().finally(() => handle.close());
+    await fs.rename(tmp, seg.path);
+    seg.bytes = content.length;
+    seg.rows = countRows(content, content.length);
+  }
+
+  /** Moves a sealed segment out of the log (to `target`), for one that cannot be stored at all. */
+  async setAside(seq: number, target: string): Promise<void> {
+    const seg = this.sealed.find((s) => s.seq === seq);
+    if (!seg) return;
+    this.sealed = this.sealed.filter((s) => s !== seg);
+    await fs.mkdir(path.dirname(target), { recursive: true });
+    // A copy, not a rename: a running query may still hold the segment; it goes when released.
+    await fs.copyFile(seg.path, target);
+    if (this.readers.has(seq)) this.doomed.add(seq);
+    else await fs.rm(seg.path, { force: true });
+  }
+
   /** Stops writing and closes files (graceful shutdown). */
   async close(): Promise<void> {
     while (this.draining) await this.draining;
@@ -216,12 +282,17 @@ async function recoverSegment(file: string, seq: number): Promise<Segment | unde
     log.warn('wal: cut torn tail of segment', { file, keptBytes: end, droppedBytes: content.length - end });
     await fs.truncate(file, end);
   }
+  const rows = countRows(content, end);
+  return { seq, path: file, bytes: end, rows, rawBytes: end };
+}
+
+/** Rows in the first `end` bytes of a segment: lines that are not commit markers. */
+function countRows(content: Buffer, end: number): number {
   let rows = 0;
   let markers = 0;
   for (let i = 0; i < end; i++) if (content[i] === 0x0a) rows++;
   for (let at = content.indexOf(COMMIT_MARKER); at >= 0 && at < end; at = content.indexOf(COMMIT_MARKER, at + 1)) {
     if (at === 0 || content[at - 1] === 0x0a) markers++;
   }
-  rows -= markers;
-  return { seq, path: file, bytes: end, rows, rawBytes: end };
+  return rows - markers;
 }

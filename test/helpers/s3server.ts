@@ -1,160 +1,204 @@
-import { spawn } from 'node:child_process';
-import * as fs from 'node:fs/promises';
-import { createRequire } from 'node:module';
-import * as os from 'node:os';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import * as net from 'node:net';
 import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from './server.ts';
+
+const root = path.resolve(import.meta.dirname, '../..');
 
 export interface S3TestServer {
   endpoint: string;
   bucket: string;
   accessKey: string;
   secretKey: string;
-  dir: string;
   port: number;
-  /** SIGKILLs the server (an abrupt outage: open connections are reset); the data stays in `dir`. */
+  /** An abrupt outage: the port stops accepting and open connections are reset. Objects are kept. */
   stop: () => Promise<void>;
+  /** Ends the outage: the same endpoint answers again, with every object it had. */
+  start: () => Promise<void>;
+  /** Stops the server for good (end of the test file). */
+  close: () => Promise<void>;
 }
 
 /**
- * The child's program, passed with `node -e` so it needs no file of its own. argv: s3rver's
- * package directory, port, data directory, bucket.
- *
- * Two s3rver 3.7.1 bugs are patched here, both in ListObjects, which the service depends on:
- * - The store walks the bucket directory tree, so keys come back in directory order ("a/x" before
- *   "a-b"), not S3's lexicographic order, and paging with start-after then skips keys.
- * - Continuation tokens are DES-encrypted, which OpenSSL 3 (Node >= 17) only has in its legacy
- *   provider: every truncated listing fails with 500 InternalError without --openssl-legacy-provider.
- *
- * The child exits when its stdin closes, so a crashed test run leaves no server behind.
+ * The child's program: moto's S3 server in a thread, on loopback. It exits when its stdin closes, so
+ * a crashed test run leaves no server behind.
  */
 const CHILD = String.raw`
-const path = require('path');
-const [pkgDir, port, dir, bucket] = process.argv.slice(1);
-const S3rver = require(pkgDir);
-const FilesystemStore = require(path.join(pkgDir, 'lib/stores/filesystem.js'));
-const S3Object = require(path.join(pkgDir, 'lib/models/object.js'));
-const { walk } = require(path.join(pkgDir, 'lib/utils.js'));
-
-const OBJECT_SUFFIX = '._S3rver_object';
-FilesystemStore.prototype.listObjects = async function listObjects(bucketName, options) {
-  const { delimiter = '', startAfter = '', prefix = '', maxKeys = Infinity } = options;
-  const bucketPath = this.getBucketPath(bucketName);
-  const all = [];
-  for (const file of walk(bucketPath)) {
-    if (!file.endsWith(OBJECT_SUFFIX)) continue;
-    const key = file.slice(bucketPath.length + 1, -OBJECT_SUFFIX.length);
-    if (key.startsWith(prefix) && key > startAfter) all.push(key);
-  }
-  all.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-  const commonPrefixes = new Set();
-  const keys = [];
-  let isTruncated = false;
-  for (const key of all) {
-    const cut = delimiter ? key.indexOf(delimiter, prefix.length) : -1;
-    if (cut !== -1) {
-      commonPrefixes.add(key.slice(0, cut + delimiter.length));
-      continue;
-    }
-    if (keys.length >= maxKeys) {
-      isTruncated = true;
-      break;
-    }
-    keys.push(key);
-  }
-  const objects = [];
-  for (const key of keys) {
-    try {
-      objects.push(new S3Object(bucketName, key, null, await this.getMetadata(bucketName, key)));
-    } catch (err) {
-      // Deleted between the walk and now.
-      if (err.code !== 'ENOENT') throw err;
-    }
-  }
-  return { objects, commonPrefixes: [...commonPrefixes].sort(), isTruncated };
-};
-
-const server = new S3rver({
-  address: '127.0.0.1',
-  port: Number(port),
-  directory: dir,
-  silent: true,
-  configureBuckets: [{ name: bucket }],
-  // The SDK signs headers s3rver does not canonicalise the same way; signatures are not under test.
-  allowMismatchedSignatures: true,
-});
-server.run().then(
-  (addr) => process.stdout.write('ready ' + addr.port + '\n'),
-  (err) => {
-    process.stderr.write(String(err && err.stack || err) + '\n');
-    process.exit(err && err.code === 'EADDRINUSE' ? 98 : 1);
-  },
-);
-process.stdin.on('end', () => process.exit(0));
-process.stdin.resume();
+import logging, os, sys, threading
+logging.getLogger('werkzeug').setLevel(logging.ERROR)
+from moto.server import ThreadedMotoServer
+server = ThreadedMotoServer(ip_address='127.0.0.1', port=int(sys.argv[1]), verbose=False)
+server.start()
+print('ready', flush=True)
+sys.stdin.read()
+os._exit(0)
 `;
 
-const s3rverDir = path.dirname(createRequire(import.meta.url).resolve('s3rver/package.json'));
+let python: Promise<string> | undefined;
 
-async function spawnServer(port: number, dir: string, bucket: string): Promise<{ stop: () => Promise<void> } | 'in-use'> {
-  const child = spawn(process.execPath, ['--openssl-legacy-provider', '-e', CHILD, s3rverDir, String(port), dir, bucket], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+/** The interpreter with moto, installed from PyPI by the project's own script when missing. */
+function motoPython(): Promise<string> {
+  python ??= promisify(execFile)(path.join(root, 'scripts/ensure-moto.sh'), { timeout: 600_000 }).then(
+    ({ stdout }) => stdout.trim(),
+    (err: Error & { stderr?: string }) => {
+      python = undefined;
+      throw new Error(`scripts/ensure-moto.sh failed: ${err.message}\n${err.stderr ?? ''}`);
+    },
+  );
+  return python;
+}
+
+async function spawnMoto(port: number): Promise<ChildProcess> {
+  const child = spawn(await motoPython(), ['-c', CHILD, String(port)], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   child.stderr!.on('data', (d) => (output += d.toString()));
-  const exited = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  const started = await new Promise<boolean>((resolve, reject) => {
+  await new Promise<void>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      reject(new Error(`s3rver did not start within 15 s: ${output}`));
-    }, 15_000);
+      reject(new Error(`moto did not start within 30 s: ${output}`));
+    }, 30_000);
     let stdout = '';
     child.stdout!.on('data', (d) => {
       stdout += d.toString();
       if (stdout.includes('ready')) {
         clearTimeout(timer);
-        resolve(true);
+        resolve();
       }
     });
-    void exited.then((code) => {
+    child.once('exit', (code) => {
       clearTimeout(timer);
-      if (code === 98) resolve(false);
-      else reject(new Error(`s3rver exited (${code}): ${output}`));
+      reject(new Error(`moto exited (${code}): ${output}`));
     });
   });
-  if (!started) return 'in-use';
-  return {
-    stop: async () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-      await exited;
-    },
-  };
+  return child;
 }
 
 /**
- * An S3-protocol server (s3rver) on loopback, in a child process, with one bucket. Start it again
- * with the same port and dir to bring the same bucket and objects back after an outage.
+ * Creates the bucket and checks, with real requests, that the server honours conditional writes: a
+ * second `PutObject` with `If-None-Match: *` must fail with 412. The service relies on it (dataset
+ * creation across workers), so a server that ignores it must fail the suite, not pass it silently.
  */
-export async function startS3Server(opts: { port?: number; dir?: string } = {}): Promise<S3TestServer> {
-  const dir = opts.dir ?? (await fs.mkdtemp(path.join(os.tmpdir(), 's3rver-')));
-  const bucket = 'telemetry';
-  let port = opts.port ?? (await freePort());
-  let server: Awaited<ReturnType<typeof spawnServer>> | undefined;
-  for (let attempt = 0; ; attempt++) {
-    server = await spawnServer(port, dir, bucket);
-    if (server !== 'in-use') break;
-    if (attempt >= 20) throw new Error(`port ${port} stayed in use`);
-    // A fixed port (a restart) may still be held briefly; a free port raced by another process is simply replaced.
-    if (opts.port) await new Promise((r) => setTimeout(r, 100));
-    else port = await freePort();
+async function prepare(endpoint: string, bucket: string): Promise<void> {
+  const client = new S3Client({
+    endpoint,
+    region: 'us-east-1',
+    forcePathStyle: true,
+    credentials: { accessKeyId: 'test', secretAccessKey: 'test' },
+    maxAttempts: 1,
+  });
+  try {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      try {
+        await client.send(new CreateBucketCommand({ Bucket: bucket }));
+        break;
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+    const probe = { Bucket: bucket, Key: '.conditional-write-probe', Body: 'x', IfNoneMatch: '*' };
+    await client.send(new PutObjectCommand(probe));
+    const second = await client.send(new PutObjectCommand(probe)).then(
+      () => 200,
+      (err: { $metadata?: { httpStatusCode?: number } }) => err.$metadata?.httpStatusCode,
+    );
+    await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: probe.Key }));
+    if (second !== 412) {
+      throw new Error(`the S3 test server does not honour If-None-Match on PutObject (a second conditional put answered ${second}, not 412)`);
+    }
+  } finally {
+    client.destroy();
   }
+}
+
+/**
+ * An S3-protocol server on loopback with one bucket: moto (`moto[server]` from PyPI) in a child
+ * process, behind a TCP relay in this process. The relay is what `stop()` and `start()` cut and restore,
+ * so an outage resets connections as a dead server would while the objects survive in moto.
+ */
+export async function startS3Server(): Promise<S3TestServer> {
+  const bucket = 'telemetry';
+  const inner = await freePort();
+  const child = await spawnMoto(inner);
+  const sockets = new Set<net.Socket>();
+  const relay = net.createServer((client) => {
+    const upstream = net.connect(inner, '127.0.0.1');
+    sockets.add(client).add(upstream);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+    client.pipe(upstream).pipe(client);
+  });
+  let port = await freePort();
+  const listen = async () => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await new Promise<void>((resolve, reject) => {
+          relay.once('error', reject);
+          relay.listen(port, '127.0.0.1', () => {
+            relay.off('error', reject);
+            resolve();
+          });
+        });
+        return;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= 50) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+    }
+  };
+  let listening = false;
+  const stop = async () => {
+    if (!listening) return;
+    listening = false;
+    const closed = new Promise<void>((r) => relay.close(() => r()));
+    for (const s of sockets) s.destroy();
+    sockets.clear();
+    await closed;
+  };
+  const start = async () => {
+    if (listening) return;
+    await listen();
+    listening = true;
+  };
+  try {
+    await start();
+  } catch {
+    // The free port was taken meanwhile: take another (only possible before anyone knows the endpoint).
+    port = await freePort();
+    await start();
+  }
+  const endpoint = `http://127.0.0.1:${port}`;
+  try {
+    await prepare(endpoint, bucket);
+  } catch (err) {
+    await stop();
+    child.kill('SIGKILL');
+    throw err;
+  }
+  const exited = new Promise<void>((r) => (child.exitCode !== null ? r() : child.once('exit', () => r())));
   return {
-    endpoint: `http://127.0.0.1:${port}`,
+    endpoint,
     bucket,
-    accessKey: 'S3RVER',
-    secretKey: 'S3RVER',
-    dir,
+    accessKey: 'test',
+    secretKey: 'test',
     port,
-    stop: server.stop,
+    stop,
+    start,
+    close: async () => {
+      await stop();
+      child.stdin!.end();
+      const timer = setTimeout(() => child.kill('SIGKILL'), 3000);
+      await exited;
+      clearTimeout(timer);
+    },
   };
 }

@@ -63,7 +63,8 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
   child.stderr!.on('data', (d) => (output += d.toString()));
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
+  // Generous: a cold start (tsx, DuckDB, loading every dataset of a shared bucket) on a busy 2-core machine.
+  const deadline = Date.now() + 60_000;
   for (;;) {
     if (child.exitCode !== null) throw new Error(`server exited early (${child.exitCode}):\n${output}`);
     try {

@@ -38,10 +38,8 @@ async function filesUnder(dir: string): Promise<string[]> {
   return out.sort();
 }
 
-describe('S3ObjectStore against s3rver', () => {
+describe('S3ObjectStore against an S3 server (moto)', () => {
   let s3: S3TestServer;
-  let s3port: number;
-  let s3dir: string;
   const temps: string[] = [];
   const temp = async (prefix: string) => {
     const dir = await tempDir(prefix);
@@ -76,12 +74,10 @@ describe('S3ObjectStore against s3rver', () => {
 
   beforeAll(async () => {
     s3 = await startS3Server();
-    s3port = s3.port;
-    s3dir = s3.dir;
   });
   afterAll(async () => {
-    await s3?.stop();
-    for (const dir of [...temps, s3dir]) if (dir) await fs.rm(dir, { recursive: true, force: true });
+    await s3?.close();
+    for (const dir of temps) await fs.rm(dir, { recursive: true, force: true });
   });
 
   it('puts, gets and lists objects; a missing key is undefined, a missing bucket an error', async () => {
@@ -135,7 +131,8 @@ describe('S3ObjectStore against s3rver', () => {
     await store.deletePrefix('many/');
     expect(count('DeleteObjectsCommand')).toBe(2);
     expect(await store.list('many/')).toEqual([]);
-    expect(Date.now() - started).toBeLessThan(20_000);
+    // A bound, not a benchmark: 1105 puts and two listings on a busy machine.
+    expect(Date.now() - started).toBeLessThan(60_000);
   });
 
   it('deletes keys and directory prefixes, never the whole bucket', async () => {
@@ -282,7 +279,7 @@ describe('S3ObjectStore against s3rver', () => {
     await expect(store.ping()).rejects.toThrow();
     expect(Date.now() - t0).toBeLessThan(2500);
 
-    s3 = await startS3Server({ port: s3port, dir: s3dir });
+    await s3.start();
     await store.ping();
     expect((await store.getBytes('outage/kept'))?.toString()).toBe('still here');
   });
@@ -324,7 +321,7 @@ describe('S3ObjectStore against s3rver', () => {
     const put = store.putBytes('outage/retried', 'made it').finally(() => (settled = true));
     await sleep(1000);
     expect(settled).toBe(false);
-    s3 = await startS3Server({ port: s3port, dir: s3dir });
+    await s3.start();
     await put;
     expect((await store.getBytes('outage/retried'))?.toString()).toBe('made it');
   });

@@ -1,0 +1,101 @@
+import { randomUUID } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import type { ColumnType } from '../ingest/types.ts';
+import { failpoint } from '../failpoint.ts';
+import { log } from '../log.ts';
+import type { FileEntry } from './catalog.ts';
+import { encodeSchema } from './codec.ts';
+import type { Dataset, StorageContext } from './dataset.ts';
+import { dataFileKey, flushFileStem, schemaKey, stagingDir } from './layout.ts';
+import type { Manifests } from './manifests.ts';
+import { writeParquet } from './parquetWriter.ts';
+import { flushDuration, flushes } from '../metrics.ts';
+import { splitByRows } from './stats.ts';
+import { salvageSegments } from './walSalvage.ts';
+
+/**
+ * One flush of a dataset: the sealed WAL segments become Parquet files in the store, then this
+ * worker's schema object (when it has new columns), then one manifest naming the files and the
+ * segments; the segments go in the same tick as the manifest is applied. A failure leaves the WAL as
+ * it was (retried with backoff); objects uploaded before the failure are deleted, so a failed or
+ * abandoned flush leaves nothing behind. A segment DuckDB cannot read is salvaged (walSalvage.ts)
+ * instead of failing every flush for good.
+ */
+export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset): Promise<void> {
+  const segments = await ds.wal.seal();
+  ds.oldestUnflushedAt = undefined;
+  if (segments.length === 0) return;
+  const started = Date.now();
+  const { nodeId } = ctx.settings;
+  const seq = manifests.reserve(segments[segments.length - 1].seq);
+  const { generation, name, timeColumn } = ds.meta;
+  const staging = stagingDir(ctx.settings.dataDir, `flush-${name}-${generation}-${seq}-${randomUUID().slice(0, 8)}`);
+  const uploaded: string[] = [];
+  let committed = false;
+  let stage = 'parquet';
+  try {
+    const columns = Object.entries(ds.schema) as [string, ColumnType][];
+    const written = await writeParquet(ctx.duck, {
+      segmentPaths: segments.map((s) => s.path),
+      columns,
+      timeColumn,
+      stagingDir: staging,
+      filePrefix: flushFileStem(generation, nodeId, seq),
+      zstdLevel: ctx.settings.zstdLevel,
+      rowGroupRows: ctx.settings.rowGroupRows,
+    });
+    stage = 'upload';
+    const add: FileEntry[] = [];
+    const ingestedBytes = segments.reduce((sum, s) => sum + s.rawBytes, 0);
+    const rawShares = splitByRows(ingestedBytes, written.map((f) => f.rows));
+    for (const [i, f] of written.entries()) {
+      const key = dataFileKey(name, f.partition, path.basename(f.path));
+      uploaded.push(key);
+      await ctx.store.putFile(key, f.path);
+      add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i] });
+    }
+    failpoint('flush-after-upload');
+    if (ds.deleted) return;
+    if (ds.schemaDirty) {
+      ds.schemaDirty = false;
+      await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema)).catch((err) => {
+        ds.schemaDirty = true;
+        throw err;
+      });
+    }
+    // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
+    let removal: Promise<void> = Promise.resolve();
+    await manifests.commit(
+      ds,
+      seq,
+      { add, remove: [], walSegments: segments.map((s) => s.seq), ingestedBytes },
+      (m) => {
+        committed = true;
+        failpoint('flush-after-manifest');
+        removal = ds.wal.remove(m.walSegments);
+      },
+    );
+    await removal;
+    ds.flushFailures = 0;
+    ds.retryFlushAt = 0;
+    flushes.inc({ result: 'ok' });
+    flushDuration.observe((Date.now() - started) / 1000);
+    log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
+  } catch (err) {
+    ds.oldestUnflushedAt ??= Date.now();
+    flushes.inc({ result: 'failed' });
+    ds.flushFailures++;
+    ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
+    log.error('flush failed; will retry', { dataset: name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
+    // DuckDB could not turn the segments into Parquet: if a segment is damaged, cut it and go on at once.
+    if (stage === 'parquet' && !ds.deleted && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+    throw err;
+  } finally {
+    await fs.rm(staging, { recursive: true, force: true });
+    // Uploaded but never in a manifest (a failure, or the dataset deleted meanwhile): never read, so delete.
+    if (!committed && uploaded.length) {
+      await ctx.store.delete(uploaded).catch((err) => log.warn('deleting the uploads of a failed flush failed', { dataset: name, error: (err as Error).message }));
+    }
+  }
+}

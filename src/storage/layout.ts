@@ -1,0 +1,85 @@
+import * as path from 'node:path';
+
+/**
+ * Every object key and every local path the storage layer uses, built and parsed here and nowhere
+ * else (README "Storage layout"). Dataset names start with a letter and hold no "/" or ".", so a
+ * dataset's objects never collide with `.streams/` or with another dataset's.
+ *
+ * ```
+ * .streams/{dataset}.json                                   dataset metadata
+ * {dataset}/.schema/{generation}/{node}.json                a worker's schema
+ * {dataset}/.manifests/{generation}/{node}.{seq}.json       catalog manifests
+ * {dataset}/date=…/hour=…/minute=…/{generation}.{node}.{seq}_{i}.parquet     flushed files
+ * {dataset}/date=…/hour=…/{generation}.{node}.{seq}.compacted.parquet        compacted files
+ * ```
+ */
+
+export const META_PREFIX = '.streams/';
+
+const pad = (seq: number) => String(seq).padStart(12, '0');
+
+export const metaKey = (name: string) => `${META_PREFIX}${name}.json`;
+
+/** Dataset name of a metadata key, or undefined for anything else under `.streams/`. */
+export function parseMetaKey(key: string): string | undefined {
+  const m = /^\.streams\/([^/]+)\.json$/.exec(key);
+  return m?.[1];
+}
+
+/** Everything of a dataset, all generations. */
+export const datasetPrefix = (name: string) => `${name}/`;
+
+export const schemaPrefix = (name: string, generation: string) => `${name}/.schema/${generation}/`;
+export const schemaKey = (name: string, generation: string, nodeId: string) => `${schemaPrefix(name, generation)}${nodeId}.json`;
+
+export const manifestPrefix = (name: string, generation: string) => `${name}/.manifests/${generation}/`;
+export const manifestKey = (name: string, generation: string, nodeId: string, seq: number) =>
+  `${manifestPrefix(name, generation)}${nodeId}.${pad(seq)}.json`;
+
+/** Stem of the files one flush writes (DuckDB appends `_{i}.parquet`). */
+export const flushFileStem = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}`;
+export const compactedFileName = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}.compacted.parquet`;
+/** A data file's key from its partition (`date=…/hour=…[/minute=…]`) and file name. */
+export const dataFileKey = (name: string, partition: string, fileName: string) => `${name}/${partition}/${fileName}`;
+
+/** `date=…/hour=…` of a data file key. */
+export function hourPartition(key: string): string | undefined {
+  return /\/(date=[^/]+\/hour=[^/]+)\//.exec(key)?.[1];
+}
+
+export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'data';
+
+export interface ParsedKey {
+  role: ObjectRole;
+  dataset: string;
+  /** Undefined for metadata, which names its generation in its body. */
+  generation?: string;
+  nodeId?: string;
+  seq?: number;
+}
+
+/** What an object key is, or undefined for a key this service never writes. */
+export function parseKey(key: string): ParsedKey | undefined {
+  const meta = parseMetaKey(key);
+  if (meta !== undefined) return { role: 'metadata', dataset: meta };
+  let m = /^([^/.][^/]*)\/\.schema\/([^/]+)\/([^/]+)\.json$/.exec(key);
+  if (m) return { role: 'schema', dataset: m[1], generation: m[2], nodeId: m[3] };
+  m = /^([^/.][^/]*)\/\.manifests\/([^/]+)\/([^/]+)\.(\d{12})\.json$/.exec(key);
+  if (m) return { role: 'manifest', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
+  m = /^([^/.][^/]*)\/date=[^/]+\/hour=[^/]+\/(?:minute=[^/]+\/)?([^/.]+)\.([^/]+)\.(\d{12})(?:_\d+|\.compacted)\.parquet$/.exec(key);
+  if (m) return { role: 'data', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
+  return undefined;
+}
+
+// Local paths (one worker's disk).
+
+export const walRoot = (dataDir: string) => path.join(dataDir, 'wal');
+export const walDir = (dataDir: string, name: string, generation: string) => path.join(walRoot(dataDir), name, generation);
+/** This worker's schema of a dataset generation, kept beside its WAL and uploaded with the next flush. */
+export const localSchemaFile = (dataDir: string, name: string, generation: string) => path.join(walDir(dataDir, name, generation), 'schema.json');
+/** Staging for files being written (Parquet before upload). */
+export const stagingDir = (dataDir: string, label: string) => path.join(dataDir, 'tmp', label);
+/** Damaged local data set aside (WAL lines and segments that cannot be stored). */
+export const quarantineDir = (dataDir: string) => path.join(dataDir, 'quarantine');
+export const walQuarantineFile = (dataDir: string, name: string, generation: string, fileName: string) =>
+  path.join(quarantineDir(dataDir), 'wal', name, generation, fileName);

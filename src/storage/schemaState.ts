@@ -1,0 +1,87 @@
+import * as fs from 'node:fs/promises';
+import { unavailable } from '../errors.ts';
+import { log } from '../log.ts';
+import { decodeSchema, encodeSchema, isCorruptObject, type Schema } from './codec.ts';
+import type { Dataset, StorageContext } from './dataset.ts';
+import { localSchemaFile, schemaKey, schemaPrefix } from './layout.ts';
+import { writeFileDurable } from './objectStore.ts';
+import { unionSchemas } from './schema.ts';
+
+/**
+ * A dataset's schema on this worker: the union of every worker's schema object in the store and this
+ * worker's own schema, whose durable copy is the local file beside the WAL (ingestion does not depend
+ * on the store being up) and which is uploaded with the next flush.
+ */
+
+/** Reads this worker's local copy and every worker's schema object; a damaged one is set aside. */
+export async function refreshSchema(ctx: StorageContext, ds: Dataset): Promise<void> {
+  const { dataDir, nodeId } = ctx.settings;
+  const { name, generation } = ds.meta;
+  const file = localSchemaFile(dataDir, name, generation);
+  const local = await fs.readFile(file, 'utf8').catch(() => undefined);
+  if (local) {
+    try {
+      const own = decodeSchema(file, local);
+      if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
+      ds.ownSchema = unionSchemas([ds.ownSchema, own]);
+      ctx.quarantine.clear(file);
+    } catch (err) {
+      if (!isCorruptObject(err)) throw err;
+      // The store's copy (below) and the WAL's own columns still describe what was acknowledged.
+      ctx.quarantine.add({ key: file, kind: 'schema', dataset: name, reason: err.reason });
+    }
+  }
+  const schemas: Schema[] = [];
+  const own = schemaKey(name, generation, nodeId);
+  for (const { key } of await ctx.store.list(schemaPrefix(name, generation))) {
+    const body = await ctx.store.getBytes(key);
+    if (!body) continue;
+    let schema: Schema;
+    try {
+      schema = decodeSchema(key, body);
+    } catch (err) {
+      if (!isCorruptObject(err)) throw err;
+      ctx.quarantine.add({ key, kind: 'schema', dataset: name, reason: err.reason });
+      if (key === own) ds.schemaDirty = true; // rewritten whole at the next flush
+      continue;
+    }
+    ctx.quarantine.clear(key);
+    if (key === own) ds.ownSchema = unionSchemas([ds.ownSchema, schema]);
+    schemas.push(schema);
+  }
+  ds.schema = unionSchemas([ds.schema, ds.ownSchema, ...schemas]);
+}
+
+/**
+ * Makes `next` (the schema a batch needs) durable before any row that depends on it is acknowledged,
+ * and only then the dataset's schema in memory: memory follows the disk, so a failed write changes
+ * nothing and the next append simply tries again. Changes are serialised, and each write holds the
+ * union of everything before it, so concurrent batches with different new columns lose none.
+ */
+export async function evolveSchema(ctx: StorageContext, ds: Dataset, next: Schema): Promise<void> {
+  const previous = ds.schemaLock;
+  let unlock!: () => void;
+  ds.schemaLock = new Promise<void>((r) => (unlock = r));
+  try {
+    await previous;
+    const own = unionSchemas([ds.ownSchema, next]);
+    if (Object.keys(own).length === Object.keys(ds.ownSchema).length && Object.keys(own).every((k) => ds.ownSchema[k] === own[k])) {
+      ds.schema = unionSchemas([ds.schema, next]);
+      return; // an earlier batch already made these columns durable
+    }
+    const file = localSchemaFile(ctx.settings.dataDir, ds.meta.name, ds.meta.generation);
+    try {
+      await writeFileDurable(file, encodeSchema(own));
+    } catch (err) {
+      const e = err as NodeJS.ErrnoException;
+      log.error('schema write failed; the batch is not acknowledged', { dataset: ds.meta.name, file, error: e });
+      const cause = e.code === 'ENOSPC' || e.code === 'EDQUOT' ? 'the local disk is full' : `the local disk failed (${e.code ?? e.message})`;
+      throw unavailable(`dataset schema: ${cause}; nothing of this request was stored, retry later`, 10);
+    }
+    ds.ownSchema = own;
+    ds.schema = unionSchemas([ds.schema, own]);
+    ds.schemaDirty = true;
+  } finally {
+    unlock();
+  }
+}

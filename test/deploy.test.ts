@@ -1,0 +1,75 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+
+/**
+ * No Docker engine runs here, so the documented deployment is checked as files: the compose file
+ * parses, names images that exist where it says, gives every worker what it needs and a health check
+ * a probe can pass, and the load balancer survives a worker name that does not resolve.
+ */
+const root = path.resolve(import.meta.dirname, '..');
+
+interface Service {
+  image?: string;
+  build?: unknown;
+  restart?: string;
+  environment?: Record<string, string>;
+  healthcheck?: { test: string[] | string };
+  depends_on?: Record<string, { condition: string }> | string[];
+  volumes?: string[];
+}
+
+describe('docker-compose.yml', () => {
+  it('uses MinIO images from quay.io, a supported Node base image, and gives each worker the settings it needs', async () => {
+    const compose = parse(await fs.readFile(path.join(root, 'docker-compose.yml'), 'utf8'), { merge: true }) as { services: Record<string, Service> };
+    const { services } = compose;
+    expect(services.minio.image).toMatch(/^quay\.io\/minio\/minio(:|$)/);
+    expect(services['minio-init'].image).toMatch(/^quay\.io\/minio\/mc(:|$)/);
+    const dockerfile = await fs.readFile(path.join(root, 'Dockerfile'), 'utf8');
+    const from = /^FROM\s+node:(\d+)/m.exec(dockerfile);
+    expect(from, 'Dockerfile FROM node:<major>').not.toBeNull();
+    expect([22, 24]).toContain(Number(from![1]));
+
+    const workers = Object.entries(services).filter(([name]) => name.startsWith('worker-'));
+    expect(workers.length).toBeGreaterThanOrEqual(2);
+    const keys = new Set<string>();
+    const ids = new Set<string>();
+    for (const [name, w] of workers) {
+      const env = w.environment ?? {};
+      expect(env.P_STORAGE, name).toBe('s3');
+      expect(env.P_S3_URL, name).toBe('http://minio:9000');
+      expect(env.P_S3_BUCKET, name).toBeTruthy();
+      expect(env.P_API_KEYS, name).toBeTruthy();
+      keys.add(env.P_API_KEYS);
+      ids.add(env.P_NODE_ID);
+      expect(w.restart, name).toBe('unless-stopped');
+      // The health check is readiness, without a key (probes send none).
+      const test = ([] as string[]).concat(w.healthcheck?.test ?? []).join(' ');
+      expect(test, name).toContain('/api/v1/readiness');
+      expect(test.toLowerCase(), name).not.toMatch(/x-api-key|authorization/);
+      expect(w.volumes?.length, name).toBeGreaterThan(0);
+    }
+    expect(keys.size, 'every worker needs the same keys').toBe(1);
+    expect(ids.size, 'every worker needs its own P_NODE_ID').toBe(workers.length);
+
+    const lb = services.lb;
+    expect(lb.restart).toBe('unless-stopped');
+    for (const [name] of workers) expect((lb.depends_on as Record<string, { condition: string }>)[name]?.condition).toBe('service_healthy');
+    expect(services.minio.healthcheck).toBeDefined();
+  });
+
+  it("nginx resolves worker names at run time, so it starts when one does not resolve", async () => {
+    const conf = await fs.readFile(path.join(root, 'minio/nginx.conf'), 'utf8');
+    expect(conf).toMatch(/^\s*resolver\s+127\.0\.0\.11\b/m);
+    expect(conf).toMatch(/^\s*zone\s+\S+\s+\d+k;/m);
+    const servers = [...conf.matchAll(/^\s*server\s+(worker-\d+):8000\b([^;]*);/gm)];
+    expect(servers.length).toBeGreaterThanOrEqual(2);
+    for (const s of servers) expect(s[2], s[1]).toMatch(/\bresolve\b/);
+    const compose = await fs.readFile(path.join(root, 'docker-compose.yml'), 'utf8');
+    const image = /image:\s*nginx:(\d+)\.(\d+)/.exec(compose);
+    expect(image, 'a pinned nginx version').not.toBeNull();
+    // `resolve` in an open-source upstream needs nginx ≥ 1.27.3.
+    expect(Number(image![1]) * 1000 + Number(image![2])).toBeGreaterThanOrEqual(1028);
+  });
+});
