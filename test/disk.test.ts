@@ -28,7 +28,7 @@ describe('local disk faults', () => {
     mounts.push(mnt);
     let server = await startServer({ dataDir: mnt, env: { P_FLUSH_INTERVAL: '1s', P_INGEST_WORKERS: '1' } });
     servers.push(server);
-    expect((await server.request('/api/v1/logstream/diskfull', { method: 'PUT' })).status).toBe(201);
+    expect((await server.request('/api/v1/logstream/diskfull', { method: 'PUT' })).status).toBe(200);
 
     // Leave about 4 MiB free; the WAL and the flushes take the rest.
     const ballast = path.join(mnt, 'ballast');
@@ -90,7 +90,7 @@ describe('local disk faults', () => {
   it('a failed schema write is not remembered: the next append after the fault clears succeeds, and memory never runs ahead of the disk', async () => {
     const server = await startServer({ env: { P_FLUSH_INTERVAL: '1h' } });
     servers.push(server);
-    expect((await server.request('/api/v1/logstream/sch', { method: 'PUT' })).status).toBe(201);
+    expect((await server.request('/api/v1/logstream/sch', { method: 'PUT' })).status).toBe(200);
     expect((await server.request('/api/v1/logstream/sch', { method: 'POST', json: [{ a: 1 }] })).status).toBe(200);
     const [schemaFile] = await listFiles(path.join(server.dataDir, 'wal', 'sch'), 'schema.json');
     expect(schemaFile).toBeDefined();

@@ -128,7 +128,7 @@ describe('several workers on one bucket', () => {
     const c = await worker({ P_NODE_ID: 'miss-c', P_CATALOG_REFRESH: '1h' });
     const d = await worker({ P_NODE_ID: 'miss-d', P_CATALOG_REFRESH: '1h' });
     const e = await worker({ P_NODE_ID: 'miss-e', P_CATALOG_REFRESH: '1h' });
-    expect((await a.request('/api/v1/logstream/fresh', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/fresh', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 2 }] })).status).toBe(200);
     expect((await c.request('/api/v1/logstream/fresh/schema')).status).toBe(200);
@@ -145,7 +145,7 @@ describe('several workers on one bucket', () => {
   it('delete, then ingest on a worker that has not heard of it: those events go with the dataset, and no object of the old generation stays behind', async () => {
     const a = await worker({ P_NODE_ID: 'del-a' });
     const b = await worker({ P_NODE_ID: 'del-b', P_FLUSH_INTERVAL: '300ms', P_CATALOG_REFRESH: '3s' });
-    expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/gone', { method: 'POST', json: [{ before: true }] })).status).toBe(200);
     await until('flushed on B', async () => (await stats(b, 'gone')).wal.count === 0);
     const generation = (await keys('gone/.manifests/'))[0].split('/')[2];
@@ -166,7 +166,7 @@ describe('several workers on one bucket', () => {
       20_000,
     );
     // A re-created dataset starts empty on every worker: none of the late events reappear in it.
-    expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(200);
     await until('B sees the new one', async () => (await b.request('/api/v1/logstream/gone/stats')).status === 200);
     await new Promise((r) => setTimeout(r, 1500));
     expect(await query(a, 'SELECT count(*) AS n FROM gone')).toEqual([{ n: 0 }]);
@@ -176,7 +176,7 @@ describe('several workers on one bucket', () => {
   it('a query on another worker after a delete is 404, not 500', async () => {
     const a = await worker({ P_NODE_ID: 'q-a' });
     const b = await worker({ P_NODE_ID: 'q-b', P_CATALOG_REFRESH: '1h' });
-    expect((await a.request('/api/v1/logstream/vanish', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/vanish', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/vanish', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     await until('flushed on A', async () => (await stats(a, 'vanish')).storage.files > 0);
     // B loads the dataset and its catalog (no file downloaded yet), then A deletes it.
@@ -189,7 +189,7 @@ describe('several workers on one bucket', () => {
   it('a bucket outage while a query must download a file: 503 with Retry-After, and the query works once the bucket is back', async () => {
     const a = await worker({ P_NODE_ID: 'o-a' });
     const b = await worker({ P_NODE_ID: 'o-b', P_CATALOG_REFRESH: '1h' });
-    expect((await a.request('/api/v1/logstream/dark', { method: 'PUT' })).status).toBe(201);
+    expect((await a.request('/api/v1/logstream/dark', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/dark', { method: 'POST', json: [{ n: 1 }, { n: 2 }] })).status).toBe(200);
     await until('flushed on A', async () => (await stats(a, 'dark')).storage.files > 0);
     expect((await stats(b, 'dark')).storage.files).toBeGreaterThan(0);
