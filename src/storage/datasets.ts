@@ -39,6 +39,7 @@ const DISCOVER_MIN_INTERVAL_MS = 250;
 export class DatasetRegistry {
   private datasets = new Map<string, Dataset>();
   private creating = new Map<string, Promise<DatasetMeta>>();
+  private loading = new Map<string, Promise<Dataset>>();
   private reserved = new Set<string>();
   private timers: NodeJS.Timeout[] = [];
   /** Generations deleted here: a listing of the store taken before the delete must not bring one back. */
@@ -88,12 +89,24 @@ export class DatasetRegistry {
     }
   }
 
-  private async load(meta: DatasetMeta): Promise<Dataset> {
+  /**
+   * Opens a dataset once: concurrent loads of one name (a refresh and a lookup on a miss) share one
+   * opening. Two openings would each own a WAL on the same directory, and one would overwrite the
+   * other's segments.
+   */
+  private load(meta: DatasetMeta): Promise<Dataset> {
     const loaded = this.datasets.get(meta.name);
-    if (loaded && loaded.meta.generation === meta.generation) return loaded;
-    const ds = await openDataset(this.ctx, this.manifests, meta);
-    this.datasets.set(meta.name, ds);
-    return ds;
+    if (loaded && loaded.meta.generation === meta.generation) return Promise.resolve(loaded);
+    const inflight = this.loading.get(meta.name);
+    if (inflight) return inflight.then((ds) => (ds.meta.generation === meta.generation ? ds : this.load(meta)));
+    const opening = openDataset(this.ctx, this.manifests, meta)
+      .then((ds) => {
+        this.datasets.set(meta.name, ds);
+        return ds;
+      })
+      .finally(() => this.loading.delete(meta.name));
+    this.loading.set(meta.name, opening);
+    return opening;
   }
 
   validateName(name: string): void {
