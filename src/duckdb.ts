@@ -1,5 +1,5 @@
 import { DuckDBInstance, quotedIdentifier, quotedString, type DuckDBConnection } from '@duckdb/node-api';
-import type { ColumnType } from './ingest/types.ts';
+import type { ColumnType } from './model.ts';
 
 /**
  * DuckDB helpers shared by storage (flush, compaction) and queries: quoting (the library's own), the

@@ -4,17 +4,10 @@ import { parseDurationMs } from '../config.ts';
 import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
-import type { DatasetKind } from '../storage/datasets.ts';
+import { TIME_COLUMN, type DatasetKind } from '../model.ts';
 import { invalidInput } from '../errors.ts';
 import { arrowSchema, datedStats, queriedStats } from './parseableShapes.ts';
 
-/** Time column of each kind of dataset: JSON events by receive time, OTel records by their own time. */
-export const TIME_COLUMN: Record<DatasetKind, string> = {
-  json: 'p_timestamp',
-  'otel-logs': 'time_unix_nano',
-  'otel-traces': 'span_start_time_unix_nano',
-  'otel-metrics': 'time_unix_nano',
-};
 
 export function datasetKindFromHeader(value: string | undefined): DatasetKind {
   if (!value || value === 'json') return 'json';

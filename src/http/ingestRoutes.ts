@@ -7,7 +7,7 @@ import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { authorize } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
-import { TIME_COLUMN } from './datasetRoutes.ts';
+import { TIME_COLUMN } from '../model.ts';
 import { invalidInput, notFound } from '../errors.ts';
 
 /** Dataset named by `X-P-Stream`, else by the `stream` query parameter (for clients without custom headers). */

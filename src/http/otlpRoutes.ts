@@ -5,7 +5,7 @@ import type { DatasetKind, DatasetRegistry } from '../storage/datasets.ts';
 import { authorize, type Principal } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
-import { TIME_COLUMN } from './datasetRoutes.ts';
+import { TIME_COLUMN } from '../model.ts';
 import { decodeAndStore, streamName } from './ingestRoutes.ts';
 import { invalidInput } from '../errors.ts';
 

@@ -4,7 +4,7 @@
  * form of `Schema`, `QueriedStats`, `StreamInfo`); our own extra facts are extra keys, which
  * Parseable's clients ignore.
  */
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import type { DatasetKind, DatasetMeta, DatasetStats, Totals } from '../storage/datasets.ts';
 import type { Schema } from '../storage/schema.ts';
 

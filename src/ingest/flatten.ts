@@ -1,4 +1,4 @@
-import type { FlatRow, FlatValue } from './types.ts';
+import type { FlatRow, FlatValue } from '../model.ts';
 import { invalidInput } from '../errors.ts';
 
 /**

@@ -5,7 +5,7 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { serializeJob, type IngestInfo, type IngestJob } from './pipeline.ts';
-import type { ColumnType } from './types.ts';
+import type { ColumnType } from '../model.ts';
 import { DomainError, type ErrorKind } from '../errors.ts';
 
 export type JobResult =

@@ -1,5 +1,5 @@
 import { eventsFromJson, flattenEvent } from './flatten.ts';
-import type { ColumnType, FlatRow, RowBatch } from './types.ts';
+import type { ColumnType, FlatRow, RowBatch } from '../model.ts';
 
 /** Columns the service adds to every JSON event. */
 export const JSON_KNOWN_TYPES: Record<string, ColumnType> = { p_timestamp: 'TIMESTAMP', p_metadata: 'VARCHAR', p_tags: 'VARCHAR' };

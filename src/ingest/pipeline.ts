@@ -8,7 +8,7 @@ import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
 import { decodeOtlp, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
 import { decodeRemoteWrite } from './prometheus/index.ts';
-import type { RowBatch } from './types.ts';
+import type { RowBatch } from '../model.ts';
 
 export type IngestJob =
   | { kind: 'json'; body: Uint8Array; contentEncoding?: string; maxDecompressedBytes: number; stamp: EventStamp; maxDepth: number }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { DomainError } from '../errors.ts';
-import type { ColumnType } from '../ingest/types.ts';
+import { COLUMN_TYPES, DATASET_KINDS, type ColumnType, type DatasetKind } from '../model.ts';
 
 /**
  * The one codec for every object the service stores and reads back: dataset metadata, catalog
@@ -22,12 +22,10 @@ export class CorruptObjectError extends DomainError {
 
 export const isCorruptObject = (err: unknown): err is CorruptObjectError => err instanceof CorruptObjectError;
 
-const COLUMN_TYPES = ['VARCHAR', 'BIGINT', 'DOUBLE', 'BOOLEAN', 'TIMESTAMP', 'TIMESTAMP_NS', 'BIGINT[]', 'DOUBLE[]', 'VARCHAR[]'] as const satisfies readonly ColumnType[];
 const ColumnTypeZ = z.enum(COLUMN_TYPES);
 
-const DatasetKindZ = z.enum(['json', 'otel-logs', 'otel-traces', 'otel-metrics']);
-/** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
-export type DatasetKind = z.infer<typeof DatasetKindZ>;
+const DatasetKindZ = z.enum(DATASET_KINDS);
+export type { DatasetKind };
 
 const RetentionRuleZ = z.object({ description: z.string().optional(), action: z.literal('delete'), duration: z.string() });
 /** Parseable's retention shape: `[{"description":…, "action":"delete", "duration":"30d"}]`. */

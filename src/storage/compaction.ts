@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import type { DuckDBInstance } from '@duckdb/node-api';
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';

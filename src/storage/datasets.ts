@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
-import type { ColumnType, RowBatch } from '../ingest/types.ts';
+import type { ColumnType, RowBatch } from '../model.ts';
 import { log } from '../log.ts';
 import { encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { mergeGroup, planCompaction } from './compaction.ts';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import type { FileEntry } from './catalog.ts';

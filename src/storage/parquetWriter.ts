@@ -1,5 +1,5 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
 
 export interface WrittenFile {

@@ -1,5 +1,5 @@
 import { quotedIdentifier as sqlIdent } from '@duckdb/node-api';
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import { castProjection, listLiteral } from '../duckdb.ts';
 import { walScanSql } from './parquetWriter.ts';
 import type { DatasetMeta, Snapshot } from './datasets.ts';

@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow, FlatValue, RowBatch } from '../ingest/types.ts';
+import type { ColumnType, FlatRow, FlatValue, RowBatch } from '../model.ts';
 import { invalidInput } from '../errors.ts';
 
 /** Column name → type, in the order columns were first seen. */

@@ -1,5 +1,5 @@
 import * as fs from 'node:fs/promises';
-import type { ColumnType } from '../ingest/types.ts';
+import type { ColumnType } from '../model.ts';
 import { log } from '../log.ts';
 import { withConnection } from '../duckdb.ts';
 import type { Dataset, StorageContext } from './dataset.ts';

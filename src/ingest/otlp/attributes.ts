@@ -1,4 +1,4 @@
-import type { FlatRow } from '../types.ts';
+import type { FlatRow } from '../../model.ts';
 import { bool, bytes, dbl, hex, i64Exact, invalid, list, msg, path, str, wellFormed, type Field, type Msg } from './values.ts';
 
 /** AnyValue nesting beyond this is a 400: it only ever comes from a broken or hostile client. */

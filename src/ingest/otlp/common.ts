@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow } from '../types.ts';
+import type { ColumnType, FlatRow } from '../../model.ts';
 import { putAttributes } from './attributes.ts';
 import { int, list, msg, RecordRejection, str, type Msg, type Rejections } from './values.ts';
 

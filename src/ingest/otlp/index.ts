@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
+import type { ColumnType, FlatRow, RowBatch } from '../../model.ts';
 import type { OtlpFormat } from './decode.ts';
 import { requestClass } from './generated.ts';
 import { parseOtlpJson } from './json.ts';

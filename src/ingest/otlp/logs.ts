@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow } from '../types.ts';
+import type { ColumnType, FlatRow } from '../../model.ts';
 import { bodyCell } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
 import { enumNumber, id, int, str, timeColumn, type ConvertContext, type Msg } from './values.ts';

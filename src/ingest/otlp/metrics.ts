@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow } from '../types.ts';
+import type { ColumnType, FlatRow } from '../../model.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow, type Shared } from './common.ts';
 import {

@@ -1,4 +1,4 @@
-import type { ColumnType, FlatRow } from '../types.ts';
+import type { ColumnType, FlatRow } from '../../model.ts';
 import { attributesObject } from './attributes.ts';
 import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
 import { enumNumber, id, int, list, msg, nanosToIso, storableNanos, str, time, u64, type ConvertContext, type Msg } from './values.ts';

@@ -1,5 +1,5 @@
 import { inferType, rowToJsonLine, summarizeTypes, type TypeSummary } from '../../storage/schema.ts';
-import type { ColumnType, FlatRow, RowBatch } from '../types.ts';
+import type { ColumnType, FlatRow, RowBatch } from '../../model.ts';
 import { decodeMessage, RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample, type Int64 } from './decode.ts';
 import { DomainError, invalidInput, unsupported } from '../../errors.ts';
 

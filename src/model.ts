@@ -1,0 +1,41 @@
+/**
+ * The service's vocabulary, declared once: the column types a dataset can hold, the rows every ingest
+ * format produces, and the kinds of dataset with their time columns. A leaf: every layer uses it, it
+ * uses nothing.
+ */
+
+/**
+ * Column types a dataset can hold. Parquet files carry the same types; a query casts every file to the
+ * dataset's current type, so files written before a widening still read correctly.
+ */
+export const COLUMN_TYPES = ['VARCHAR', 'BIGINT', 'DOUBLE', 'BOOLEAN', 'TIMESTAMP', 'TIMESTAMP_NS', 'BIGINT[]', 'DOUBLE[]', 'VARCHAR[]'] as const;
+export type ColumnType = (typeof COLUMN_TYPES)[number];
+
+/** One stored cell. Timestamps travel as ISO-8601 UTC strings ('Z'); lists as JS arrays. */
+export type FlatValue = string | number | boolean | null | number[] | string[];
+export type FlatRow = Record<string, FlatValue>;
+
+/**
+ * What every ingestion format (JSON, OTLP, Prometheus) hands to the storage layer: flat rows, plus the
+ * types of the columns the format defines itself. Columns not in `knownTypes` are inferred from values.
+ */
+export interface RowBatch {
+  rows: FlatRow[];
+  knownTypes: Record<string, ColumnType>;
+}
+
+/** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
+export const DATASET_KINDS = ['json', 'otel-logs', 'otel-traces', 'otel-metrics'] as const;
+export type DatasetKind = (typeof DATASET_KINDS)[number];
+
+/**
+ * Each kind's time column: the one that partitions its files and that a query's time range selects on.
+ * JSON events by receive time; OTel records (and Prometheus samples, stored as OTel metric data points)
+ * by their own time.
+ */
+export const TIME_COLUMN: Record<DatasetKind, string> = {
+  json: 'p_timestamp',
+  'otel-logs': 'time_unix_nano',
+  'otel-traces': 'span_start_time_unix_nano',
+  'otel-metrics': 'time_unix_nano',
+};
