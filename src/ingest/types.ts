@@ -15,7 +15,17 @@ export type ColumnType =
 
 /** One stored cell. Timestamps travel as ISO-8601 UTC strings ('Z'); lists as JS arrays. */
 export type FlatValue = string | number | boolean | null | number[] | string[];
-export type FlatRow = Record<string, FlatValue>;
+
+/**
+ * Fields of a row that cannot have a column of their own (a duplicate name, a client field named like
+ * a service column) ride on the row under this symbol until the ingest worker writes them into the
+ * `p_overflow` column. A symbol is invisible to `for…in` and JSON.stringify, so rows without it pay
+ * nothing.
+ */
+export const OVERFLOW = Symbol('overflow');
+export type OverflowEntry = [name: string, value: unknown];
+
+export type FlatRow = Record<string, FlatValue> & { [OVERFLOW]?: OverflowEntry[] };
 
 /**
  * What every ingestion format (JSON, OTLP, Prometheus) hands to the storage layer: flat rows, plus the
