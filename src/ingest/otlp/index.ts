@@ -50,6 +50,8 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
     return requestClass[signal].decode(buf) as Msg;
   } catch (err) {
+    // A limit reached while decoding (src/ingest/limits.ts) is not a malformed body.
+    if (err instanceof DomainError) throw err;
     throw invalidInput(`request body is not a valid OTLP protobuf ${NOUN[signal]} export request: ${(err as Error).message}`);
   }
 }
