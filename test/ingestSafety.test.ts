@@ -17,7 +17,7 @@ async function okJson(res: Response): Promise<string> {
 }
 
 const postJson = (server: TestServer, dataset: string, text: string | Buffer, headers: Record<string, string> = {}) =>
-  server.request('/api/v1/ingest', { method: 'POST', body: text, headers: { 'content-type': 'application/json', 'X-P-Stream': dataset, ...headers } });
+  server.request('/api/v1/ingest', { method: 'POST', body: typeof text === 'string' ? text : new Uint8Array(text), headers: { 'content-type': 'application/json', 'X-P-Stream': dataset, ...headers } });
 const postLogs = (server: TestServer, dataset: string, body: string | Buffer) =>
   server.request('/v1/logs', {
     method: 'POST',

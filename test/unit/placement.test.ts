@@ -25,7 +25,7 @@ describe('fit: how a value type fits a column type', () => {
 });
 
 describe('placeValues: where each (name, type) of a batch goes', () => {
-  const cases: { name: string; current: Record<string, ColumnType>; batch: [string, ColumnType[]][]; max?: number; fixed?: string[]; moves: Record<string, Record<string, [string | null, boolean]>> | undefined }[] = [
+  const cases: { name: string; current: Record<string, ColumnType>; batch: [string, ColumnType[]][]; max?: number; fixed?: string[]; moves: Record<string, Partial<Record<ColumnType, [string | null, boolean]>>> | undefined }[] = [
     { name: 'new columns and same types: nothing moves', current: { a: 'BIGINT' }, batch: [['a', ['BIGINT']], ['b', ['VARCHAR']]], moves: undefined },
     { name: 'a fraction into BIGINT widens, nothing moves', current: { a: 'BIGINT' }, batch: [['a', ['DOUBLE']]], moves: undefined },
     { name: 'a number into VARCHAR is stored as text', current: { a: 'VARCHAR' }, batch: [['a', ['BIGINT', 'BOOLEAN']]], moves: { a: { BIGINT: ['a', true], BOOLEAN: ['a', true] } } },
@@ -41,7 +41,7 @@ describe('placeValues: where each (name, type) of a batch goes', () => {
     { name: 'NUL and control characters are removed from names', current: {}, batch: [['a\u0000b', ['BIGINT']], ['c\nd', ['VARCHAR']]], moves: { 'a\u0000b': { BIGINT: ['ab', false] }, 'c\nd': { VARCHAR: ['cd', false] } } },
     { name: 'a lone surrogate in a name becomes U+FFFD', current: {}, batch: [['\ud83dk', ['VARCHAR']]], moves: { '\ud83dk': { VARCHAR: ['\ufffdk', false] } } },
     { name: 'a name of only control characters is empty after cleaning: overflow', current: {}, batch: [['\u0000\u0001', ['VARCHAR']]], moves: { '\u0000\u0001': { VARCHAR: [null, false] } } },
-    { name: 'Object.prototype names are ordinary', current: { constructor: 'BIGINT' }, batch: [['constructor', ['BIGINT']], ['__proto__', ['VARCHAR']], ['toString', ['BOOLEAN']]], moves: undefined },
+    { name: 'Object.prototype names are ordinary', current: { constructor: 'BIGINT' as ColumnType }, batch: [['constructor', ['BIGINT']], ['__proto__', ['VARCHAR']], ['toString', ['BOOLEAN']]], moves: undefined },
     { name: 'beyond P_MAX_COLUMNS: overflow', current: { a: 'BIGINT', b: 'BIGINT' }, batch: [['c', ['BIGINT']], ['d', ['BIGINT']]], max: 3, moves: { d: { BIGINT: [null, false] } } },
     { name: 'columns the format defines are added beyond the limit, and first', current: { a: 'BIGINT' }, batch: [['P_TIMESTAMP', ['VARCHAR']], ['p_timestamp', ['TIMESTAMP']]], max: 1, fixed: ['p_timestamp'], moves: { P_TIMESTAMP: { VARCHAR: [null, false] } } },
   ];
