@@ -142,7 +142,9 @@ describe('datasets', () => {
       { name: 'f', data_type: 'DOUBLE' },
       { name: 'i', data_type: 'BIGINT' },
       { name: 'nested_k', data_type: 'VARCHAR' },
+      { name: 'p_src_ip', data_type: 'VARCHAR' },
       { name: 'p_timestamp', data_type: 'TIMESTAMP' },
+      { name: 'p_user_agent', data_type: 'VARCHAR' },
       { name: 's', data_type: 'VARCHAR' },
     ]);
 
@@ -231,7 +233,7 @@ describe('datasets', () => {
     expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
     await ingestText(server, 'metrics', JSON.stringify({ other: 'x' }));
     const fields = (await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields;
-    expect(fields.map((f) => f.name).sort()).toEqual(['other', 'p_timestamp']);
+    expect(fields.map((f) => f.name).sort()).toEqual(['other', 'p_src_ip', 'p_timestamp', 'p_user_agent']);
     expect(await query(server, 'SELECT count(*) AS n FROM metrics')).toEqual([{ n: 1 }]);
     const oldColumn = await server.request('/api/v1/query', {
       method: 'POST',
