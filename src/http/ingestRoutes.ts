@@ -21,7 +21,11 @@ export function streamName(c: Context): string {
 }
 
 /** The per-request work limits of a job (README "Limits"). */
-export const requestLimits = (config: Config): RequestLimits => ({ maxEvents: config.maxEventsPerRequest, maxValues: config.maxValuesPerRequest });
+export const requestLimits = (config: Config): RequestLimits => ({
+  maxEvents: config.maxEventsPerRequest,
+  maxValues: config.maxValuesPerRequest,
+  maxNames: Math.max(1000, 4 * config.maxColumns),
+});
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;

@@ -7,8 +7,8 @@
  *
  * - JSON (events and OTLP/JSON): one pass over the bytes before JSON.parse counts containers and
  *   commas (outside strings), and the top-level array's elements;
- * - protobuf (OTLP, remote write): every message decoder counts what it creates, and the decode stops
- *   at the first message over a limit.
+ * - protobuf (OTLP, remote write): every message decoder counts what it creates (and the distinct
+ *   attribute keys and label names), and the decode stops at the first message over a limit.
  *
  * The size limits (P_MAX_BODY_BYTES, P_MAX_DECOMPRESSED_BYTES) bound the bytes; these bound what the
  * bytes turn into, which for tiny events (`[{},{},…]`) is far more than their size.
@@ -23,7 +23,16 @@ import { v1Root, v2Root } from './prometheus/decode.ts';
 export interface RequestLimits {
   maxEvents: number;
   maxValues: number;
+  /**
+   * Distinct field names per request. Each new name costs far more than a value (a V8 hidden class in
+   * JSON.parse, a column decision, an overflow entry), so a body of unique names (`{"<id>":…}` maps)
+   * is bounded apart: 4 × P_MAX_COLUMNS (at least 1,000), more names than a dataset could hold.
+   */
+  maxNames: number;
 }
+
+export const tooManyNames = (limits: RequestLimits) =>
+  tooLarge(`request holds more than ${limits.maxNames} distinct field names (4 × P_MAX_COLUMNS); send smaller batches or fewer distinct names`);
 
 const tooManyEvents = (noun: string, limits: RequestLimits) =>
   tooLarge(`request holds more than ${limits.maxEvents} ${noun} (P_MAX_EVENTS_PER_REQUEST); send smaller batches`);
@@ -32,6 +41,7 @@ const tooManyValues = (limits: RequestLimits) =>
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+const COLON = 0x3a;
 /**
  * JSON bodies up to this size are parsed without a scan first: JSON.parse turns a byte into at most
  * ~20 bytes of heap (`[{},{},…]`), so 4 MiB stays under ~80 MB and ~0.2 s before the event count is
@@ -40,9 +50,10 @@ const BACKSLASH = 0x5c;
 export const SCAN_JSON_ABOVE = 4 * 1024 * 1024;
 
 /**
- * Counts a JSON body's values (objects, arrays, and commas between members and elements) and the
- * elements of a top-level array (the events) without parsing it, and throws 413 past a limit. Strings
- * are jumped over with indexOf. Malformed JSON is left to JSON.parse to report. A body no larger than
+ * Counts a JSON body's values (objects, arrays, and commas between members and elements), the
+ * elements of a top-level array (the events) and the distinct member names (by a 30-bit hash of their
+ * bytes, so a count may fall short, never over) without parsing it, and throws 413 past a limit.
+ * Strings are jumped over with indexOf. Malformed JSON is left to JSON.parse to report. A body no larger than
  * SCAN_JSON_ABOVE and than the values limit (every counted token is at least one byte) is not scanned:
  * its events are counted after parsing (`checkEventCount`).
  */
@@ -52,6 +63,7 @@ export function checkJsonShape(buf: Uint8Array, limits: RequestLimits, noun = 'e
   let values = 0;
   let events = 0;
   let topArray = false;
+  const names = new Set<number>();
   const n = buf.length;
   for (let i = 0; i < n; i++) {
     const c = buf[i];
@@ -63,6 +75,13 @@ export function checkJsonShape(buf: Uint8Array, limits: RequestLimits, noun = 'e
         let backslashes = 0;
         while (buf[j - 1 - backslashes] === BACKSLASH) backslashes++;
         if ((backslashes & 1) === 0) break;
+      }
+      // A member name (compact JSON: the colon follows the quote). FNV-1a over its bytes.
+      if (buf[j + 1] === COLON) {
+        let h = 0x811c9dc5;
+        for (let k = i + 1; k < j; k++) h = Math.imul(h ^ buf[k], 0x01000193);
+        names.add(h & 0x3fffffff);
+        if (names.size > limits.maxNames) throw tooManyNames(limits);
       }
       i = j;
     } else if (c === 0x7b || c === 0x5b) {
@@ -112,6 +131,7 @@ export function countOtlpJsonRecords(signal: OtlpSignal, request: Msg): number {
 class DecodeBudget {
   values = 0;
   records = 0;
+  names = new Set<unknown>();
   constructor(
     readonly limits: RequestLimits,
     readonly noun: string,
@@ -129,6 +149,16 @@ export function withDecodeBudget<T>(limits: RequestLimits, noun: string, decode:
   }
 }
 
+/**
+ * For decoders that build one row from a list of named fields (OTLP attributes): a list longer than
+ * the distinct-names limit is refused before its row is built, since such a row is where the cost of
+ * many names lies (a dictionary-mode object of that many properties).
+ */
+export function checkFieldCount(n: number): void {
+  const b = budget;
+  if (b !== null && n > b.limits.maxNames) throw tooManyNames(b.limits);
+}
+
 type Decoder = (reader: unknown, length?: number) => unknown;
 
 /**
@@ -136,7 +166,7 @@ type Decoder = (reader: unknown, length?: number) => unknown;
  * plus the elements of its packed repeated fields. Generated decoders look nested types' `decode` up at
  * call time, so replacing the property counts nested messages too.
  */
-function countDecodes(holder: { decode: Decoder }, record: boolean, packed: string[] = []): void {
+function countDecodes(holder: { decode: Decoder }, record: boolean, packed: string[] = [], nameField?: string): void {
   const decode = holder.decode;
   holder.decode = function counted(this: unknown, reader: unknown, length?: number) {
     const b = budget;
@@ -144,10 +174,14 @@ function countDecodes(holder: { decode: Decoder }, record: boolean, packed: stri
       if (++b.values > b.limits.maxValues) throw tooManyValues(b.limits);
       if (record && ++b.records > b.limits.maxEvents) throw tooManyEvents(b.noun, b.limits);
     }
-    const message = decode.call(this, reader, length);
-    if (b !== null && packed.length) {
-      for (const field of packed) b.values += ((message as Msg)[field] as unknown[] | undefined)?.length ?? 0;
-      if (b.values > b.limits.maxValues) throw tooManyValues(b.limits);
+    const message = decode.call(this, reader, length) as Msg;
+    if (b !== null) {
+      if (packed.length) {
+        for (const field of packed) b.values += (message[field] as unknown[] | undefined)?.length ?? 0;
+        if (b.values > b.limits.maxValues) throw tooManyValues(b.limits);
+      }
+      // Attribute keys and label names: the decode stops at the first name over the limit.
+      if (nameField !== undefined && b.names.add(message[nameField]).size > b.limits.maxNames) throw tooManyNames(b.limits);
     }
     return message;
   };
@@ -162,7 +196,9 @@ function instrumentOtlp(ns: Record<string, unknown>, seen = new Set<unknown>()):
     if ((typeof value !== 'function' && typeof value !== 'object') || value === null || seen.has(value)) continue;
     seen.add(value);
     const cls = value as { decode?: unknown; encode?: unknown };
-    if (typeof cls.decode === 'function' && typeof cls.encode === 'function') countDecodes(cls as { decode: Decoder }, OTLP_RECORDS.has(name), OTLP_PACKED[name]);
+    if (typeof cls.decode === 'function' && typeof cls.encode === 'function') {
+      countDecodes(cls as { decode: Decoder }, OTLP_RECORDS.has(name), OTLP_PACKED[name], name === 'KeyValue' ? 'key' : undefined);
+    }
     instrumentOtlp(value as Record<string, unknown>, seen);
   }
 }
@@ -177,7 +213,7 @@ const PROM_PACKED: Record<string, string[]> = {
 
 function instrumentProtobufRoot(ns: protobuf.NamespaceBase): void {
   for (const t of ns.nestedArray) {
-    if (t instanceof protobuf.Type) countDecodes(t as unknown as { decode: Decoder }, t.name === 'Sample' || t.name === 'Histogram', PROM_PACKED[t.name]);
+    if (t instanceof protobuf.Type) countDecodes(t as unknown as { decode: Decoder }, t.name === 'Sample' || t.name === 'Histogram', PROM_PACKED[t.name], t.name === 'Label' ? 'name' : undefined);
     if (t instanceof protobuf.Namespace || t instanceof protobuf.Type) instrumentProtobufRoot(t as protobuf.NamespaceBase);
   }
 }

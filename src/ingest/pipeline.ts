@@ -7,11 +7,12 @@ import { parseJson } from '../http/body.ts';
 import type { Schema, TypeSummary } from '../storage/schema.ts';
 import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
-import { checkEventCount, checkJsonShape, countOtlpJsonRecords, withDecodeBudget, type RequestLimits } from './limits.ts';
+import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
 import { rowsToLines } from './lines.ts';
 import { fixLoneSurrogates } from './names.ts';
 import { decodeOtlp, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
 import { parseOtlpJson } from './otlp/json.ts';
+import type { Msg } from './otlp/values.ts';
 import { placeRows, placeValues } from './placement.ts';
 import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion } from './prometheus/index.ts';
 import { uncompress } from './prometheus/decode.ts';
@@ -59,8 +60,8 @@ const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLe
 
 const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
 
-function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, info: IngestInfo): SerializedBatch {
-  const types = placeRows(rows, known, target.schema, target.maxColumns);
+function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo): SerializedBatch {
+  const types = placeRows(rows, known, target.schema, target.maxColumns, limits.maxNames);
   return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info };
 }
 
@@ -72,22 +73,23 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       const parsed = parseJson(body);
       checkEventCount(Array.isArray(parsed) ? parsed.length : 1, job.limits, 'events');
       const { rows } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth);
-      return finish(rows, JSON_KNOWN_TYPES, target, {});
+      return finish(rows, JSON_KNOWN_TYPES, target, job.limits, {});
     }
     case 'otlp': {
       const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
       const received = new Date(job.received);
-      let d;
-      if (job.format === 'protobuf') d = withDecodeBudget(job.limits, OTLP_NOUN[job.signal], () => decodeOtlp(job.signal, 'protobuf', body, received));
-      else {
-        checkJsonShape(body, job.limits, OTLP_NOUN[job.signal]);
-        const request = parseOtlpJson(body);
-        checkEventCount(countOtlpJsonRecords(job.signal, request), job.limits, OTLP_NOUN[job.signal]);
-        d = decodeOtlp(job.signal, 'json', body, received, request);
+      const noun = OTLP_NOUN[job.signal];
+      let request: Msg | undefined;
+      if (job.format === 'json') {
+        checkJsonShape(body, job.limits, noun);
+        request = parseOtlpJson(body);
+        checkEventCount(countOtlpJsonRecords(job.signal, request), job.limits, noun);
       }
+      // The budget counts protobuf messages as they are decoded, and attribute lists of both encodings.
+      const d = withDecodeBudget(job.limits, noun, () => decodeOtlp(job.signal, job.format, body, received, request));
       // Every OTLP row also gets `p_timestamp`, the receive time, as JSON events do.
       for (const row of d.rows) row.p_timestamp = job.received;
-      return finish(d.rows, { ...d.knownTypes, p_timestamp: 'TIMESTAMP' }, target, { rejected: d.rejected, rejectionMessage: d.rejectionMessage });
+      return finish(d.rows, { ...d.knownTypes, p_timestamp: 'TIMESTAMP' }, target, job.limits, { rejected: d.rejected, rejectionMessage: d.rejectionMessage });
     }
     case 'prometheus': {
       const version = remoteWriteVersion(job.contentType);
@@ -100,11 +102,12 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       const info: IngestInfo = { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars };
       const lines = d.lines!;
       if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
+      if (lines.types.size > job.limits.maxNames) throw tooManyNames(job.limits);
       if (!placeValues(target.schema, lines.types, target.maxColumns, new Set(Object.keys(known)))) {
         return { lines: fixLoneSurrogates(lines.text), rows: lines.count, types: lines.types, fixed: Object.keys(known), info };
       }
       const r = decodeRemoteWriteBytes(version, bytes, stamp, 'rows');
-      return finish(r.rows, known, target, info);
+      return finish(r.rows, known, target, job.limits, info);
     }
   }
 }

@@ -16,7 +16,7 @@
  * request changed it in between, the job runs again here with the new schema.
  */
 import { fit, OVERFLOW_COLUMN, SchemaView, TYPE_SUFFIX, inferType, widen, type Schema, type TypeSummary } from '../storage/schema.ts';
-import { invalidInput } from '../errors.ts';
+import { invalidInput, tooLarge } from '../errors.ts';
 import { asText, cleanName, overflowText, setField } from './names.ts';
 import { OVERFLOW, type ColumnType, type FlatRow, type FlatValue } from './types.ts';
 
@@ -36,8 +36,11 @@ export function valueType(known: Known, name: string, value: FlatValue): ColumnT
   return known[name] ?? inferType(value);
 }
 
-/** Per column, the types the rows carry; rows with overflow entries bring the overflow column. */
-export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>): TypeSummary {
+/**
+ * Per column, the types the rows carry; rows with overflow entries bring the overflow column. More
+ * than `maxNames` distinct names is 413 (see RequestLimits.maxNames), checked as they come.
+ */
+export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>, maxNames = Infinity): TypeSummary {
   const known = knownTypesOf(knownTypes);
   const summary: TypeSummary = new Map();
   for (const row of rows) {
@@ -47,8 +50,10 @@ export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, Colum
       const type = valueType(known, name, value);
       if (type === undefined) continue;
       const seen = summary.get(name);
-      if (!seen) summary.set(name, [type]);
-      else if (!seen.includes(type)) seen.push(type);
+      if (!seen) {
+        summary.set(name, [type]);
+        if (summary.size > maxNames) throw tooLarge(`request holds more than ${maxNames} distinct field names (4 × P_MAX_COLUMNS); send smaller batches or fewer distinct names`);
+      } else if (!seen.includes(type)) seen.push(type);
     }
     if (row[OVERFLOW] !== undefined && !summary.has(OVERFLOW_COLUMN)) summary.set(OVERFLOW_COLUMN, ['VARCHAR']);
   }
@@ -133,8 +138,8 @@ export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<str
  * Places a batch's values against the schema and rewrites the rows if anything moves. Returns the
  * summary of what the rows now hold.
  */
-export function placeRows(rows: FlatRow[], knownTypes: Record<string, ColumnType>, schema: Schema, maxColumns: number): TypeSummary {
-  const summary = summarizeTypes(rows, knownTypes);
+export function placeRows(rows: FlatRow[], knownTypes: Record<string, ColumnType>, schema: Schema, maxColumns: number, maxNames = Infinity): TypeSummary {
+  const summary = summarizeTypes(rows, knownTypes, maxNames);
   const moves = placeValues(schema, summary, maxColumns, new Set(Object.keys(knownTypes)));
   if (!moves) return summary;
   applyMoves(rows, moves, knownTypes);

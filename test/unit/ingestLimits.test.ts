@@ -19,21 +19,24 @@ function outcome(fn: () => unknown): string {
 
 describe('checkJsonShape (JSON scanned before parsing)', () => {
   // Small limits, so that the bodies are scanned (a body no larger than maxValues is not).
-  const limits = { maxEvents: 3, maxValues: 20 };
+  const limits = { maxEvents: 3, maxValues: 20, maxNames: 4 };
   const cases: [string, string, RegExp][] = [
     ['three events', '[{"a":1},{"a":2},{"a":3}]      ', /^ok$/],
     ['four events', '[{"a":1},{"a":2},{"a":3},{"a":4}]', /too_large: .*more than 3 events.*P_MAX_EVENTS_PER_REQUEST/],
     ['four empty events', '[{},{},{},{}]                    ', /too_large: .*more than 3 events/],
     ['braces inside strings do not count', '[{"a":"{[,,,,,,,,,,,,,,,,,,,,,]}"}]', /^ok$/],
     ['escaped quotes inside strings', '[{"a":"x\\"{{{{,,,,,,,,,,,,,,,,,,,"}]', /^ok$/],
-    ['many members of one object are values', '{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":10,"k":11,"l":12,"m":13,"n":14,"o":15,"p":16,"q":17,"r":18,"s":19,"t":20,"u":21}', /too_large: .*more than 20 values.*P_MAX_VALUES_PER_REQUEST/],
+    ['many members of one object are values', `{${Array.from({ length: 21 }, (_, i) => `"a":${i}`).join(',')}}`, /too_large: .*more than 20 values.*P_MAX_VALUES_PER_REQUEST/],
     ['a long array of scalars', `{"a":[${Array.from({ length: 30 }, () => 0).join(',')}]}`, /too_large: .*20 values/],
-    ['malformed JSON is left to the parser', '[{"a":"unterminated', /^ok$/],
+    ['malformed JSON is left to the parser', '[{"a":"unterminated                 ', /^ok$/],
+    ['four distinct names, repeated', '[{"a":1,"b":2},{"c":3,"d":"a"},{"a":2}]', /^ok$/],
+    ['five distinct names', '[{"a":1,"b":2},{"c":3,"d":4},{"e":5}]     ', /too_large: .*more than 4 distinct field names/],
+    ['names inside string values are not names', '[{"a":"\\"b\\":1 \\"c\\":2 \\"d\\":3 \\"e\\":4"}]', /^ok$/],
   ];
   it.each(cases)('%s', (_name, text, expected) => expect(outcome(() => checkJsonShape(Buffer.from(text), limits))).toMatch(expected));
 
   it('bodies no larger than the values limit and SCAN_JSON_ABOVE are not scanned (their events are counted after parsing)', () => {
-    expect(outcome(() => checkJsonShape(Buffer.from('[{},{},{},{},{}]'), { maxEvents: 3, maxValues: 100 }))).toBe('ok');
+    expect(outcome(() => checkJsonShape(Buffer.from('[{},{},{},{},{}]'), { maxEvents: 3, maxValues: 100, maxNames: 10 }))).toBe('ok');
     expect(SCAN_JSON_ABOVE).toBe(4 * 1024 * 1024);
   });
 });
@@ -53,7 +56,7 @@ describe('withDecodeBudget: protobuf decoders count what they create and stop at
   const logs = (records: number, attributes: number) =>
     otlpLogsProtobuf(Array.from({ length: records }, (_, i) => ({ timeMs: now + i, attributes: Array.from({ length: attributes }, (_, k) => [`a${k}`, { int: k }] as [string, { int: number }]) })));
   const decodeLogs = (body: Buffer, maxEvents: number, maxValues: number) => () =>
-    withDecodeBudget({ maxEvents, maxValues }, 'log records', () => decodeOtlp('logs', 'protobuf', body));
+    withDecodeBudget({ maxEvents, maxValues, maxNames: 1000 }, 'log records', () => decodeOtlp('logs', 'protobuf', body));
   const series = (n: number) => [{ labels: [['__name__', 'm'], ['job', 'j']] as [string, string][], samples: Array.from({ length: n }, (_, i) => ({ value: i, timestampMs: now + i })) }];
   const unsnappy = (b: Buffer) => snappy.uncompressSync(b, { asBuffer: true }) as Buffer;
 
@@ -62,9 +65,9 @@ describe('withDecodeBudget: protobuf decoders count what they create and stop at
     ['OTLP: one record more', decodeLogs(logs(6, 1), 5, 1000), /too_large: .*more than 5 log records/],
     ['OTLP: attributes count as values (record + 2 messages per attribute + envelope)', decodeLogs(logs(1, 10), 5, 24), /^ok$/],
     ['OTLP: one value more', decodeLogs(logs(1, 11), 5, 24), /too_large: .*more than 24 values/],
-    ['remote write 1.0: samples', () => withDecodeBudget({ maxEvents: 4, maxValues: 1000 }, 'samples', () => decodeRemoteWriteBytes('1.0', unsnappy(remoteWriteV1(series(5))))), /too_large: .*more than 4 samples/],
-    ['remote write 2.0: samples', () => withDecodeBudget({ maxEvents: 4, maxValues: 1000 }, 'samples', () => decodeRemoteWriteBytes('2.0', unsnappy(remoteWriteV2(series(5))))), /too_large: .*more than 4 samples/],
-    ['remote write 2.0: packed label references count', () => withDecodeBudget({ maxEvents: 100, maxValues: 6 }, 'samples', () => decodeRemoteWriteBytes('2.0', unsnappy(remoteWriteV2(series(1))))), /too_large: .*values/],
+    ['remote write 1.0: samples', () => withDecodeBudget({ maxEvents: 4, maxValues: 1000, maxNames: 1000 }, 'samples', () => decodeRemoteWriteBytes('1.0', unsnappy(remoteWriteV1(series(5))))), /too_large: .*more than 4 samples/],
+    ['remote write 2.0: samples', () => withDecodeBudget({ maxEvents: 4, maxValues: 1000, maxNames: 1000 }, 'samples', () => decodeRemoteWriteBytes('2.0', unsnappy(remoteWriteV2(series(5))))), /too_large: .*more than 4 samples/],
+    ['remote write 2.0: packed label references count', () => withDecodeBudget({ maxEvents: 100, maxValues: 6, maxNames: 1000 }, 'samples', () => decodeRemoteWriteBytes('2.0', unsnappy(remoteWriteV2(series(1))))), /too_large: .*values/],
     ['no budget: nothing is counted', () => decodeOtlp('logs', 'protobuf', logs(50, 2)), /^ok$/],
   ];
   it.each(cases)('%s', (_name, fn, expected) => expect(outcome(fn)).toMatch(expected));

@@ -89,6 +89,12 @@ describe('placeRows: rows after placement', () => {
     expect(rows[0]).toEqual({ a: 1, p_overflow: '{"x":"\ufffd","x#2":2,"\ufffd":[1,"\ufffd"]}' });
   });
 
+  it('summarizeTypes: more distinct names than the limit is 413', () => {
+    const rows: FlatRow[] = [{ a: 1, b: 2 }, { c: 3, a: 'x' }];
+    expect([...summarizeTypes(rows, {}, 3).keys()]).toEqual(['a', 'b', 'c']);
+    expect(() => summarizeTypes([...rows, { d: 1 }], {}, 3)).toThrow(/more than 3 distinct field names/);
+  });
+
   it('summarizeTypes uses the known types, never Object.prototype members', () => {
     const s = summarizeTypes([{ p_timestamp: '2026-01-01T00:00:00Z', constructor: 'c', toString: 1 }], { p_timestamp: 'TIMESTAMP' });
     expect([...s]).toEqual([

@@ -1,3 +1,4 @@
+import { checkFieldCount } from '../limits.ts';
 import { addOverflow, isServiceName, setField } from '../names.ts';
 import type { FlatRow } from '../types.ts';
 import { bool, bytes, dbl, hex, i64Exact, invalid, list, msg, path, str, wellFormed, type Field, type Msg } from './values.ts';
@@ -91,6 +92,7 @@ export function putAttributes(row: FlatRow, attrs: unknown, at: string, field: s
   if (attrs === null || attrs === undefined) return;
   const kvs = list(attrs, at, field);
   if (kvs.length === 0) return;
+  checkFieldCount(kvs.length);
   const listAt = `${at}.${field}`;
   for (let i = 0; i < kvs.length; i++) {
     const kv = msg(kvs[i], listAt, i);
