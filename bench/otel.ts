@@ -9,7 +9,7 @@ const services = ['checkout', 'cart', 'auth', 'search'];
 const routes = ['/api/cart', '/api/checkout', '/api/login', '/api/search'];
 
 /** OTLP JSON (the object shape of the spec's JSON encoding) for `count` log records. */
-function logsRequest(count: number, seed: number, baseMs: number): Record<string, unknown> {
+export function logsRequest(count: number, seed: number, baseMs: number): Record<string, unknown> {
   const r = rng(seed);
   const logRecords = Array.from({ length: count }, (_, i) => ({
     timeUnixNano: String(BigInt(baseMs + i) * 1_000_000n + BigInt(Math.floor(r() * 1e6))),
@@ -35,7 +35,7 @@ function logsRequest(count: number, seed: number, baseMs: number): Record<string
   };
 }
 
-function spansRequest(count: number, seed: number, baseMs: number): Record<string, unknown> {
+export function spansRequest(count: number, seed: number, baseMs: number): Record<string, unknown> {
   const r = rng(seed);
   const spans = Array.from({ length: count }, (_, i) => {
     const start = BigInt(baseMs + i) * 1_000_000n;
@@ -58,14 +58,14 @@ function spansRequest(count: number, seed: number, baseMs: number): Record<strin
 }
 
 /** Converts OTLP JSON ids (hex) to the bytes protobufjs' fromObject expects (base64). */
-function toProtobuf(signal: 'logs' | 'traces', json: Record<string, unknown>): Buffer {
+export function toProtobuf(signal: 'logs' | 'traces', json: Record<string, unknown>): Buffer {
   const b64 = (h: string) => Buffer.from(h, 'hex').toString('base64');
   const copy = JSON.parse(JSON.stringify(json), (k, v) => (['traceId', 'spanId', 'parentSpanId'].includes(k) && typeof v === 'string' ? b64(v) : v));
   const cls = requestClass[signal];
   return Buffer.from(cls.encode(cls.fromObject(copy)).finish());
 }
 
-function remoteWriteRequest(series: number, samplesPerSeries: number, seed: number, baseMs: number): Buffer {
+export function remoteWriteRequest(series: number, samplesPerSeries: number, seed: number, baseMs: number): Buffer {
   const r = rng(seed);
   const timeseries = Array.from({ length: series }, (_, s) => ({
     labels: [

@@ -73,6 +73,8 @@ const envSchema = z.object({
   P_PARQUET_ROW_GROUP_ROWS: int(122_880),
   P_PARQUET_ZSTD_LEVEL: int(3),
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
+  P_MAX_EVENTS_PER_REQUEST: int(100_000),
+  P_MAX_VALUES_PER_REQUEST: int(4_000_000),
   P_WAL_MAX_BYTES: bytes('1GiB'),
   P_STORAGE: z.enum(['local', 's3']).default('local'),
   P_S3_URL: z.string().optional(),
@@ -131,6 +133,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
     zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
+    maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
+    maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     walMaxBytes: e.P_WAL_MAX_BYTES,
     storage: e.P_STORAGE,
     s3: {

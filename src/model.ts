@@ -13,7 +13,17 @@ export type ColumnType = (typeof COLUMN_TYPES)[number];
 
 /** One stored cell. Timestamps travel as ISO-8601 UTC strings ('Z'); lists as JS arrays. */
 export type FlatValue = string | number | boolean | null | number[] | string[];
-export type FlatRow = Record<string, FlatValue>;
+
+/**
+ * Fields of a row that cannot have a column of their own (a duplicate name, a client field named like
+ * a service column) ride on the row under this symbol until the ingest worker writes them into the
+ * `p_overflow` column. A symbol is invisible to `for…in` and JSON.stringify, so rows without it pay
+ * nothing.
+ */
+export const OVERFLOW = Symbol('overflow');
+export type OverflowEntry = [name: string, value: unknown];
+
+export type FlatRow = Record<string, FlatValue> & { [OVERFLOW]?: OverflowEntry[] };
 
 /**
  * What every ingestion format (JSON, OTLP, Prometheus) hands to the storage layer: flat rows, plus the
@@ -39,3 +49,20 @@ export const TIME_COLUMN: Record<DatasetKind, string> = {
   'otel-traces': 'span_start_time_unix_nano',
   'otel-metrics': 'time_unix_nano',
 };
+
+/** Per column, the distinct types a batch brings, in the order they first appear. */
+export type TypeSummary = Map<string, ColumnType[]>;
+
+export function inferType(value: FlatValue): ColumnType | undefined {
+  switch (typeof value) {
+    case 'string':
+      return 'VARCHAR';
+    case 'boolean':
+      return 'BOOLEAN';
+    case 'number':
+      return Number.isSafeInteger(value) ? 'BIGINT' : 'DOUBLE';
+    default:
+      if (Array.isArray(value)) return value.every((v) => typeof v === 'number') ? 'DOUBLE[]' : 'VARCHAR[]';
+      return undefined;
+  }
+}

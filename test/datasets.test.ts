@@ -148,7 +148,9 @@ describe('datasets', () => {
       arrowField('f', 'Float64'),
       arrowField('i', 'Int64'),
       arrowField('nested_k', 'Utf8'),
+      arrowField('p_src_ip', 'Utf8'),
       arrowField('p_timestamp', { Timestamp: ['Millisecond', null] }),
+      arrowField('p_user_agent', 'Utf8'),
       arrowField('s', 'Utf8'),
     ]);
     expect(schema.metadata).toEqual({});
@@ -240,7 +242,7 @@ describe('datasets', () => {
     expect((await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields).toEqual([]);
     await ingestText(server, 'metrics', JSON.stringify({ other: 'x' }));
     const fields = (await body<SchemaResponse>(await server.request('/api/v1/logstream/metrics/schema'))).fields;
-    expect(fields.map((f) => f.name).sort()).toEqual(['other', 'p_timestamp']);
+    expect(fields.map((f) => f.name).sort()).toEqual(['other', 'p_src_ip', 'p_timestamp', 'p_user_agent']);
     expect(await query(server, 'SELECT count(*) AS n FROM metrics')).toEqual([{ n: 1 }]);
     const oldColumn = await server.request('/api/v1/query', {
       method: 'POST',

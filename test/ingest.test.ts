@@ -14,6 +14,8 @@ interface Stats {
 }
 
 const MAX_BODY = 1024;
+/** Columns the service adds to every JSON event (fetch sends a User-Agent, so p_user_agent is never empty here). */
+const SERVICE_COLUMNS = { p_timestamp: { Timestamp: ['Millisecond', null] }, p_src_ip: 'Utf8', p_user_agent: 'Utf8' };
 
 async function body<T>(res: Response): Promise<T> {
   return JSON.parse(await res.text()) as T;
@@ -120,7 +122,7 @@ describe('JSON ingestion', () => {
     expect((await put(server, 'flat')).status).toBe(200);
     await ingestOk(server, 'flat', { http: { method: 'GET', status: 200, req: { bytes: 12 } }, tags: ['a', 1], gone: null, obj: { inner: null } });
     const types = await fieldTypes(server, 'flat');
-    expect(types).toEqual({ http_method: 'Utf8', http_status: 'Int64', http_req_bytes: 'Int64', tags: 'Utf8', p_timestamp: TS_MS });
+    expect(types).toEqual({ http_method: 'Utf8', http_status: 'Int64', http_req_bytes: 'Int64', tags: 'Utf8', ...SERVICE_COLUMNS });
     const rows = await query(
       server,
       "SELECT http_method, http_status, http_req_bytes, tags, json_extract_string(tags, '$[0]') AS first, json_extract(tags, '$[1]')::INTEGER AS second, json_array_length(tags) AS len FROM flat",
@@ -149,9 +151,12 @@ describe('JSON ingestion', () => {
     const exact = await query(server, `SELECT count(*) AS n FROM stamped WHERE p_timestamp = '${String(rows[0].p_timestamp).replace('Z', '')}'::TIMESTAMP`);
     expect(exact).toEqual([{ n: 2 }]);
     expect(await query(server, "SELECT count(*) AS n FROM stamped WHERE p_timestamp < '2002-01-01'")).toEqual([{ n: 0 }]);
-    // Without the headers, the columns are null.
+    // Without the headers, the columns are null; a client's own p_ fields are kept in p_overflow.
     await ingestOk(server, 'stamped', { n: 3, p_metadata: 'forged', p_tags: 'forged' });
-    expect(await query(server, 'SELECT p_metadata, p_tags FROM stamped WHERE n = 3')).toEqual([{ p_metadata: null, p_tags: null }]);
+    expect(await query(server, 'SELECT p_metadata, p_tags, p_overflow FROM stamped WHERE n = 3')).toEqual([
+      { p_metadata: null, p_tags: null, p_overflow: '{"p_metadata":"forged","p_tags":"forged"}' },
+    ]);
+    expect(await query(server, 'SELECT p_overflow FROM stamped WHERE n = 1')).toEqual([{ p_overflow: '{"p_timestamp":"2001-01-01T00:00:00Z"}' }]);
   });
 
   it('timestamps read back in the Date#toISOString form, milliseconds always written out', async () => {
@@ -176,9 +181,9 @@ describe('JSON ingestion', () => {
   it('schema evolution: new fields add columns that read as null in older rows', async () => {
     expect((await put(server, 'evo')).status).toBe(200);
     await ingestOk(server, 'evo', { a: 1 });
-    expect(await fieldTypes(server, 'evo')).toEqual({ a: 'Int64', p_timestamp: TS_MS });
+    expect(await fieldTypes(server, 'evo')).toEqual({ a: 'Int64', ...SERVICE_COLUMNS });
     await ingestOk(server, 'evo', { a: 2, b: 'new' });
-    expect(await fieldTypes(server, 'evo')).toEqual({ a: 'Int64', p_timestamp: TS_MS, b: 'Utf8' });
+    expect(await fieldTypes(server, 'evo')).toEqual({ a: 'Int64', ...SERVICE_COLUMNS, b: 'Utf8' });
     expect(await query(server, 'SELECT a, b FROM evo ORDER BY a', {}, { send_null: true })).toEqual([
       { a: 1, b: null },
       { a: 2, b: 'new' },
@@ -207,31 +212,40 @@ describe('JSON ingestion', () => {
     expect(await query(server, "SELECT count(*) AS n FROM texty WHERE code = '42'")).toEqual([{ n: 1 }]);
   });
 
-  it('schema evolution: a string into a BIGINT column is a 400 naming the field, and the whole request stores nothing', async () => {
+  it('schema evolution: a value that conflicts with its column goes to the typed sibling column, the request is accepted', async () => {
     expect((await put(server, 'strict')).status).toBe(200);
     await ingestOk(server, 'strict', { n: 1 });
-    const res = await post(server, 'strict', [{ n: 2, extra: 'valid row' }, { n: 'three' }]);
-    const msg = await expectError(res, 400);
-    expect(msg).toMatch(/"n"/);
-    expect(await count(server, 'strict')).toBe(1);
-    expect(await query(server, 'SELECT n FROM strict')).toEqual([{ n: 1 }]);
-    // The columns the rejected request would have added do not exist either.
-    expect(await fieldTypes(server, 'strict')).toEqual({ n: 'Int64', p_timestamp: TS_MS });
+    expect(await ingestOk(server, 'strict', [{ n: 2, extra: 'valid row' }, { n: 'three' }, { n: true }, { n: 4.5 }])).toBe(4);
+    // Parseable's naming: <field>_<Arrow type>. The BIGINT column widened for 4.5; nothing was rewritten.
+    expect(await fieldTypes(server, 'strict')).toEqual({ n: 'Float64', ...SERVICE_COLUMNS, extra: 'Utf8', n_utf8: 'Utf8', n_bool: 'Boolean' });
+    expect(await query(server, 'SELECT n, n_utf8, n_bool, extra FROM strict ORDER BY p_timestamp, n NULLS LAST, n_utf8 NULLS LAST')).toEqual([
+      { n: 1, n_utf8: null, n_bool: null, extra: null },
+      { n: 2, n_utf8: null, n_bool: null, extra: 'valid row' },
+      { n: 4.5, n_utf8: null, n_bool: null, extra: null },
+      { n: null, n_utf8: 'three', n_bool: null, extra: null },
+      { n: null, n_utf8: null, n_bool: true, extra: null },
+    ]);
+    // Later values of each type go where the earlier ones went.
+    await ingestOk(server, 'strict', [{ n: 'four' }, { n: 5 }]);
+    expect(await query(server, "SELECT count(*) AS c FROM strict WHERE n_utf8 = 'four' OR n = 5")).toEqual([{ c: 2 }]);
     const stats = await body<Stats>(await server.request('/api/v1/logstream/strict/stats'));
-    expect(stats.ingestion.count).toBe(1);
-    // A boolean does not fit a BIGINT column either.
-    expect(await expectError(await post(server, 'strict', { n: true }), 400)).toMatch(/"n"/);
-    expect(await count(server, 'strict')).toBe(1);
+    expect(stats.ingestion.count).toBe(7);
   });
 
-  it('field names differing only in letter case are a 400', async () => {
+  it('field names differing only in letter case from a column go to p_overflow, by name', async () => {
     expect((await put(server, 'cased')).status).toBe(200);
     await ingestOk(server, 'cased', { level: 'info' });
-    expect(await expectError(await post(server, 'cased', { Level: 'warn' }), 400)).toMatch(/Level/);
-    expect(await expectError(await post(server, 'cased', [{ other: 1 }, { LEVEL: 'x' }]), 400)).toMatch(/LEVEL/);
-    expect(await expectError(await post(server, 'cased', { Dup: 1, dup: 2 }), 400)).toMatch(/dup/i);
-    expect(await count(server, 'cased')).toBe(1);
-    expect(await fieldTypes(server, 'cased')).toEqual({ level: 'Utf8', p_timestamp: TS_MS });
+    await ingestOk(server, 'cased', { Level: 'warn' });
+    await ingestOk(server, 'cased', [{ other: 1 }, { LEVEL: 'x' }]);
+    await ingestOk(server, 'cased', { Dup: 1, dup: 2 });
+    expect(await count(server, 'cased')).toBe(5);
+    expect(await fieldTypes(server, 'cased')).toEqual({ level: 'Utf8', ...SERVICE_COLUMNS, p_overflow: 'Utf8', other: 'Int64', Dup: 'Int64' });
+    const rows = await query(server, "SELECT level, p_overflow, json_extract_string(p_overflow, '$.Level') AS lv FROM cased WHERE p_overflow IS NOT NULL ORDER BY p_overflow");
+    expect(rows).toEqual([
+      { level: null, p_overflow: '{"LEVEL":"x"}', lv: null },
+      { level: null, p_overflow: '{"Level":"warn"}', lv: 'warn' },
+      { level: null, p_overflow: '{"dup":2}', lv: null },
+    ]);
   });
 
   it('rejects bad bodies with a JSON error and stores nothing from them', async () => {
@@ -281,7 +295,7 @@ describe('JSON ingestion', () => {
     expect(await count(server, 'limits')).toBe(3);
     expect(await query(server, 'SELECT ok FROM limits ORDER BY ok')).toEqual([{ ok: 1 }, { ok: 2 }, { ok: null }]);
     const types = await fieldTypes(server, 'limits');
-    expect(Object.keys(types).sort()).toEqual(['l2_l3_l4_l5_l6_l7_l8_l9_l10_leaf', 'ok', 'p_timestamp', 'pad']);
+    expect(Object.keys(types).sort()).toEqual(['l2_l3_l4_l5_l6_l7_l8_l9_l10_leaf', 'ok', 'p_src_ip', 'p_timestamp', 'p_user_agent', 'pad']);
   });
 
   it('JSON events cannot go into an OTel dataset', async () => {

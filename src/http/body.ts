@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
-import { invalidInput, tooLarge } from '../errors.ts';
+import { tooLarge } from '../errors.ts';
 
 /** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
 export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
@@ -23,11 +23,5 @@ export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
 
 const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);
 
-export function parseJson(body: Buffer): unknown {
-  if (body.length === 0) throw invalidInput('request body is empty');
-  try {
-    return JSON.parse(body.toString('utf8'));
-  } catch (err) {
-    throw invalidInput(`malformed JSON: ${(err as Error).message}`);
-  }
-}
+
+export { parseJson } from '../json.ts';

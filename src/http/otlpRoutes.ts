@@ -6,7 +6,7 @@ import { authorize, type Principal } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { TIME_COLUMN } from '../model.ts';
-import { decodeAndStore, streamName } from './ingestRoutes.ts';
+import { decodeAndStore, requestLimits, streamName } from './ingestRoutes.ts';
 import { invalidInput } from '../errors.ts';
 
 const KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel-traces', metrics: 'otel-metrics' };
@@ -46,11 +46,12 @@ export function registerOtlpRoutes(app: Hono<AppEnv>, { registry, config, ingest
       body: raw,
       contentEncoding: c.req.header('content-encoding'),
       maxDecompressedBytes: config.maxDecompressedBytes,
+      limits: requestLimits(config),
       signal,
       format,
       received: new Date().toISOString(),
     };
-    const { info } = await decodeAndStore(ingestPool, registry, name, job, () => targetDataset(registry, principal, name, kind));
+    const { info } = await decodeAndStore(ingestPool, registry, config, name, job, () => targetDataset(registry, principal, name, kind));
     const res = encodeOtlpResponse(signal, format, info.rejected ?? 0, info.rejectionMessage);
     return c.body(typeof res.body === 'string' ? res.body : new Uint8Array(res.body), 200, { 'Content-Type': res.contentType });
   };

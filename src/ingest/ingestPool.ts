@@ -2,7 +2,7 @@ import { Worker } from 'node:worker_threads';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
 import { runJob, type JobResult } from './ingestWorker.ts';
-import type { IngestJob, SerializedBatch } from './pipeline.ts';
+import type { IngestJob, PlacementTarget, SerializedBatch } from './pipeline.ts';
 
 /**
  * Worker threads that turn request bodies (JSON, OTLP, remote write) into WAL lines. With no workers
@@ -51,20 +51,20 @@ export class IngestPool {
     this.workers.push(slot);
   }
 
-  async serialize(job: IngestJob): Promise<SerializedBatch> {
+  async serialize(job: IngestJob, target: PlacementTarget): Promise<SerializedBatch> {
     const id = this.nextId++;
     let result: JobResult;
     const slot = this.workers.reduce<(typeof this.workers)[number] | undefined>((best, w) => (!best || w.busy < best.busy ? w : best), undefined);
-    if (!slot) result = runJob(id, job);
+    if (!slot) result = runJob(id, job, target);
     else {
       slot.busy++;
       result = await new Promise<JobResult>((resolve) => {
         this.pending.set(id, { resolve, worker: slot.worker });
-        slot.worker.postMessage({ id, job });
+        slot.worker.postMessage({ id, job, target });
       });
     }
     if (!result.ok) throw new DomainError(result.kind, result.message, result.retryAfterSec);
-    return { lines: result.lines, rows: result.rows, types: new Map(result.types), info: result.info };
+    return { lines: result.lines, rows: result.rows, types: new Map(result.types), fixed: result.fixed, info: result.info };
   }
 
   async close(): Promise<void> {

@@ -1,19 +1,42 @@
 /**
- * Request body → rows, for every ingestion format, as one pure function: it runs in the ingest
- * worker threads, and on the event loop when a batch has to be rebuilt there.
+ * Request body → WAL lines, for every ingestion format, as one pure function run by the ingest worker
+ * threads (or on the event loop with P_INGEST_WORKERS=0): decode within the per-request limits, then
+ * place every value against the dataset's schema as the worker was given it (src/ingest/placement.ts).
  */
-import { parseJson } from '../http/body.ts';
-import { rowToJsonLine, summarizeTypes, type TypeSummary } from '../storage/schema.ts';
+import { parseJson } from '../json.ts';
+import type { Schema, TypeSummary } from '../storage/schema.ts';
 import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
+import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
+import { rowsToLines } from './lines.ts';
+import { fixLoneSurrogates } from './names.ts';
 import { decodeOtlp, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
-import { decodeRemoteWrite } from './prometheus/index.ts';
-import type { RowBatch } from '../model.ts';
+import { parseOtlpJson } from './otlp/json.ts';
+import type { Msg } from './otlp/values.ts';
+import { placeRows, placeValues } from './placement.ts';
+import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion } from './prometheus/index.ts';
+import { uncompress } from './prometheus/decode.ts';
+import type { ColumnType, FlatRow } from '../model.ts';
 
-export type IngestJob =
-  | { kind: 'json'; body: Uint8Array; contentEncoding?: string; maxDecompressedBytes: number; stamp: EventStamp; maxDepth: number }
-  | { kind: 'otlp'; body: Uint8Array; contentEncoding?: string; maxDecompressedBytes: number; signal: OtlpSignal; format: OtlpFormat; received: string }
-  | { kind: 'prometheus'; body: Uint8Array; contentEncoding?: string; maxDecompressedBytes: number; contentType?: string; received: string };
+interface JobBase {
+  body: Uint8Array;
+  contentEncoding?: string;
+  maxDecompressedBytes: number;
+  limits: RequestLimits;
+}
+
+export type IngestJob = JobBase &
+  (
+    | { kind: 'json'; stamp: EventStamp; maxDepth: number }
+    | { kind: 'otlp'; signal: OtlpSignal; format: OtlpFormat; received: string }
+    | { kind: 'prometheus'; contentType?: string; received: string }
+  );
+
+/** The dataset's schema as the caller last saw it, against which the worker places values. */
+export interface PlacementTarget {
+  schema: Schema;
+  maxColumns: number;
+}
 
 /** What the response needs besides the row count (OTLP partial success, remote-write counts). */
 export interface IngestInfo {
@@ -24,57 +47,67 @@ export interface IngestInfo {
   exemplars?: number;
 }
 
-const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-
-/** Every OTLP and Prometheus row also gets `p_timestamp`, the receive time, as JSON events do. */
-function stampReceiveTime(batch: RowBatch, received: string): RowBatch {
-  for (const row of batch.rows) row.p_timestamp = received;
-  return { rows: batch.rows, knownTypes: { ...batch.knownTypes, p_timestamp: 'TIMESTAMP' } };
-}
-
-/** Remote write with the receive time as `p_timestamp` on every row. */
-function decodePrometheus(job: Extract<IngestJob, { kind: 'prometheus' }>, output: 'rows' | 'lines') {
-  return decodeRemoteWrite(asBuffer(job.body), job.contentType, job.contentEncoding, job.maxDecompressedBytes, { p_timestamp: job.received }, output);
-}
-
-const remoteWriteInfo = (d: { samples: number; histograms: number; exemplars: number }): IngestInfo => ({ samples: d.samples, histograms: d.histograms, exemplars: d.exemplars });
-
-export function decodeJob(job: IngestJob): { batch: RowBatch; info: IngestInfo } {
-  switch (job.kind) {
-    case 'json': {
-      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
-      return { batch: jsonEventsToBatch(parseJson(body), job.stamp, job.maxDepth), info: {} };
-    }
-    case 'otlp': {
-      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
-      const d = decodeOtlp(job.signal, job.format, body, new Date(job.received));
-      return { batch: stampReceiveTime(d, job.received), info: { rejected: d.rejected, rejectionMessage: d.rejectionMessage } };
-    }
-    case 'prometheus': {
-      const d = decodePrometheus(job, 'rows');
-      return { batch: { rows: d.rows, knownTypes: { ...d.knownTypes, p_timestamp: 'TIMESTAMP' } }, info: remoteWriteInfo(d) };
-    }
-  }
-}
-
 export interface SerializedBatch {
   lines: string;
   rows: number;
   types: TypeSummary;
+  /** Columns the format defines (they never count against P_MAX_COLUMNS). */
+  fixed: string[];
   info: IngestInfo;
 }
 
-/** Decodes and serialises to WAL lines, with the types the rows carry (schema checks happen later). */
-export function serializeJob(job: IngestJob): SerializedBatch {
-  if (job.kind === 'prometheus') {
-    const d = decodePrometheus(job, 'lines');
-    const lines = d.lines!;
-    if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
-    return { lines: lines.text, rows: lines.count, types: lines.types, info: remoteWriteInfo(d) };
+const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+
+const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
+
+function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo): SerializedBatch {
+  const types = placeRows(rows, known, target.schema, target.maxColumns, limits.maxNames);
+  return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info };
+}
+
+export function serializeJob(job: IngestJob, target: PlacementTarget): SerializedBatch {
+  switch (job.kind) {
+    case 'json': {
+      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
+      checkJsonShape(body, job.limits);
+      const parsed = parseJson(body);
+      checkEventCount(Array.isArray(parsed) ? parsed.length : 1, job.limits, 'events');
+      const { rows } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth);
+      return finish(rows, JSON_KNOWN_TYPES, target, job.limits, {});
+    }
+    case 'otlp': {
+      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
+      const received = new Date(job.received);
+      const noun = OTLP_NOUN[job.signal];
+      let request: Msg | undefined;
+      if (job.format === 'json') {
+        checkJsonShape(body, job.limits, noun);
+        request = parseOtlpJson(body);
+        checkEventCount(countOtlpJsonRecords(job.signal, request), job.limits, noun);
+      }
+      // The budget counts protobuf messages as they are decoded, and attribute lists of both encodings.
+      const d = withDecodeBudget(job.limits, noun, () => decodeOtlp(job.signal, job.format, body, received, request));
+      // Every OTLP row also gets `p_timestamp`, the receive time, as JSON events do.
+      for (const row of d.rows) row.p_timestamp = job.received;
+      return finish(d.rows, { ...d.knownTypes, p_timestamp: 'TIMESTAMP' }, target, job.limits, { rejected: d.rejected, rejectionMessage: d.rejectionMessage });
+    }
+    case 'prometheus': {
+      const version = remoteWriteVersion(job.contentType);
+      const bytes = uncompress(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
+      const known = { ...PROMETHEUS_KNOWN_TYPES, p_timestamp: 'TIMESTAMP' } satisfies Record<string, ColumnType>;
+      const stamp = { p_timestamp: job.received };
+      // Plain samples go straight to WAL lines (labels serialised once per series); only when some
+      // value must move (a label conflicting with a column) are the rows built and placed.
+      const d = withDecodeBudget(job.limits, 'samples', () => decodeRemoteWriteBytes(version, bytes, stamp, 'lines'));
+      const info: IngestInfo = { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars };
+      const lines = d.lines!;
+      if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
+      if (lines.types.size > job.limits.maxNames) throw tooManyNames(job.limits);
+      if (!placeValues(target.schema, lines.types, target.maxColumns, new Set(Object.keys(known)))) {
+        return { lines: fixLoneSurrogates(lines.text), rows: lines.count, types: lines.types, fixed: Object.keys(known), info };
+      }
+      const r = decodeRemoteWriteBytes(version, bytes, stamp, 'rows');
+      return finish(r.rows, known, target, job.limits, info);
+    }
   }
-  const { batch, info } = decodeJob(job);
-  const types = summarizeTypes(batch.rows, job.kind === 'json' ? JSON_KNOWN_TYPES : batch.knownTypes);
-  let lines = '';
-  for (const row of batch.rows) lines += `${rowToJsonLine(row)}\n`;
-  return { lines, rows: batch.rows.length, types, info };
 }

@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { parseDurationMs } from '../config.ts';
-import type { ColumnType, RowBatch } from '../model.ts';
+import type { ColumnType } from '../model.ts';
 import { log } from '../log.ts';
 import { encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { mergeGroup, planCompaction } from './compaction.ts';
@@ -15,7 +15,7 @@ import { metaKey, quarantineDir, walDir, walRoot } from './layout.ts';
 import { Manifests } from './manifests.ts';
 import { isMissingObject, type ObjectStore } from './objectStore.ts';
 import { Quarantine, type QuarantinedObject } from './quarantine.ts';
-import { coerceRows, planSchema, rowToJsonLine, summarizeTypes, type TypeSummary } from './schema.ts';
+import { planSchema, type Schema, type TypeSummary } from './schema.ts';
 import { evolveSchema, refreshSchema } from './schemaState.ts';
 import { takeSnapshot } from './snapshot.ts';
 import { invalidInput, conflict, unavailable, notFound } from '../errors.ts';
@@ -244,30 +244,23 @@ export class DatasetRegistry {
   }
 
   /**
-   * Stores a batch: evolves the schema (persisted before anything that depends on it is acknowledged),
-   * then appends the rows to the WAL; resolves once they are durable.
+   * Stores rows already serialised as WAL lines by an ingest worker, which placed every value against
+   * `schema` as it was when the job started. If the schema has changed since in a way the batch does
+   * not fit (another request added the same new column with another type, or reached P_MAX_COLUMNS),
+   * nothing is stored and the current schema comes back: the caller has the batch placed again.
+   * Otherwise the schema evolves (persisted before anything that depends on it is acknowledged) and
+   * the lines are appended; resolves once they are durable.
    */
-  async ingest(name: string, batch: RowBatch, rawBytes: number): Promise<number> {
+  async ingestSerialized(
+    name: string,
+    batch: { lines: string; rows: number; types: TypeSummary; fixed: string[] },
+    rawBytes: number,
+  ): Promise<{ count: number } | { conflict: string; schema: Schema }> {
     const ds = this.dataset(name);
-    if (batch.rows.length === 0) return 0;
-    const plan = planSchema(ds.schema, summarizeTypes(batch.rows, batch.knownTypes), this.settings.maxColumns);
-    if (plan.coerceToText.size) coerceRows(batch.rows, plan.coerceToText);
-    let lines = '';
-    for (const row of batch.rows) lines += `${rowToJsonLine(row)}\n`;
-    return this.append(ds, plan.next, lines, batch.rows.length, rawBytes);
-  }
-
-  /**
-   * Stores rows already serialised as WAL lines (by an ingest worker thread) with the types they
-   * carry. Returns undefined, storing nothing, when some values would have to be rewritten (a number
-   * into a text column): the caller then takes the row path, which can rewrite them.
-   */
-  async ingestSerialized(name: string, lines: string, rows: number, types: TypeSummary, rawBytes: number): Promise<number | undefined> {
-    const ds = this.dataset(name);
-    if (rows === 0) return 0;
-    const plan = planSchema(ds.schema, types, this.settings.maxColumns);
-    if (plan.coerceToText.size) return undefined;
-    return this.append(ds, plan.next, lines, rows, rawBytes);
+    if (batch.rows === 0) return { count: 0 };
+    const plan = planSchema(ds.schema, batch.types, this.settings.maxColumns, new Set(batch.fixed));
+    if (plan.conflict !== undefined) return { conflict: plan.conflict, schema: ds.schema };
+    return { count: await this.append(ds, plan.next, batch.lines, batch.rows, rawBytes) };
   }
 
   private async append(ds: Dataset, nextSchema: Record<string, ColumnType> | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {

@@ -1,22 +1,27 @@
-import type { ColumnType, FlatRow, FlatValue, RowBatch } from '../model.ts';
-import { invalidInput } from '../errors.ts';
+import { inferType, type TypeSummary } from '../model.ts';
+import type { ColumnType } from '../model.ts';
 
-/** Column name → type, in the order columns were first seen. */
+/**
+ * Column name → type, in the order columns were first seen. Schemas made here have no prototype, so a
+ * column may be called `constructor` or `__proto__` like any other; read them with `typeOf`.
+ */
 export type Schema = Record<string, ColumnType>;
 
-export function inferType(value: FlatValue): ColumnType | undefined {
-  switch (typeof value) {
-    case 'string':
-      return 'VARCHAR';
-    case 'boolean':
-      return 'BOOLEAN';
-    case 'number':
-      return Number.isSafeInteger(value) ? 'BIGINT' : 'DOUBLE';
-    default:
-      if (Array.isArray(value)) return value.every((v) => typeof v === 'number') ? 'DOUBLE[]' : 'VARCHAR[]';
-      return undefined;
-  }
+
+/**
+ * The one JSON column holding, per row, the fields that cannot have a column of their own (README
+ * "Schema inference and evolution"). It does not count against P_MAX_COLUMNS.
+ */
+export const OVERFLOW_COLUMN = 'p_overflow';
+/** Longest column name, in UTF-16 code units; a longer name's values go to the overflow column. */
+export const MAX_NAME_LENGTH = 255;
+
+export const emptySchema = (): Schema => Object.create(null) as Schema;
+
+export function typeOf(schema: Schema, name: string): ColumnType | undefined {
+  return Object.hasOwn(schema, name) ? schema[name] : undefined;
 }
+
 
 /**
  * The type a column must have to hold both: equal types stay, BIGINT and DOUBLE widen to DOUBLE, and
@@ -32,128 +37,132 @@ export function widen(a: ColumnType, b: ColumnType): ColumnType | undefined {
 }
 
 export function unionSchemas(schemas: Schema[]): Schema {
-  const out: Schema = {};
+  const out = emptySchema();
   for (const schema of schemas) {
     for (const [name, type] of Object.entries(schema)) {
-      const have = out[name];
+      const have = typeOf(out, name);
       out[name] = have === undefined ? type : (widen(have, type) ?? 'VARCHAR');
     }
   }
   return out;
 }
 
-/** Per column, the distinct types a batch brings, in the order they first appear. */
-export type TypeSummary = Map<string, ColumnType[]>;
+/** The suffix of a typed sibling column (`level` → `level_utf8`), named as Parseable names them (Arrow's types). */
+export const TYPE_SUFFIX: Record<ColumnType, string> = {
+  VARCHAR: 'utf8',
+  BIGINT: 'int64',
+  DOUBLE: 'float64',
+  BOOLEAN: 'bool',
+  TIMESTAMP: 'timestamp_ms',
+  TIMESTAMP_NS: 'timestamp_ns',
+  'BIGINT[]': 'list',
+  'DOUBLE[]': 'list',
+  'VARCHAR[]': 'list',
+};
 
-export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>): TypeSummary {
-  const summary: TypeSummary = new Map();
-  for (const row of rows) {
-    for (const name in row) {
-      const value = row[name];
-      if (value === null) continue;
-      const type = knownTypes[name] ?? inferType(value);
-      if (type === undefined) continue;
-      const seen = summary.get(name);
-      if (!seen) summary.set(name, [type]);
-      else if (!seen.includes(type)) seen.push(type);
-    }
-  }
-  return summary;
-}
+const CONTROL_CHAR = /[\u0000-\u001f\u007f]/;
 
-export interface SchemaPlan {
-  /** The schema after this batch, or undefined when the batch fits the current schema as is. */
-  next?: Schema;
-  /** Columns whose non-text values must be stored as text (a number into a VARCHAR column). */
-  coerceToText: Set<string>;
+/** Whether a name can be a column at all: not empty, not too long, no control characters or lone surrogates. */
+export function isColumnName(name: string): boolean {
+  return name.length > 0 && name.length <= MAX_NAME_LENGTH && !CONTROL_CHAR.test(name) && (name as unknown as { isWellFormed(): boolean }).isWellFormed();
 }
 
 /**
- * Checks what a batch brings against the dataset schema. Rules (README "Schema inference and
- * evolution"): new fields add columns; a fraction into a BIGINT column widens it to DOUBLE; a number or
- * boolean into a VARCHAR column is stored as its text; any other mismatch rejects the whole request
- * with a 400 naming the field, so nothing already stored is ever reinterpreted.
+ * How a value of some type fits a column of another: as it is, as text (a VARCHAR column takes any
+ * value as its text), by widening the column (BIGINT → DOUBLE), or not at all.
  */
-export function planSchema(current: Schema, summary: TypeSummary, maxColumns: number): SchemaPlan {
-  let next: Schema | undefined;
-  const coerceToText = new Set<string>();
-  let lowerNames: Map<string, string> | undefined;
-  const setType = (name: string, type: ColumnType) => {
-    next ??= { ...current };
-    next[name] = type;
-  };
+export type Fit = 'same' | 'text' | 'widen' | 'conflict';
+
+export function fit(column: ColumnType, value: ColumnType): Fit {
+  if (column === value) return 'same';
+  const w = widen(column, value);
+  if (w === column) return 'same';
+  if (w !== undefined) return 'widen';
+  return column === 'VARCHAR' ? 'text' : 'conflict';
+}
+
+/**
+ * A schema being extended by one batch: the current columns plus those the batch adds or widens,
+ * with what the rules need (a case-insensitive index, the column count).
+ */
+export class SchemaView {
+  private added?: Schema;
+  private lower?: Map<string, string>;
+  private count: number;
+
+  constructor(
+    readonly current: Schema,
+    private readonly maxColumns: number,
+    /** Columns the service or the format defines: always added, whatever the count. */
+    private readonly fixed: ReadonlySet<string>,
+  ) {
+    this.count = Object.keys(current).length;
+  }
+
+  typeOf(name: string): ColumnType | undefined {
+    return (this.added && typeOf(this.added, name)) ?? typeOf(this.current, name);
+  }
+
+  /** Why a new column of this name cannot be added, or undefined when it can. */
+  refusal(name: string): string | undefined {
+    if (!isColumnName(name)) return name.length === 0 ? 'an empty name' : name.length > MAX_NAME_LENGTH ? `a name longer than ${MAX_NAME_LENGTH} characters` : 'control characters in the name';
+    if (!this.lower) {
+      this.lower = new Map();
+      for (const n of Object.keys(this.current)) this.lower.set(n.toLowerCase(), n);
+      for (const n of Object.keys(this.added ?? {})) this.lower.set(n.toLowerCase(), n);
+    }
+    const clash = this.lower.get(name.toLowerCase());
+    if (clash !== undefined && clash !== name) return `it differs only in letter case from column "${clash}"`;
+    if (name !== OVERFLOW_COLUMN && !this.fixed.has(name) && this.count >= this.maxColumns) return `the dataset has reached P_MAX_COLUMNS (${this.maxColumns})`;
+    return undefined;
+  }
+
+  add(name: string, type: ColumnType): void {
+    this.set(name, type);
+    this.count++;
+    this.lower?.set(name.toLowerCase(), name);
+  }
+
+  set(name: string, type: ColumnType): void {
+    this.added ??= emptySchema();
+    this.added[name] = type;
+  }
+
+  /** The schema with this batch's changes, or undefined when there are none. */
+  next(): Schema | undefined {
+    if (!this.added) return undefined;
+    const out = emptySchema();
+    for (const [n, t] of Object.entries(this.current)) out[n] = t;
+    for (const [n, t] of Object.entries(this.added)) out[n] = t;
+    return out;
+  }
+}
+
+export type SchemaPlan = { next?: Schema; conflict?: undefined } | { next?: undefined; conflict: string };
+
+/**
+ * The main thread's check of a batch an ingest worker prepared against an earlier copy of the schema.
+ * The worker has already moved every value that did not fit (README "Schema inference and evolution"),
+ * so here a batch either fits as it is (new columns, widenings) or the schema changed in between and
+ * the batch must be prepared again: `conflict` says why. Nothing is ever rewritten here.
+ */
+export function planSchema(current: Schema, summary: TypeSummary, maxColumns: number, fixed: ReadonlySet<string> = new Set()): SchemaPlan {
+  const view = new SchemaView(current, maxColumns, fixed);
   for (const [name, types] of summary) {
     for (const type of types) {
-      const have = (next ?? current)[name];
+      const have = view.typeOf(name);
       if (have === undefined) {
-        if (name.length === 0) throw invalidInput('an empty field name is not allowed');
-        if (name.length > 255) throw invalidInput(`field name "${name.slice(0, 40)}…" is longer than 255 characters`);
-        if (!lowerNames) {
-          lowerNames = new Map();
-          for (const n of Object.keys(next ?? current)) lowerNames.set(n.toLowerCase(), n);
-        }
-        const clash = lowerNames.get(name.toLowerCase());
-        if (clash !== undefined && clash !== name) {
-          throw invalidInput(`field "${name}" differs only in letter case from existing column "${clash}" (column names are case-insensitive in SQL)`);
-        }
-        lowerNames.set(name.toLowerCase(), name);
-        setType(name, type);
-        if (Object.keys(next!).length > maxColumns) throw invalidInput(`dataset would exceed the limit of ${maxColumns} columns (at field "${name}")`);
+        const refusal = view.refusal(name);
+        if (refusal !== undefined) return { conflict: `field "${name}" cannot be a column: ${refusal}` };
+        view.add(name, type);
         continue;
       }
-      if (have === type) continue;
-      if (have === 'VARCHAR' && (type === 'BIGINT' || type === 'DOUBLE' || type === 'BOOLEAN')) {
-        coerceToText.add(name);
-        continue;
-      }
-      const widened = widen(have, type);
-      if (widened === have) continue;
-      if (widened !== undefined) {
-        setType(name, widened);
-        continue;
-      }
-      throw invalidInput(`field "${name}" has type ${describe(type)} but the dataset stores it as ${describe(have)}`);
+      const f = fit(have, type);
+      if (f === 'widen') view.set(name, widen(have, type)!);
+      else if (f !== 'same') return { conflict: `field "${name}" has type ${type} but column "${name}" is ${have}` };
     }
   }
-  return { next, coerceToText };
+  return { next: view.next() };
 }
 
-/** Stores the values of the given columns as text, in place. */
-export function coerceRows(rows: FlatRow[], columns: Set<string>): void {
-  for (const row of rows) {
-    for (const name of columns) {
-      const v = row[name];
-      if (v !== null && v !== undefined && typeof v !== 'string') row[name] = Array.isArray(v) ? JSON.stringify(v) : String(v);
-    }
-  }
-}
-
-function describe(type: ColumnType): string {
-  switch (type) {
-    case 'VARCHAR':
-      return 'string (VARCHAR)';
-    case 'BIGINT':
-      return 'integer (BIGINT)';
-    case 'DOUBLE':
-      return 'number (DOUBLE)';
-    case 'BOOLEAN':
-      return 'boolean (BOOLEAN)';
-    default:
-      return type;
-  }
-}
-
-/** Serialises one row as a WAL line. Non-finite doubles become the strings DuckDB casts back to them. */
-export function rowToJsonLine(row: FlatRow): string {
-  for (const key in row) {
-    const v = row[key];
-    if (typeof v === 'number' && !Number.isFinite(v)) row[key] = Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';
-    else if (Array.isArray(v)) {
-      for (let i = 0; i < v.length; i++) {
-        const x = v[i];
-        if (typeof x === 'number' && !Number.isFinite(x)) (v as unknown[])[i] = Number.isNaN(x) ? 'NaN' : x > 0 ? 'Infinity' : '-Infinity';
-      }
-    }
-  }
-  return JSON.stringify(row);
-}
+export { inferType, type TypeSummary };

@@ -1,3 +1,5 @@
+import { checkFieldCount } from '../limits.ts';
+import { addOverflow, isServiceName, setField } from '../names.ts';
 import type { FlatRow } from '../../model.ts';
 import { bool, bytes, dbl, hex, i64Exact, invalid, list, msg, path, str, wellFormed, type Field, type Msg } from './values.ts';
 
@@ -83,12 +85,14 @@ export function bodyCell(v: unknown, at: string, field: Field): string | null {
 /**
  * Writes attributes into a row as columns named by their key verbatim, overwriting what is there (the
  * caller writes resource, then scope, then record attributes, so the most specific wins). Unset values
- * do not override and empty keys are skipped: neither can name or fill a column.
+ * do not override. A key named like a column the service adds (`p_timestamp`, …) goes to the row's
+ * overflow (`p_overflow`), and so does an empty key: neither can name a column, and neither is dropped.
  */
 export function putAttributes(row: FlatRow, attrs: unknown, at: string, field: string): void {
   if (attrs === null || attrs === undefined) return;
   const kvs = list(attrs, at, field);
   if (kvs.length === 0) return;
+  checkFieldCount(kvs.length);
   const listAt = `${at}.${field}`;
   for (let i = 0; i < kvs.length; i++) {
     const kv = msg(kvs[i], listAt, i);
@@ -98,9 +102,10 @@ export function putAttributes(row: FlatRow, attrs: unknown, at: string, field: s
       if (set(key)) throw invalid(`${listAt}[${i}]`, 'key', 'expected a string');
       continue;
     }
-    if (key === '') continue;
     // A bad value is reported at its KeyValue (attributes[i]), which saves a path string per attribute.
     const value = anyValueToCell(kv.value, listAt, i);
-    if (value !== null) row[wellFormed(key)] = value;
+    if (value === null) continue;
+    if (key === '' || isServiceName(key)) addOverflow(row, key, value);
+    else setField(row, key, value);
   }
 }

@@ -50,6 +50,8 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
     return requestClass[signal].decode(buf) as Msg;
   } catch (err) {
+    // A limit reached while decoding (src/ingest/limits.ts) is not a malformed body.
+    if (err instanceof DomainError) throw err;
     throw invalidInput(`request body is not a valid OTLP protobuf ${NOUN[signal]} export request: ${(err as Error).message}`);
   }
 }
@@ -58,16 +60,16 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
  * Decodes an OTLP/HTTP export request into one row per log record, span or metric data point.
  * A body that cannot be parsed, or whose JSON has the wrong shape, is a 400; a record with a bad trace
  * or span id is only left out and counted in `rejected`. `now` is the receive time used for records
- * that carry no time of their own.
+ * that carry no time of their own. `parsedJson`: the JSON body already parsed (by `parseOtlpJson`).
  */
-export function decodeOtlp(signal: OtlpSignal, format: OtlpFormat, body: Buffer, now: Date = new Date()): OtlpDecoded {
+export function decodeOtlp(signal: OtlpSignal, format: OtlpFormat, body: Buffer, now: Date = new Date(), parsedJson?: Msg): OtlpDecoded {
   const ctx: ConvertContext = {
     receivedAt: nanosToIso(BigInt(now.getTime()) * 1_000_000n),
     rejections: new Rejections(),
   };
   let rows: FlatRow[];
   try {
-    const request = format === 'protobuf' ? parseProtobuf(signal, body) : parseOtlpJson(body);
+    const request = format === 'protobuf' ? parseProtobuf(signal, body) : (parsedJson ?? parseOtlpJson(body));
     rows = CONVERT[signal](request, ctx);
   } catch (err) {
     if (err instanceof DomainError) throw err;

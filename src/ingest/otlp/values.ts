@@ -11,6 +11,9 @@
  */
 export type Msg = Record<string, unknown>;
 import { DomainError, invalidInput } from '../../errors.ts';
+import { wellFormed } from '../names.ts';
+
+export { wellFormed };
 
 /** A field of the message at `at`: a name (`.name`) or a list index (`[3]`). */
 export type Field = string | number | undefined;
@@ -33,18 +36,6 @@ export function list(v: unknown, at: string, field?: Field): unknown[] {
   if (v === null || v === undefined) return [];
   if (Array.isArray(v)) return v;
   throw invalid(at, field, 'expected an array');
-}
-
-// String.prototype.isWellFormed/toWellFormed exist in Node 20 (V8 11.3) but not in the ES2022 lib.
-interface WellFormed {
-  isWellFormed(): boolean;
-  toWellFormed(): string;
-}
-
-/** Lone UTF-16 surrogates (JSON "\ud800" escapes) cannot be written as UTF-8; they become U+FFFD. */
-export function wellFormed(s: string): string {
-  const w = s as unknown as WellFormed;
-  return w.isWellFormed() ? s : w.toWellFormed();
 }
 
 /** A string field; '' and unset are both null (proto3 cannot tell them apart). */

@@ -1,0 +1,147 @@
+/**
+ * Where each value of a batch is stored, decided in the ingest worker against a copy of the dataset's
+ * schema (README "Schema inference and evolution"). Nothing a client sends is refused for its names or
+ * types; a value that does not fit is moved, never dropped:
+ *
+ * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE;
+ * - any value into a VARCHAR column is stored as its text;
+ * - a value whose type conflicts with its column goes to the typed sibling `<name>_<type>` (Parseable's
+ *   naming: `_utf8`, `_int64`, `_float64`, `_bool`, `_list`, `_timestamp_ms`, `_timestamp_ns`);
+ * - a name that cannot be a column (empty, over 255 characters, differing only in letter case from a
+ *   column, beyond P_MAX_COLUMNS, a duplicate, a sibling that conflicts too) goes into the row's
+ *   `p_overflow` JSON object under its name.
+ *
+ * The batch is checked per distinct (name, type) pair; rows are rewritten only when something moves.
+ * The main thread re-checks the result against the schema as it is by then (`planSchema`): if another
+ * request changed it in between, the job runs again here with the new schema.
+ */
+import { fit, OVERFLOW_COLUMN, SchemaView, TYPE_SUFFIX, inferType, widen, type Schema, type TypeSummary } from '../storage/schema.ts';
+import { invalidInput, tooLarge } from '../errors.ts';
+import { asText, cleanName, overflowText, setField } from './names.ts';
+import { OVERFLOW, type ColumnType, type FlatRow, type FlatValue } from '../model.ts';
+
+/** Where values of one (name, type) go: a column (as text or not), or the overflow column (null). */
+export interface Target {
+  column: string | null;
+  text: boolean;
+}
+export type Moves = Map<string, Map<ColumnType, Target>>;
+
+type Known = Record<string, ColumnType>;
+
+/** A prototype-free copy, so that looking up a field called `constructor` finds nothing. */
+export const knownTypesOf = (known: Record<string, ColumnType>): Known => Object.assign(Object.create(null) as Known, known);
+
+export function valueType(known: Known, name: string, value: FlatValue): ColumnType | undefined {
+  return known[name] ?? inferType(value);
+}
+
+/**
+ * Per column, the types the rows carry; rows with overflow entries bring the overflow column. More
+ * than `maxNames` distinct names is 413 (see RequestLimits.maxNames), checked as they come.
+ */
+export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>, maxNames = Infinity): TypeSummary {
+  const known = knownTypesOf(knownTypes);
+  const summary: TypeSummary = new Map();
+  for (const row of rows) {
+    for (const name in row) {
+      const value = row[name];
+      if (value === null) continue;
+      const type = valueType(known, name, value);
+      if (type === undefined) continue;
+      const seen = summary.get(name);
+      if (!seen) {
+        summary.set(name, [type]);
+        if (summary.size > maxNames) throw tooLarge(`request holds more than ${maxNames} distinct field names (4 × P_MAX_COLUMNS); send smaller batches or fewer distinct names`);
+      } else if (!seen.includes(type)) seen.push(type);
+    }
+    if (row[OVERFLOW] !== undefined && !summary.has(OVERFLOW_COLUMN)) summary.set(OVERFLOW_COLUMN, ['VARCHAR']);
+  }
+  return summary;
+}
+
+function place(view: SchemaView, name: string, type: ColumnType): Target {
+  const have = view.typeOf(name);
+  if (have === undefined) {
+    if (view.refusal(name) !== undefined) return { column: null, text: false };
+    view.add(name, type);
+    return { column: name, text: false };
+  }
+  const f = fit(have, type);
+  if (f === 'widen') view.set(name, widen(have, type)!);
+  if (f !== 'conflict') return { column: name, text: f === 'text' };
+  const sibling = `${name}_${TYPE_SUFFIX[type]}`;
+  const haveSibling = view.typeOf(sibling);
+  if (haveSibling === undefined) {
+    if (view.refusal(sibling) !== undefined) return { column: null, text: false };
+    view.add(sibling, type);
+    return { column: sibling, text: false };
+  }
+  const g = fit(haveSibling, type);
+  if (g === 'widen') view.set(sibling, widen(haveSibling, type)!);
+  return g === 'conflict' ? { column: null, text: false } : { column: sibling, text: g === 'text' };
+}
+
+/**
+ * Decides where every (name, type) of a batch goes; undefined when every value stays where it is (the
+ * common case: the rows are stored as they are). Columns the format defines (`fixed`) are placed first,
+ * so they win a letter-case clash with a data field of the same batch, and never count against the limit.
+ */
+export function placeValues(current: Schema, summary: TypeSummary, maxColumns: number, fixed: ReadonlySet<string>): Moves | undefined {
+  const view = new SchemaView(current, maxColumns, fixed);
+  let moves: Moves | undefined;
+  let overflow = summary.has(OVERFLOW_COLUMN);
+  const names = [...summary.keys()].filter((n) => n !== OVERFLOW_COLUMN);
+  names.sort((a, b) => Number(fixed.has(b)) - Number(fixed.has(a)));
+  for (const name of names) {
+    const clean = cleanName(name);
+    for (const type of summary.get(name)!) {
+      const target = place(view, clean, type);
+      if (target.column === name && !target.text) continue;
+      if (target.column === null) overflow = true;
+      moves ??= new Map();
+      let byType = moves.get(name);
+      if (!byType) moves.set(name, (byType = new Map()));
+      byType.set(type, target);
+    }
+  }
+  if (!overflow) return moves;
+  const have = view.typeOf(OVERFLOW_COLUMN);
+  if (have === undefined ? view.refusal(OVERFLOW_COLUMN) !== undefined : have !== 'VARCHAR') {
+    throw invalidInput(`the dataset has a column that keeps "${OVERFLOW_COLUMN}" from being created; values that fit no column cannot be stored`);
+  }
+  return moves ?? new Map();
+}
+
+/** Rewrites the rows as `moves` says, and writes every row's overflow into the overflow column. */
+export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<string, ColumnType>): void {
+  const known = knownTypesOf(knownTypes);
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i];
+    const overflow = row[OVERFLOW] ? [...row[OVERFLOW]] : [];
+    const out: FlatRow = {};
+    for (const name in row) {
+      const value = row[name];
+      if (value === null) continue;
+      const type = valueType(known, name, value);
+      const target = (type && moves.get(name)?.get(type)) || { column: name, text: false };
+      // Two fields moved to one column (a cleaned name meeting the same name, say): the first keeps it.
+      if (target.column === null || Object.hasOwn(out, target.column)) overflow.push([name, value]);
+      else setField(out, target.column, target.text ? asText(value) : value);
+    }
+    if (overflow.length) out[OVERFLOW_COLUMN] = overflowText(overflow);
+    rows[i] = out;
+  }
+}
+
+/**
+ * Places a batch's values against the schema and rewrites the rows if anything moves. Returns the
+ * summary of what the rows now hold.
+ */
+export function placeRows(rows: FlatRow[], knownTypes: Record<string, ColumnType>, schema: Schema, maxColumns: number, maxNames = Infinity): TypeSummary {
+  const summary = summarizeTypes(rows, knownTypes, maxNames);
+  const moves = placeValues(schema, summary, maxColumns, new Set(Object.keys(knownTypes)));
+  if (!moves) return summary;
+  applyMoves(rows, moves, knownTypes);
+  return summarizeTypes(rows, knownTypes);
+}
