@@ -7,6 +7,7 @@ import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
+import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
 
@@ -26,6 +27,8 @@ export function createApp(services: Services): Hono<AppEnv> {
   });
 
   app.get('/api/v1/liveness', (c) => c.json({ status: 'ok' }));
+  // The web console's page and assets hold no data: public, before the key check.
+  registerConsoleRoutes(app);
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
