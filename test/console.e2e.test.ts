@@ -115,10 +115,11 @@ describe('web console', () => {
     await page.getByTestId('histogram').locator('canvas').waitFor();
     await expect.poll(() => page.getByTestId('hit-count').textContent()).toBe('1,500');
     expect(await page.getByTestId('result-row').count()).toBeGreaterThan(5);
+    await shot('explore');
     // A row opens to its JSON.
     await page.getByRole('button', { name: 'Open row 1', exact: true }).click();
     await page.getByTestId('row-json').getByText('severity_text').waitFor();
-    await shot('explore');
+    await shot('explore-row-json');
     await page.getByRole('button', { name: 'Close row 1', exact: true }).click();
 
     // An error is shown as the API gives it, next to the SQL; Ctrl+Enter runs.
@@ -161,8 +162,7 @@ describe('web console', () => {
     await details.getByText('payment.provider').waitFor();
     await details.getByText('exception', { exact: true }).waitFor();
     await details.getByText('5b8efff798038103d269b633813fc60c').waitFor();
-    await page.getByTestId('waterfall').scrollIntoViewIfNeeded();
-    await shot('trace-waterfall');
+    await page.screenshot({ path: path.join(shots, 'trace-waterfall.png'), fullPage: true });
   });
 
   test('draws a metric as lines, as a rate for a counter', async () => {

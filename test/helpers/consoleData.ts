@@ -102,7 +102,8 @@ export async function sendOtelMetrics(server: TestServer, dataset: string, minut
   );
   const bounds = [5, 10, 25, 50, 100, 250, 500];
   const histogram = times.map((t, i) => {
-    const counts = [10, 30, 60, 40, 20, 8 + (i % 5), 2, 1].map((c) => c * (i + 1));
+    // Cumulative: every bucket only grows; the slow buckets grow faster as time goes on.
+    const counts = [10, 30, 60, 40, 20, 8, 2, 1].map((c, k) => c * (i + 1) + (k >= 5 ? i * i : 0));
     return { startTimeUnixNano: startNs, timeUnixNano: ns(t), count: String(counts.reduce((a, b) => a + b, 0)), sum: 60 * counts.reduce((a, b) => a + b, 0), bucketCounts: counts.map(String), explicitBounds: bounds, attributes: [attr('route', '/checkout')] };
   });
   const body = {

@@ -16,6 +16,7 @@ const ROW_HEIGHT = 30;
 
 function widthOf(col: string, timeColumns?: Set<string>): number {
   if (timeColumns?.has(col)) return 240;
+  if (col === 'body' || col === 'msg' || col === 'message') return 420;
   return Math.min(360, Math.max(110, col.length * 9 + 40));
 }
 

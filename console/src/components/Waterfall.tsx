@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { useSession } from '../lib/store.ts';
 import { ident, literal } from '../lib/sql.ts';
 import { buildWaterfall, parseJsonList, spanAttributes, type Waterfall as WF, type WaterfallSpan } from '../lib/traces.ts';
-import { formatDurationNs, resolveRange, type TimeRange } from '../lib/time.ts';
+import { formatDurationNs, parseTimestampNs, resolveRange, type TimeRange } from '../lib/time.ts';
 import { cellText } from '../lib/format.ts';
 
 interface Props {
@@ -66,19 +66,23 @@ export function Waterfall({ dataset, traceId, range, onClose }: Props) {
                     class={`wf-bar${sp.error ? ' err' : ''}`}
                     style={{ left: `${(sp.offsetNs / wf.totalNs) * 100}%`, width: `max(2px, ${(sp.durationNs / wf.totalNs) * 100}%)` }}
                   />
-                  <span class="wf-dur">{formatDurationNs(sp.durationNs)}</span>
                 </span>
+                <span class="wf-dur">{formatDurationNs(sp.durationNs)}</span>
               </button>
             </li>
           ))}
         </ol>
       )}
-      {span && <SpanDetails span={span} />}
+      {span && wf && <SpanDetails span={span} traceStartNs={wf.startNs} />}
     </section>
   );
 }
 
-function SpanDetails({ span }: { span: WaterfallSpan }) {
+function SpanDetails({ span, traceStartNs }: { span: WaterfallSpan; traceStartNs: bigint }) {
+  const at = (t: unknown) => {
+    const ns = parseTimestampNs(t);
+    return ns === undefined ? '' : `+${formatDurationNs(Number(ns - traceStartNs))}`;
+  };
   const events = parseJsonList(span.row.span_events);
   const links = parseJsonList(span.row.span_links);
   return (
@@ -110,7 +114,7 @@ function SpanDetails({ span }: { span: WaterfallSpan }) {
         <ul class="plain">
           {events.map((e, i) => (
             <li key={i}>
-              <strong>{String(e.name ?? 'event')}</strong> <span class="muted small">{String(e.time_unix_nano ?? '')}</span>
+              <strong>{String(e.name ?? 'event')}</strong> <span class="muted small">{at(e.time_unix_nano)}</span>
               {e.attributes && Object.keys(e.attributes as object).length ? <code class="block">{JSON.stringify(e.attributes)}</code> : null}
             </li>
           ))}

@@ -35,3 +35,14 @@ export function histogramSql(source: { query: string } | { dataset: string }, ti
 export function defaultQuery(dataset: string, timeColumn: string): string {
   return `SELECT * FROM ${ident(dataset)}\nORDER BY ${ident(timeColumn)} DESC\nLIMIT 1000`;
 }
+
+/** Columns a person reads first: the time, then level and message, then the rest, Parseable's p_* last. */
+const FIRST = ['severity_text', 'level', 'body', 'msg', 'message', 'span_name', 'metric_name', 'service.name'];
+
+export function defaultColumns(fields: string[], timeColumn?: string): string[] {
+  const rank = (f: string) => (f === timeColumn ? 0 : FIRST.includes(f) ? 1 + FIRST.indexOf(f) : f.startsWith('p_') ? 1000 : 100);
+  return fields
+    .map((f, i) => ({ f, i, r: rank(f) }))
+    .sort((a, b) => a.r - b.r || a.i - b.i)
+    .map((x) => x.f);
+}

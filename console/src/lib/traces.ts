@@ -73,7 +73,8 @@ const CORE = new Set([
 
 export function spanAttributes(row: SpanRow): [string, unknown][] {
   return Object.entries(row)
-    .filter(([k, v]) => !CORE.has(k) && v !== null && v !== undefined && v !== '')
+    // Dropped-item counters only matter when something was dropped.
+    .filter(([k, v]) => !CORE.has(k) && v !== null && v !== undefined && v !== '' && !(/dropped_/.test(k) && v === 0))
     .sort(([a], [b]) => a.localeCompare(b));
 }
 

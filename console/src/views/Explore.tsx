@@ -2,7 +2,7 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, type Row } from '../lib/api.ts';
 import { useSession } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
-import { defaultQuery, firstDataset, histogramSql } from '../lib/sql.ts';
+import { defaultColumns, defaultQuery, firstDataset, histogramSql } from '../lib/sql.ts';
 import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
 import { toCsv, toNdjson } from '../lib/export.ts';
 import { downloadText } from '../lib/clipboard.ts';
@@ -96,7 +96,7 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
       await s.api.queryStream({ query: text, ...req }, {
         onFields: (f) => {
           setFields(f);
-          setColumns((prev) => (prev.length && prev.every((c) => f.includes(c)) && f.length === prev.length ? prev : f));
+          setColumns((prev) => (prev.length && prev.every((c) => f.includes(c)) && f.length === prev.length ? prev : defaultColumns(f, timeColumn)));
         },
         onRows: (batch) => {
           rows.current.push(...batch);
