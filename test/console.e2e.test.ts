@@ -134,6 +134,17 @@ describe('web console', () => {
     await page.keyboard.press('ControlOrMeta+Enter');
     await expect.poll(() => page.getByTestId('row-count').textContent()).toMatch(/^3 rows/);
     expect(page.url()).toContain('q=SELECT+severity_text');
+
+    // 100,000 rows stream in; only the rows in view are in the page, and the last one can be reached.
+    await page.keyboard.press('ControlOrMeta+a');
+    await page.keyboard.type('SELECT i, i * 2 AS twice FROM range(100000) t(i)');
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('ControlOrMeta+Enter');
+    await expect.poll(() => page.getByTestId('row-count').textContent(), { timeout: 30_000 }).toMatch(/^100,000 rows · \d+ ms/);
+    expect(await page.getByTestId('result-row').count()).toBeLessThan(100);
+    await page.getByTestId('results-scroll').focus();
+    await page.keyboard.press('End');
+    await page.getByTestId('result-row').filter({ hasText: '199998' }).waitFor();
   });
 
   test('zooms the time range by dragging across the histogram', async () => {

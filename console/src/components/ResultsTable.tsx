@@ -54,8 +54,10 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
 
   const toggle = (i: number) => {
     const next = new Set(open);
-    if (next.has(i)) next.delete(i);
-    else next.add(i);
+    if (next.has(i)) {
+      next.delete(i);
+      v.resizeItem(i, ROW_HEIGHT);
+    } else next.add(i);
     setOpen(next);
   };
   const copy = async (label: string, value: unknown) => {
@@ -85,7 +87,9 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
               <div
                 key={item.key}
                 data-index={item.index}
-                ref={v.measureElement}
+                // Closed rows are exactly ROW_HEIGHT: only an open row (its JSON) is measured, so
+                // scrolling through 100k rows never re-lays-out the list.
+                ref={isOpen ? v.measureElement : undefined}
                 class={`results-row${item.index % 2 ? ' odd' : ''}`}
                 style={{ transform: `translateY(${item.start}px)` }}
                 role="row"

@@ -43,33 +43,33 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
   const running = useRef<AbortController | null>(null);
   const pendingRun = useRef(false);
 
-  // The dataset's time column; a fresh dataset gets its default query.
+  // Whenever the URL's dataset, query or range changes (a link, a zoom, a preset, Run): load the
+  // dataset's time column, put the URL's query (or the dataset's default one) in the editor, and run.
+  const [kick, setKick] = useState(0);
   useEffect(() => {
     if (!dataset) return;
-    s.schema(dataset).then((sc) => {
-      setTimeColumn(sc.timeColumn);
-      if (!params.q) {
-        typed.current = defaultQuery(dataset, sc.timeColumn ?? 'p_timestamp');
+    let live = true;
+    s.schema(dataset).then(
+      (sc) => {
+        if (!live) return;
+        setTimeColumn(sc.timeColumn);
+        typed.current = params.q ?? defaultQuery(dataset, sc.timeColumn ?? 'p_timestamp');
         setSql(typed.current);
         pendingRun.current = true;
-      }
-    });
-  }, [dataset]);
-
-  // Run when the URL's query or range changes (a shared link, a zoom, a preset).
+        setKick((k) => k + 1);
+      },
+      (e) => live && setStatus({ state: 'error', message: (e as Error).message }),
+    );
+    return () => {
+      live = false;
+    };
+  }, [dataset, params.q, params.from, params.to]);
   useEffect(() => {
-    if (params.q) {
-      typed.current = params.q;
-      setSql(params.q);
-      pendingRun.current = true;
-    }
-  }, [params.q, params.from, params.to]);
-  useEffect(() => {
-    if (pendingRun.current && sql && timeColumn) {
+    if (pendingRun.current && timeColumn) {
       pendingRun.current = false;
-      void run(sql);
+      void run(typed.current);
     }
-  });
+  }, [kick, timeColumn]);
   useEffect(() => () => running.current?.abort(), []);
 
   const setRoute = (p: Record<string, string | undefined>) => navigate('explore', { dataset, q: params.q, from: range.from, to: range.to, ...p }, true);
