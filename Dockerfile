@@ -2,9 +2,13 @@
 FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm install --omit=dev --no-audit --no-fund
+# Dev dependencies too: the web console is bundled (esbuild) at build time, then they are pruned.
+RUN npm install --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
+COPY console ./console
+COPY scripts/build-console.ts ./scripts/
+RUN npm run build:console && npm prune --omit=dev --no-audit --no-fund
 ENV P_DATA_DIR=/data
 EXPOSE 8000
 STOPSIGNAL SIGTERM

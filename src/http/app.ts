@@ -9,6 +9,7 @@ import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
 import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
+import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -45,6 +46,8 @@ export function createApp(services: Services): Hono<AppEnv> {
     }
     return c.json(keyed ? { ...state, ...details } : state, state.ready ? 200 : 503);
   });
+  // The web console's page and assets hold no data: public, before the key check.
+  registerConsoleRoutes(app);
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {

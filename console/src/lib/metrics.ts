@@ -1,0 +1,137 @@
+/**
+ * Turns metric data points into lines over time, with the aggregation each metric type calls for:
+ * - `avg`: gauges, non-monotonic sums (the mean of the points in each bucket);
+ * - `rate`: monotonic sums and Prometheus counters (increase per second; a drop is a counter reset);
+ * - `quantile`: explicit-bucket histograms (bucket counts added up per time bucket, then the quantile
+ *   interpolated inside the bucket that holds it, as Prometheus' histogram_quantile does);
+ * - `mean`: summaries and exponential histograms (sum / count).
+ */
+export type Aggregation = 'avg' | 'rate' | 'quantile' | 'mean';
+
+export interface MetricPoint {
+  /** Epoch ms. */
+  t: number;
+  /** Identity of the series (all its labels). */
+  series: string;
+  /** The value of the group-by label ('' when not grouped). */
+  group: string;
+  value?: number | null;
+  sum?: number | null;
+  count?: number | null;
+  bucketCounts?: number[] | null;
+  bounds?: number[] | null;
+  /** 1 = delta, 2 = cumulative (OTLP); Prometheus counters are cumulative. */
+  temporality?: number | null;
+}
+
+export interface Lines {
+  /** Bucket starts, epoch seconds. */
+  times: number[];
+  series: { label: string; values: (number | null)[] }[];
+}
+
+export function aggregationFor(type: string | null | undefined, monotonic: boolean | null | undefined, name = ''): Aggregation {
+  const t = (type ?? '').toLowerCase();
+  if (t === 'histogram') return 'quantile';
+  if (t === 'summary' || t === 'exponential_histogram' || t.includes('native')) return 'mean';
+  if (t === 'counter' || (t === 'sum' && monotonic)) return 'rate';
+  if (!t && /_(total|count|sum|bucket)$/.test(name)) return 'rate';
+  return 'avg';
+}
+
+/** The q-quantile (0..1) of counts in buckets with upper bounds `bounds` (the last bucket is +Inf). */
+export function histogramQuantile(q: number, bounds: number[], counts: number[]): number | null {
+  const total = counts.reduce((a, b) => a + b, 0);
+  if (total <= 0) return null;
+  const rank = q * total;
+  let cum = 0;
+  for (let i = 0; i < counts.length; i++) {
+    const prev = cum;
+    cum += counts[i];
+    if (cum >= rank && counts[i] > 0) {
+      if (i >= bounds.length) return bounds.length ? bounds[bounds.length - 1] : null; // +Inf bucket
+      const lower = i === 0 ? Math.min(0, bounds[0]) : bounds[i - 1];
+      const upper = bounds[i];
+      return lower + (upper - lower) * ((rank - prev) / counts[i]);
+    }
+  }
+  return bounds.length ? bounds[bounds.length - 1] : null;
+}
+
+export function computeLines(points: MetricPoint[], agg: Aggregation, bucketSeconds: number, startMs: number, endMs: number, quantile = 0.5): Lines {
+  const bucketMs = bucketSeconds * 1000;
+  const first = Math.floor(startMs / bucketMs) * bucketMs;
+  const n = Math.max(1, Math.ceil((endMs - first) / bucketMs));
+  const times = Array.from({ length: n }, (_, i) => (first + i * bucketMs) / 1000);
+  const idx = (t: number) => Math.min(n - 1, Math.max(0, Math.floor((t - first) / bucketMs)));
+
+  // Per group: per bucket accumulators.
+  const groups = new Map<string, { sum: number[]; count: number[]; buckets: (number[] | null)[]; bounds?: number[] }>();
+  const acc = (g: string) => {
+    let a = groups.get(g);
+    if (!a) {
+      a = { sum: new Array(n).fill(0), count: new Array(n).fill(0), buckets: new Array(n).fill(null) };
+      groups.set(g, a);
+    }
+    return a;
+  };
+
+  const sorted = [...points].sort((a, b) => a.t - b.t);
+  const last = new Map<string, MetricPoint>();
+  for (const p of sorted) {
+    const a = acc(p.group);
+    const i = idx(p.t);
+    if (agg === 'avg') {
+      if (p.value === null || p.value === undefined || !Number.isFinite(p.value)) continue;
+      a.sum[i] += p.value;
+      a.count[i] += 1;
+    } else if (agg === 'mean') {
+      if (p.sum == null || !p.count) continue;
+      a.sum[i] += p.sum;
+      a.count[i] += p.count;
+    } else if (agg === 'rate') {
+      if (p.value === null || p.value === undefined || !Number.isFinite(p.value)) continue;
+      const prev = last.get(p.series);
+      last.set(p.series, p);
+      let delta: number;
+      if (p.temporality === 1) delta = p.value;
+      else if (!prev || prev.value == null) continue; // a cumulative series' first point has no increase yet
+      else delta = p.value >= prev.value ? p.value - prev.value : p.value; // a drop is a reset
+      a.sum[i] += delta;
+      a.count[i] = 1;
+    } else {
+      if (!p.bucketCounts?.length || !p.bounds) continue;
+      const prev = last.get(p.series);
+      last.set(p.series, p);
+      let delta = p.bucketCounts;
+      if (p.temporality !== 1 && prev?.bucketCounts && prev.bucketCounts.length === delta.length) {
+        const d = delta.map((c, k) => c - prev.bucketCounts![k]);
+        // Any bucket going down means the histogram was reset: its counts are the increase.
+        if (d.every((x) => x >= 0)) delta = d;
+      }
+      a.bounds ??= p.bounds;
+      if (a.bounds.length !== p.bounds.length) continue; // bounds changed: not addable
+      const b = a.buckets[i] ?? new Array(delta.length).fill(0);
+      for (let k = 0; k < delta.length; k++) b[k] += delta[k];
+      a.buckets[i] = b;
+    }
+  }
+
+  const series = [...groups.entries()]
+    .sort(([x], [y]) => x.localeCompare(y))
+    .map(([label, a]) => ({
+      label: label || 'all',
+      values: times.map((_, i) => {
+        if (agg === 'rate') return a.count[i] ? a.sum[i] / bucketSeconds : null;
+        if (agg === 'quantile') return a.buckets[i] ? histogramQuantile(quantile, a.bounds ?? [], a.buckets[i]!) : null;
+        return a.count[i] ? a.sum[i] / a.count[i] : null;
+      }),
+    }));
+  return { times, series };
+}
+
+/** Metric columns that are not labels (everything else a data point carries is a label). */
+export function isLabelColumn(name: string): boolean {
+  if (/^(p_|metric_|data_point_|scope_|resource_)/.test(name)) return false;
+  return !['time_unix_nano', 'start_time_unix_nano', 'is_monotonic', 'aggregation_temporality', 'aggregation_temporality_description', 'is_stale_marker', 'flags'].includes(name);
+}

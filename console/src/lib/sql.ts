@@ -1,0 +1,48 @@
+/** SQL text the console writes around the user's own queries (DuckDB dialect). */
+
+/** Double-quotes an identifier when it is not a plain lower-case word (`"service.name"`, `"my-logs"`). */
+export function ident(name: string): string {
+  return /^[a-z_][a-z0-9_]*$/.test(name) && !RESERVED.has(name) ? name : `"${name.replace(/"/g, '""')}"`;
+}
+
+const RESERVED = new Set(['select', 'from', 'where', 'order', 'group', 'by', 'limit', 'table', 'user', 'end', 'default', 'desc', 'asc', 'all', 'and', 'or', 'not', 'case', 'when', 'then', 'else', 'to', 'in', 'is', 'as', 'on', 'join', 'union', 'offset', 'having', 'window', 'using', 'with']);
+
+export function literal(value: string): string {
+  return `'${value.replace(/'/g, "''")}'`;
+}
+
+/** The query without a trailing `LIMIT n [OFFSET m]` and `;`, so a histogram counts every matching row. */
+export function stripTrailingLimit(sql: string): string {
+  return sql.trim().replace(/;\s*$/, '').replace(/\s+limit\s+\d+(\s+offset\s+\d+)?\s*$/i, '');
+}
+
+/** The first table name after FROM (quoted or not): the dataset a query reads. */
+export function firstDataset(sql: string): string | undefined {
+  const m = /\bfrom\s+(?:"((?:[^"]|"")+)"|([A-Za-z_][A-Za-z0-9_-]*))/i.exec(sql);
+  if (!m) return undefined;
+  return m[1] !== undefined ? m[1].replace(/""/g, '"') : m[2];
+}
+
+/** Rows of `source` (a query or a dataset) per time bucket: `t` (bucket start) and `n`. */
+export function histogramSql(source: { query: string } | { dataset: string }, timeColumn: string, bucketSeconds: number): string {
+  const from = 'query' in source ? `(${stripTrailingLimit(source.query)}) AS q` : ident(source.dataset);
+  return (
+    `SELECT time_bucket(INTERVAL '${bucketSeconds} seconds', CAST(${ident(timeColumn)} AS TIMESTAMP)) AS t, count(*) AS n ` +
+    `FROM ${from} GROUP BY t ORDER BY t`
+  );
+}
+
+export function defaultQuery(dataset: string, timeColumn: string): string {
+  return `SELECT * FROM ${ident(dataset)}\nORDER BY ${ident(timeColumn)} DESC\nLIMIT 1000`;
+}
+
+/** Columns a person reads first: the time, then level and message, then the rest, Parseable's p_* last. */
+const FIRST = ['severity_text', 'level', 'body', 'msg', 'message', 'span_name', 'metric_name', 'service.name'];
+
+export function defaultColumns(fields: string[], timeColumn?: string): string[] {
+  const rank = (f: string) => (f === timeColumn ? 0 : FIRST.includes(f) ? 1 + FIRST.indexOf(f) : f.startsWith('p_') ? 1000 : 100);
+  return fields
+    .map((f, i) => ({ f, i, r: rank(f) }))
+    .sort((a, b) => a.r - b.r || a.i - b.i)
+    .map((x) => x.f);
+}
