@@ -111,15 +111,17 @@ describe('authentication and authorization', () => {
     await server?.stop();
   });
 
-  it('liveness needs no key; readiness with a key is 200 {ready: true}', async () => {
+  it('liveness and readiness need no key; readiness with a key adds details', async () => {
     const live = await call(server, { method: 'GET', path: '/api/v1/liveness' }, {});
     expect(live.status).toBe(200);
+    const probe = await call(server, { method: 'GET', path: '/api/v1/readiness' }, {});
+    expect(probe).toEqual({ status: 200, body: { ready: true } });
     const ready = await call(server, { method: 'GET', path: '/api/v1/readiness' }, authHeaders(KEYS.reader));
-    expect(ready).toEqual({ status: 200, body: { ready: true } });
+    expect(ready).toMatchObject({ status: 200, body: { ready: true, quarantined: [] } });
   });
 
   it('every other endpoint is 401 with a JSON error without a key or with an unknown one', async () => {
-    const calls: Call[] = [{ method: 'GET', path: '/api/v1/readiness' }, { method: 'GET', path: '/api/v1/no-such-route' }];
+    const calls: Call[] = [{ method: 'GET', path: '/metrics' }, { method: 'GET', path: '/api/v1/no-such-route' }];
     for (const e of ENDPOINTS) calls.push((await prepare(server, e)).c);
     const bad: Record<string, string>[] = [
       {},

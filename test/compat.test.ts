@@ -116,6 +116,8 @@ describe('Parseable compatibility', () => {
           arrowField('ok', 'Boolean'),
           arrowField('tags', 'Utf8'), // arrays are kept as JSON text
           arrowField('p_timestamp', TS_MS),
+          arrowField('p_src_ip', 'Utf8'),
+          arrowField('p_user_agent', 'Utf8'),
           arrowField('status', 'Utf8'),
         ],
         metadata: {},
@@ -159,7 +161,7 @@ describe('Parseable compatibility', () => {
 
     it('stats have Parseable\'s lifetime and deleted counts; ?date= gives one day', async () => {
       const s = await stats('app');
-      expect(Object.keys(s).sort()).toEqual(['ingestion', 'storage', 'stream', 'time', 'wal']);
+      expect(Object.keys(s).sort()).toEqual(['ingestion', 'quarantined', 'storage', 'stream', 'time', 'wal']);
       expect(s.stream).toBe('app');
       expect(Math.abs(Date.parse(s.time) - Date.now())).toBeLessThan(60_000);
       expect(s.ingestion.count).toBe(4);

@@ -136,9 +136,9 @@ describe('ingest safety', () => {
     expect(res.status, await res.clone().text()).toBe(200);
     expect(await res.json()).toEqual({});
     const types = await fieldTypes(server, 'otel_conflict');
-    expect(types['http.status_code']).toBe('BIGINT');
-    expect(types['http.status_code_utf8']).toBe('VARCHAR');
-    expect(types['http.status_code_bool']).toBe('BOOLEAN');
+    expect(types['http.status_code']).toBe('Int64');
+    expect(types['http.status_code_utf8']).toBe('Utf8');
+    expect(types['http.status_code_bool']).toBe('Boolean');
     expect(await query(server, 'SELECT i, "http.status_code" AS s, "http.status_code_utf8" AS u, "http.status_code_bool" AS b FROM otel_conflict ORDER BY i')).toEqual([
       { i: 1, s: 200, u: null, b: null },
       { i: 2, s: null, u: 'OK', b: null },
@@ -178,7 +178,7 @@ describe('a dataset at P_MAX_COLUMNS', () => {
     const types = await fieldTypes(server, 'wide');
     // 5 data columns fill the limit next to the 3 service columns; the overflow column is extra.
     expect(Object.keys(types).sort()).toEqual(['f00', 'f01', 'f02', 'f03', 'f04', 'p_overflow', 'p_src_ip', 'p_timestamp', 'p_user_agent']);
-    expect(types.p_overflow).toBe('VARCHAR');
+    expect(types.p_overflow).toBe('Utf8');
     const rows = await query(server, "SELECT f00, p_overflow, json_extract(p_overflow, '$.f11')::INTEGER AS f11 FROM wide ORDER BY f00");
     expect(rows).toEqual([
       { f00: 0, p_overflow: '{"f05":5,"f06":6,"f07":7,"f08":8,"f09":9,"f10":10,"f11":11}', f11: 11 },
