@@ -63,22 +63,38 @@ async function lowerPriority(nice: number): Promise<void> {
   }
 }
 
-/** Makes the directory hold exactly these links (removing the previous query's first). */
+/** Links now in the directory (it is this worker's alone, and empty when it starts). */
+const linked = new Set<string>();
+
+/**
+ * Makes the directory hold exactly these links: the previous query's that this one does not need go
+ * first, then the new ones are made, concurrently. Links kept from earlier queries cost nothing: the
+ * same name always means the same immutable file.
+ */
 async function syncLinks(links: RunJob['links']): Promise<void> {
   const wanted = new Map(links.map((l) => [l.name, l.src]));
-  for (const name of await fs.readdir(dir)) if (!wanted.has(name)) await fs.rm(path.join(dir, name), { force: true });
-  for (const [name, src] of wanted) {
-    const target = path.join(dir, name);
-    try {
-      await fs.link(src, target);
-    } catch (err) {
-      const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'EEXIST') continue; // same name, same immutable file, kept from an earlier query
-      if (code === 'EXDEV') await fs.symlink(src, target); // data on another file system
-      else if (code === 'ENOENT') throw new DomainError('not_found', 'a file of the dataset is gone (deleted or compacted meanwhile); retry the query');
-      else throw err;
-    }
-  }
+  const stale = [...linked].filter((name) => !wanted.has(name));
+  await Promise.all(
+    stale.map(async (name) => {
+      await fs.rm(path.join(dir, name), { force: true });
+      linked.delete(name);
+    }),
+  );
+  const fresh = [...wanted].filter(([name]) => !linked.has(name));
+  await Promise.all(
+    fresh.map(async ([name, src]) => {
+      const target = path.join(dir, name);
+      try {
+        await fs.link(src, target);
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'EXDEV') await fs.symlink(src, target); // data on another file system
+        else if (code === 'ENOENT') throw new DomainError('not_found', 'a file of the dataset is gone (deleted or compacted meanwhile); retry the query');
+        else if (code !== 'EEXIST') throw err;
+      }
+      linked.add(name);
+    }),
+  );
 }
 
 /** DuckDB messages name files by their link path: show neither the data directory nor link names. */
