@@ -82,6 +82,7 @@ async function main(): Promise<void> {
     threads: config.queryThreads,
     memoryLimit: config.queryMemoryLimit,
     heapMb: config.queryWorkerHeapMb,
+    warm: config.queryWarmWorkers,
   });
   await queryPool.start();
   const queries = new QueryExecutor(

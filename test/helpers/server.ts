@@ -51,6 +51,8 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
     P_DATA_DIR: dataDir,
     P_API_KEYS: `${ADMIN_KEY}:admin`,
     P_LOG_LEVEL: 'info',
+    // One warm query worker per test server (the default is 2): the suite starts many servers.
+    P_QUERY_WARM_WORKERS: '1',
     ...opts.env,
   };
   const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts')], {
