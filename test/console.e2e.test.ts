@@ -204,6 +204,37 @@ describe('web console', () => {
     await shot('tail');
   });
 
+  test("saves a query, loads it back and deletes it (the API's saved filters)", async () => {
+    const sql = 'SELECT level, count(*) AS n FROM app WHERE level IS NOT NULL GROUP BY level';
+    await go(`#/explore?dataset=app&from=1h&to=now&q=${encodeURIComponent(sql)}`);
+    const saved = page.getByTestId('saved-queries');
+    // A <details> popover: open it unless a hash navigation kept it open.
+    const openSaved = async () => {
+      if (!(await saved.evaluate((d) => (d as HTMLDetailsElement).open))) await saved.locator('summary').click();
+    };
+    await openSaved();
+    await page.getByPlaceholder('Name this query').fill('levels of app');
+    await saved.getByRole('button', { name: 'Save', exact: true }).click();
+    await saved.getByRole('button', { name: 'levels of app', exact: true }).waitFor();
+    // It is the API's saved filter, visible to any client (and every worker).
+    const filters = (await (await server.request('/api/v1/filters')).json()) as { filter_name: string; stream_name: string; query: { filter_query: string } }[];
+    expect(filters).toContainEqual(expect.objectContaining({ filter_name: 'levels of app', stream_name: 'app', query: expect.objectContaining({ filter_query: sql }) }));
+    // Loaded back from another query.
+    await go(`#/explore?dataset=app&from=1h&to=now&q=${encodeURIComponent('SELECT 1 AS one')}`);
+    await openSaved();
+    await saved.getByRole('button', { name: 'levels of app', exact: true }).click();
+    await expect.poll(() => decodeURIComponent(page.url().replaceAll('+', ' '))).toContain(sql);
+    // The editor shows it and its rows are there.
+    await expect.poll(() => page.locator('.cm-content').textContent()).toContain('GROUP BY level');
+    const viaApi = (await (await server.request('/api/v1/query', { method: 'POST', json: { query: sql, startTime: '1h', endTime: 'now' } })).json()) as unknown[];
+    await expect.poll(() => page.getByTestId('row-count').textContent()).toMatch(new RegExp(`^${viaApi.length} rows`));
+    await shot('saved-queries');
+    await openSaved();
+    await saved.getByRole('button', { name: 'Delete saved query levels of app' }).click();
+    await saved.getByText('None yet.').waitFor();
+    expect(await (await server.request('/api/v1/filters')).json()).toEqual([]);
+  });
+
   test('deletes a dataset after the name is typed', async () => {
     await go('#/datasets?dataset=scratch');
     await page.getByRole('button', { name: 'Delete scratch…' }).click();
