@@ -9,6 +9,7 @@ import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
 import { QueryExecutor } from './query/executor.ts';
+import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
 import { stateGauge } from './metrics.ts';
 import { DatasetRegistry } from './storage/datasets.ts';
@@ -113,6 +114,7 @@ async function main(): Promise<void> {
     registry,
     duck,
     ingestPool,
+    ingest: new IngestService(ingestPool, registry, config),
     queries,
     isReady: async () => {
       // Damaged objects do not make a worker unready: every worker reads the same bucket, and the

@@ -55,10 +55,10 @@ describe('Prometheus remote write', () => {
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ count: 6, samples: 6 });
     expect(res.headers.get('x-prometheus-remote-write-samples-written')).toBe('6');
-    const rows = await query(server, 'SELECT metric_name, job, code, data_point_value AS v, time_unix_nano AS t, metric_type, metric_help FROM prom WHERE metric_name = \'http_requests_total\' ORDER BY t', RANGE);
+    const rows = await query(server, 'SELECT metric_name, job, code, data_point_value AS v, time_unix_nano AS t, metric_type, metric_description FROM prom WHERE metric_name = \'http_requests_total\' ORDER BY t', RANGE);
     expect(rows).toEqual([
-      { metric_name: 'http_requests_total', job: 'api', code: '200', v: 41, t: '2026-11-01T10:00:00.000Z', metric_type: 'counter', metric_help: 'Requests served.' },
-      { metric_name: 'http_requests_total', job: 'api', code: '200', v: 42, t: '2026-11-01T10:00:15.000Z', metric_type: 'counter', metric_help: 'Requests served.' },
+      { metric_name: 'http_requests_total', job: 'api', code: '200', v: 41, t: '2026-11-01T10:00:00.000Z', metric_type: 'counter', metric_description: 'Requests served.' },
+      { metric_name: 'http_requests_total', job: 'api', code: '200', v: 42, t: '2026-11-01T10:00:15.000Z', metric_type: 'counter', metric_description: 'Requests served.' },
     ]);
     const temps = await query(server, "SELECT data_point_value AS v, is_stale_marker AS stale, isnan(data_point_value) AS nan, label_time_unix_nano FROM prom WHERE metric_name = 'temperature' ORDER BY time_unix_nano", RANGE);
     expect(temps).toEqual([
@@ -104,24 +104,24 @@ describe('Prometheus remote write', () => {
     expect(res.headers.get('x-prometheus-remote-write-histograms-written')).toBe('1');
     const rows = await query(
       server,
-      'SELECT metric_name, service, metric_type, metric_help, metric_unit, histogram_count, histogram_sum, histogram_schema, histogram_zero_count, histogram_positive_spans, histogram_positive_deltas, histogram_reset_hint, data_point_value FROM prom2 ORDER BY metric_name',
+      'SELECT metric_name, service, metric_type, metric_description, metric_unit, data_point_count, data_point_sum, data_point_scale, data_point_zero_count, data_point_positive_spans, data_point_positive_deltas, data_point_reset_hint, data_point_value FROM prom2 ORDER BY metric_name',
       RANGE,
     );
     expect(rows).toEqual([
-      { metric_name: 'queue_depth', service: 'cart', metric_type: 'gauge', metric_help: null, metric_unit: null, histogram_count: null, histogram_sum: null, histogram_schema: null, histogram_zero_count: null, histogram_positive_spans: null, histogram_positive_deltas: null, histogram_reset_hint: null, data_point_value: 7 },
+      { metric_name: 'queue_depth', service: 'cart', metric_type: 'gauge', metric_description: null, metric_unit: null, data_point_count: null, data_point_sum: null, data_point_scale: null, data_point_zero_count: null, data_point_positive_spans: null, data_point_positive_deltas: null, data_point_reset_hint: null, data_point_value: 7 },
       {
         metric_name: 'rpc_latency_seconds',
         service: 'cart',
         metric_type: 'native_histogram',
-        metric_help: 'Latency of RPCs.',
+        metric_description: 'Latency of RPCs.',
         metric_unit: 'seconds',
-        histogram_count: 12,
-        histogram_sum: 3.5,
-        histogram_schema: 3,
-        histogram_zero_count: 2,
-        histogram_positive_spans: '[{"offset":-1,"length":3}]',
-        histogram_positive_deltas: [4, -1, 2],
-        histogram_reset_hint: 2,
+        data_point_count: 12,
+        data_point_sum: 3.5,
+        data_point_scale: 3,
+        data_point_zero_count: 2,
+        data_point_positive_spans: '[{"offset":-1,"length":3}]',
+        data_point_positive_deltas: [4, -1, 2],
+        data_point_reset_hint: 2,
         data_point_value: null,
       },
     ]);

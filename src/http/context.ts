@@ -1,6 +1,7 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import type { Config } from '../config.ts';
 import type { IngestPool } from '../ingest/ingestPool.ts';
+import type { IngestService } from '../ingest/service.ts';
 import type { QueryExecutor } from '../query/executor.ts';
 import type { DatasetRegistry } from '../storage/datasets.ts';
 import type { ApiKeys, Principal } from './auth.ts';
@@ -12,6 +13,8 @@ export interface Services {
   registry: DatasetRegistry;
   duck: DuckDBInstance;
   ingestPool: IngestPool;
+  /** The one ingest path of every protocol. */
+  ingest: IngestService;
   queries: QueryExecutor;
   /** Readiness; `details` are shown only to a caller with a valid key. */
   isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;

@@ -4,10 +4,9 @@ import { remoteWriteResponseHeaders } from '../ingest/prometheus/index.ts';
 import { authorize } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
-import { decodeAndStore, requestLimits, streamName } from './ingestRoutes.ts';
-import { checkLogSource, targetDataset } from './otlpRoutes.ts';
+import { checkLogSource, streamName } from './streams.ts';
 
-export function registerPrometheusRoutes(app: Hono<AppEnv>, { registry, config, ingestPool }: Services): void {
+export function registerPrometheusRoutes(app: Hono<AppEnv>, { config, ingest }: Services): void {
   app.post('/v1/prometheus/write', async (c) => {
     checkLogSource(c, 'otel-metrics');
     const name = streamName(c);
@@ -19,10 +18,10 @@ export function registerPrometheusRoutes(app: Hono<AppEnv>, { registry, config, 
       contentEncoding: c.req.header('content-encoding'),
       contentType: c.req.header('content-type'),
       maxDecompressedBytes: config.maxDecompressedBytes,
-      limits: requestLimits(config),
+      limits: ingest.limits,
       received: new Date().toISOString(),
     };
-    const { count, info } = await decodeAndStore(ingestPool, registry, config, name, job, () => targetDataset(registry, principal, name, 'otel-metrics'));
+    const { count, info } = await ingest.store({ name, kind: 'otel-metrics', create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job);
     for (const [k, v] of Object.entries(remoteWriteResponseHeaders(info))) c.header(k, v);
     // Remote write senders treat any 2xx as stored; the body is for people (JSON like every endpoint).
     return c.json({ message: 'ingested', count, samples: info.samples, histograms: info.histograms, exemplars: info.exemplars });

@@ -37,22 +37,22 @@ export const PROMETHEUS_KNOWN_TYPES: Record<string, ColumnType> = {
   data_point_value: 'DOUBLE',
   is_stale_marker: 'BOOLEAN',
   metric_type: 'VARCHAR',
-  metric_help: 'VARCHAR',
+  metric_description: 'VARCHAR',
   metric_unit: 'VARCHAR',
-  exemplars: 'VARCHAR',
-  histogram_count: 'DOUBLE',
-  histogram_sum: 'DOUBLE',
-  histogram_schema: 'BIGINT',
-  histogram_zero_threshold: 'DOUBLE',
-  histogram_zero_count: 'DOUBLE',
-  histogram_positive_spans: 'VARCHAR',
-  histogram_negative_spans: 'VARCHAR',
-  histogram_positive_deltas: 'BIGINT[]',
-  histogram_negative_deltas: 'BIGINT[]',
-  histogram_positive_counts: 'DOUBLE[]',
-  histogram_negative_counts: 'DOUBLE[]',
-  histogram_custom_values: 'DOUBLE[]',
-  histogram_reset_hint: 'BIGINT',
+  data_point_exemplars: 'VARCHAR',
+  data_point_count: 'DOUBLE',
+  data_point_sum: 'DOUBLE',
+  data_point_scale: 'BIGINT',
+  data_point_zero_threshold: 'DOUBLE',
+  data_point_zero_count: 'DOUBLE',
+  data_point_positive_spans: 'VARCHAR',
+  data_point_negative_spans: 'VARCHAR',
+  data_point_positive_deltas: 'BIGINT[]',
+  data_point_negative_deltas: 'BIGINT[]',
+  data_point_positive_counts: 'DOUBLE[]',
+  data_point_negative_counts: 'DOUBLE[]',
+  data_point_custom_values: 'DOUBLE[]',
+  data_point_reset_hint: 'BIGINT',
 };
 
 /** The time column of every Prometheus row (the sample's own timestamp). */
@@ -122,7 +122,7 @@ function seriesRow(labels: [string, string][], meta: Meta | undefined, extra: Fl
     else setField(row, labelColumn(name), value);
   }
   if (meta?.type) row.metric_type = meta.type;
-  if (meta?.help) row.metric_help = meta.help;
+  if (meta?.help) row.metric_description = meta.help;
   if (meta?.unit) row.metric_unit = meta.unit;
   return row;
 }
@@ -143,19 +143,19 @@ function isStaleNumber(x: number | undefined): boolean {
 function histogramRow(base: FlatRow, h: NativeHistogram): FlatRow {
   const row: FlatRow = { ...base, time_unix_nano: isoMs(toNumber(h.timestamp)), is_stale_marker: isStaleNumber(h.sum) };
   row.metric_type = h.resetHint === 3 ? 'native_gauge_histogram' : 'native_histogram';
-  row.histogram_count = h.count === 'countFloat' ? (h.countFloat ?? 0) : toNumber(h.countInt);
-  row.histogram_sum = h.sum ?? 0;
-  row.histogram_schema = h.schema ?? 0;
-  row.histogram_zero_threshold = h.zeroThreshold ?? 0;
-  row.histogram_zero_count = h.zeroCount === 'zeroCountFloat' ? (h.zeroCountFloat ?? 0) : toNumber(h.zeroCountInt);
-  row.histogram_positive_spans = JSON.stringify((h.positiveSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
-  row.histogram_negative_spans = JSON.stringify((h.negativeSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
-  if (h.positiveDeltas?.length) row.histogram_positive_deltas = h.positiveDeltas.map(toNumber);
-  if (h.negativeDeltas?.length) row.histogram_negative_deltas = h.negativeDeltas.map(toNumber);
-  if (h.positiveCounts?.length) row.histogram_positive_counts = h.positiveCounts;
-  if (h.negativeCounts?.length) row.histogram_negative_counts = h.negativeCounts;
-  if (h.customValues?.length) row.histogram_custom_values = h.customValues;
-  row.histogram_reset_hint = h.resetHint ?? 0;
+  row.data_point_count = h.count === 'countFloat' ? (h.countFloat ?? 0) : toNumber(h.countInt);
+  row.data_point_sum = h.sum ?? 0;
+  row.data_point_scale = h.schema ?? 0;
+  row.data_point_zero_threshold = h.zeroThreshold ?? 0;
+  row.data_point_zero_count = h.zeroCount === 'zeroCountFloat' ? (h.zeroCountFloat ?? 0) : toNumber(h.zeroCountInt);
+  row.data_point_positive_spans = JSON.stringify((h.positiveSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
+  row.data_point_negative_spans = JSON.stringify((h.negativeSpans ?? []).map((s) => ({ offset: s.offset ?? 0, length: s.length ?? 0 })));
+  if (h.positiveDeltas?.length) row.data_point_positive_deltas = h.positiveDeltas.map(toNumber);
+  if (h.negativeDeltas?.length) row.data_point_negative_deltas = h.negativeDeltas.map(toNumber);
+  if (h.positiveCounts?.length) row.data_point_positive_counts = h.positiveCounts;
+  if (h.negativeCounts?.length) row.data_point_negative_counts = h.negativeCounts;
+  if (h.customValues?.length) row.data_point_custom_values = h.customValues;
+  row.data_point_reset_hint = h.resetHint ?? 0;
   return row;
 }
 
@@ -252,7 +252,7 @@ function appendSeries(
   const rows: FlatRow[] = [];
   for (const s of samples ?? []) rows.push(sampleRow(base, s));
   for (const h of histograms ?? []) rows.push(histogramRow(base, h));
-  if (ex?.length) rows[0].exemplars = JSON.stringify(ex);
+  if (ex?.length) rows[0].data_point_exemplars = JSON.stringify(ex);
   if (!lines) {
     for (const r of rows) sink.rows.push(r);
     return;
