@@ -182,7 +182,10 @@ export class DatasetRegistry {
    */
   async create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
     this.validateName(name);
-    const existing = this.datasets.get(name)?.meta ?? (await this.creating.get(name));
+    // No await unless a creation is under way: from here to `creating.set` below nothing may interleave,
+    // or two requests creating the same new name would see each other as a case clash.
+    const pending = this.creating.get(name);
+    const existing = this.datasets.get(name)?.meta ?? (pending ? await pending : undefined);
     if (existing) return { meta: existing, created: false };
     const clash = this.find(name, true)?.name ?? [...this.creating.keys()].find((n) => n.toLowerCase() === name.toLowerCase());
     if (clash) throw conflict(`dataset "${clash}" already exists (names are case-insensitive)`);
