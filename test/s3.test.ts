@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { until } from './helpers/files.ts';
-import { startS3Server } from './helpers/s3server.ts';
+import { s3Env, startS3Server } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -24,11 +24,7 @@ describe('S3 storage and several stateless workers', () => {
   beforeAll(async () => {
     s3 = await startS3Server();
     s3env = {
-      P_STORAGE: 's3',
-      P_S3_URL: s3.endpoint,
-      P_S3_BUCKET: s3.bucket,
-      P_S3_ACCESS_KEY: s3.accessKey,
-      P_S3_SECRET_KEY: s3.secretKey,
+      ...s3Env(s3),
       P_FLUSH_INTERVAL: '300ms',
       P_CATALOG_REFRESH: '300ms',
       P_QUERY_TIMEOUT: '2s',

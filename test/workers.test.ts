@@ -2,7 +2,7 @@ import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
 import { until } from './helpers/files.ts';
-import { startS3Server, type S3TestServer } from './helpers/s3server.ts';
+import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 /**
@@ -40,11 +40,7 @@ describe('several workers on one bucket', () => {
   beforeAll(async () => {
     s3 = await startS3Server();
     s3env = {
-      P_STORAGE: 's3',
-      P_S3_URL: s3.endpoint,
-      P_S3_BUCKET: s3.bucket,
-      P_S3_ACCESS_KEY: s3.accessKey,
-      P_S3_SECRET_KEY: s3.secretKey,
+      ...s3Env(s3),
       P_FLUSH_INTERVAL: '500ms',
       // Longer than each test's burst: a worker learns of other workers' datasets only through the
       // store lookups under test, not through a refresh in between.

@@ -61,6 +61,9 @@ const isNoSuchKey = (err: unknown) => {
   return statusOf(err) === 404 && e.name !== 'NoSuchBucket' && e.Code !== 'NoSuchBucket';
 };
 
+/** Tries of one download whose body stream breaks off (the SDK retries failed requests itself). */
+const DOWNLOAD_ATTEMPTS = 3;
+
 /** Seconds a client should wait before retrying while the bucket cannot be reached. */
 const OUTAGE_RETRY_SEC = 5;
 
@@ -300,10 +303,18 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private async download(key: string, target: string): Promise<void> {
-    try {
-      await this.fetchTo(key, target);
-    } catch (err) {
-      throw storeError(err, 'GetObject', key);
+    // The SDK retries a request that fails; not a body cut off while streaming (an aborted or reset
+    // connection mid-download), which is as transient: a few more attempts.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.fetchTo(key, target);
+        return;
+      } catch (err) {
+        const mapped = storeError(err, 'GetObject', key);
+        if (attempt >= DOWNLOAD_ATTEMPTS || !(mapped instanceof DomainError && mapped.kind === 'unavailable')) throw mapped;
+        await fs.rm(target, { force: true });
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
     }
   }
 

@@ -202,3 +202,8 @@ export async function startS3Server(): Promise<S3TestServer> {
     },
   };
 }
+
+/** The service settings that point a worker at this S3 server. */
+export function s3Env(s3: S3TestServer): Record<string, string> {
+  return { P_STORAGE: 's3', P_S3_URL: s3.endpoint, P_S3_BUCKET: s3.bucket, P_S3_ACCESS_KEY: s3.accessKey, P_S3_SECRET_KEY: s3.secretKey };
+}
