@@ -64,6 +64,21 @@ const isNoSuchKey = (err: unknown) => {
 /** Tries of one download whose body stream breaks off (the SDK retries failed requests itself). */
 const DOWNLOAD_ATTEMPTS = 3;
 
+/**
+ * The SDK retries a request that fails, not a body cut off while it streams (a connection aborted or
+ * reset mid-download), which is as transient: a few more attempts while the error is `unavailable`.
+ */
+async function bodyRetries<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (err) {
+      if (attempt >= DOWNLOAD_ATTEMPTS || !(err instanceof DomainError && err.kind === 'unavailable')) throw err;
+      await new Promise((r) => setTimeout(r, 100 * attempt));
+    }
+  }
+}
+
 /** Seconds a client should wait before retrying while the bucket cannot be reached. */
 const OUTAGE_RETRY_SEC = 5;
 
@@ -229,18 +244,20 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   async getBytes(key: string): Promise<Buffer | undefined> {
-    try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
-      if (!res.Body) throw new Error(`GetObject ${key}: response has no body`);
-      const bytes = Buffer.from(await res.Body.transformToByteArray());
-      if (res.ContentLength !== undefined && bytes.length !== res.ContentLength) {
-        throw new Error(`GetObject ${key}: got ${bytes.length} of ${res.ContentLength} bytes`);
+    return bodyRetries(async () => {
+      try {
+        const res = await this.client.send(new GetObjectCommand({ Bucket: this.bucket, Key: key }));
+        if (!res.Body) throw new Error(`GetObject ${key}: response has no body`);
+        const bytes = Buffer.from(await res.Body.transformToByteArray());
+        if (res.ContentLength !== undefined && bytes.length !== res.ContentLength) {
+          throw new Error(`GetObject ${key}: got ${bytes.length} of ${res.ContentLength} bytes`);
+        }
+        return bytes;
+      } catch (err) {
+        if (isNoSuchKey(err)) return undefined;
+        throw storeError(err, 'GetObject', key);
       }
-      return bytes;
-    } catch (err) {
-      if (isNoSuchKey(err)) return undefined;
-      throw storeError(err, 'GetObject', key);
-    }
+    });
   }
 
   list(prefix: string): Promise<{ key: string; size: number }[]> {
@@ -303,19 +320,14 @@ export class S3ObjectStore implements ObjectStore {
   }
 
   private async download(key: string, target: string): Promise<void> {
-    // The SDK retries a request that fails; not a body cut off while streaming (an aborted or reset
-    // connection mid-download), which is as transient: a few more attempts.
-    for (let attempt = 1; ; attempt++) {
+    await bodyRetries(async () => {
       try {
         await this.fetchTo(key, target);
-        return;
       } catch (err) {
-        const mapped = storeError(err, 'GetObject', key);
-        if (attempt >= DOWNLOAD_ATTEMPTS || !(mapped instanceof DomainError && mapped.kind === 'unavailable')) throw mapped;
         await fs.rm(target, { force: true });
-        await new Promise((r) => setTimeout(r, 100 * attempt));
+        throw storeError(err, 'GetObject', key);
       }
-    }
+    });
   }
 
   private async fetchTo(key: string, target: string): Promise<void> {
