@@ -182,12 +182,13 @@ describe('Prometheus remote write', () => {
         if (res.status === 200) {
           rows = (await res.json()) as Record<string, unknown>[];
           const names = new Set(rows.map((r) => r.metric_name));
-          if (names.has('up') && names.has('prometheus_build_info')) break;
+          if (rows.some((r) => r.metric_name === 'up' && r.job === 'prometheus') && names.has('prometheus_build_info')) break;
         } else await res.text();
         if (Date.now() > deadline) throw new Error(`no up/prometheus_build_info from Prometheus in time; its log:\n${prom.logs().slice(-3000)}`);
         await sleep(500);
       }
-      const up = rows.find((r) => r.metric_name === 'up')!;
+      // Prometheus scrapes itself (job prometheus) and the service (job lakehouse): its own target here.
+      const up = rows.find((r) => r.metric_name === 'up' && r.job === 'prometheus')!;
       expect(up.job).toBe('prometheus');
       expect(up.v).toBe(1);
       expect(String(up.instance)).toMatch(/^127\.0\.0\.1:\d+$/);
