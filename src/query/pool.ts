@@ -185,11 +185,6 @@ export class QueryPool {
     return slot;
   }
 
-  /** The directory whose files a worker's DuckDB may read, for building view SQL before dispatch. */
-  filesDir(slotId: number): string {
-    return path.join(this.s.workDir, `w${slotId}`, 'files');
-  }
-
   /**
    * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
    * the admission limits of `key`. Released (slot and admission) when the events end.

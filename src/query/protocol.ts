@@ -24,7 +24,7 @@ export interface RunJob {
   streaming: boolean;
 }
 
-export type ToWorker = RunJob | { type: 'cancel'; id: number } | { type: 'ack'; id: number };
+export type ToWorker = RunJob | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }

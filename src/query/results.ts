@@ -87,7 +87,7 @@ export function clientColumnName(name: string): string {
 
 /**
  * One row as JSON text: null fields left out unless `sendNull` (as Parseable does). Keys are the
- * client column names; duplicates keep the first occurrence, as JSON.parse would keep the last.
+ * client column names; a name the result has twice appears twice (JSON parsers keep the last).
  */
 export function rowWriter(columns: string[], sendNull: boolean): (row: (Json | null)[]) => string {
   const keys = columns.map((c) => JSON.stringify(c));

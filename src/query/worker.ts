@@ -105,20 +105,22 @@ function cleanMessage(message: string): string {
 function errorKind(message: string): ErrorKind {
   // A stored file that cannot be read is the service's fault, not the query's.
   if (/^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file/i.test(message)) return 'storage';
-  if (/^INTERRUPT Error|Interrupted/i.test(message)) return 'timeout';
   return 'invalid';
 }
 
-let current: { id: number; conn?: DuckDBConnection; cancelled: boolean; acked: number; sent: number; wake?: () => void } | undefined;
+/**
+ * Flow control of the streamed query under way. (A query is never cancelled in here: the service
+ * kills the whole process, the only way to stop DuckDB's optimiser.)
+ */
+let current: { id: number; acked: number; sent: number; wake?: () => void } | undefined;
 
 async function run(instance: DuckDBInstance, job: RunJob): Promise<void> {
-  const state = (current = { id: job.id, cancelled: false, acked: 0, sent: 0 as number, conn: undefined as DuckDBConnection | undefined, wake: undefined as (() => void) | undefined });
+  const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   let conn: DuckDBConnection | undefined;
   try {
     await syncLinks(job.links);
-    conn = state.conn = await instance.connect();
+    conn = await instance.connect();
     for (const v of job.views) await conn.run(`CREATE OR REPLACE TEMP VIEW ${v.name} AS ${v.sql}`);
-    if (state.cancelled) throw new DomainError('timeout', 'query cancelled');
     const result = await conn.stream(job.sql);
     const fields = result.columnNames().map(clientColumnName);
     send({ type: 'fields', id: job.id, fields, types: result.columnTypes().map((t) => t.toString()) });
@@ -127,7 +129,6 @@ async function run(instance: DuckDBInstance, job: RunJob): Promise<void> {
     let rows = 0;
     let bytes = 0;
     for await (const batch of result.yieldConvertedRows(convert)) {
-      if (state.cancelled) throw new DomainError('timeout', 'query cancelled');
       if (!batch.length) continue;
       rows += batch.length;
       if (!job.streaming && rows > job.maxRows) {
@@ -142,14 +143,14 @@ async function run(instance: DuckDBInstance, job: RunJob): Promise<void> {
       send({ type: 'chunk', id: job.id, text, rows: batch.length });
       state.sent++;
       // Streams wait for the HTTP side to catch up, so a slow client holds at most a window of chunks.
-      while (job.streaming && state.sent - state.acked > STREAM_WINDOW && !state.cancelled) await new Promise<void>((r) => (state.wake = r));
+      while (job.streaming && state.sent - state.acked > STREAM_WINDOW) await new Promise<void>((r) => (state.wake = r));
     }
     send({ type: 'done', id: job.id, rows });
   } catch (err) {
     if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
     else {
       const message = cleanMessage((err as Error).message);
-      send({ type: 'error', id: job.id, kind: state.cancelled ? 'timeout' : errorKind(message), message });
+      send({ type: 'error', id: job.id, kind: errorKind(message), message });
     }
   } finally {
     conn?.closeSync();
@@ -163,11 +164,7 @@ async function main(): Promise<void> {
   process.on('message', (m: ToWorker) => {
     if (m.type === 'run') queue = queue.then(() => run(instance, m));
     else if (current && current.id === m.id) {
-      if (m.type === 'ack') current.acked++;
-      else {
-        current.cancelled = true;
-        current.conn?.interrupt();
-      }
+      current.acked++;
       current.wake?.();
       current.wake = undefined;
     }
