@@ -60,26 +60,25 @@ export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, Colum
   return summary;
 }
 
-function place(view: SchemaView, name: string, type: ColumnType): Target {
-  const have = view.typeOf(name);
+/** A value of `type` in `column`: added or widened as needed; 'conflict' when the column cannot hold it. */
+function tryColumn(view: SchemaView, column: string, type: ColumnType): Target | 'conflict' {
+  const have = view.typeOf(column);
   if (have === undefined) {
-    if (view.refusal(name) !== undefined) return { column: null, text: false };
-    view.add(name, type);
-    return { column: name, text: false };
+    if (view.refusal(column) !== undefined) return { column: null, text: false };
+    view.add(column, type);
+    return { column, text: false };
   }
   const f = fit(have, type);
-  if (f === 'widen') view.set(name, widen(have, type)!);
-  if (f !== 'conflict') return { column: name, text: f === 'text' };
-  const sibling = `${name}_${TYPE_SUFFIX[type]}`;
-  const haveSibling = view.typeOf(sibling);
-  if (haveSibling === undefined) {
-    if (view.refusal(sibling) !== undefined) return { column: null, text: false };
-    view.add(sibling, type);
-    return { column: sibling, text: false };
-  }
-  const g = fit(haveSibling, type);
-  if (g === 'widen') view.set(sibling, widen(haveSibling, type)!);
-  return g === 'conflict' ? { column: null, text: false } : { column: sibling, text: g === 'text' };
+  if (f === 'widen') view.set(column, widen(have, type)!);
+  return f === 'conflict' ? 'conflict' : { column, text: f === 'text' };
+}
+
+/** The field's own column, else its typed sibling (`<name>_<type>`), else the overflow. */
+function place(view: SchemaView, name: string, type: ColumnType): Target {
+  const own = tryColumn(view, name, type);
+  if (own !== 'conflict') return own;
+  const sibling = tryColumn(view, `${name}_${TYPE_SUFFIX[type]}`, type);
+  return sibling === 'conflict' ? { column: null, text: false } : sibling;
 }
 
 /**
