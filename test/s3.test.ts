@@ -27,7 +27,8 @@ describe('S3 storage and several stateless workers', () => {
       ...s3Env(s3),
       P_FLUSH_INTERVAL: '300ms',
       P_CATALOG_REFRESH: '300ms',
-      P_QUERY_TIMEOUT: '2s',
+      // Long enough for a query on a busy CI machine that downloads from moto; a hang still fails well inside the test timeout.
+      P_QUERY_TIMEOUT: '20s',
     };
   });
   afterAll(async () => {
