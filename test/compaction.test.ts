@@ -23,7 +23,7 @@ describe('compaction and retention (local storage)', () => {
 
   it('merges small files into one per hour while queries see every row exactly once', async () => {
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '10s', P_CATALOG_REFRESH: '500ms' };
+    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     await server.request('/api/v1/logstream/c', { method: 'PUT' });
@@ -63,14 +63,14 @@ describe('compaction and retention (local storage)', () => {
     expect(after.ingestion.count).toBe(total);
     const merged = await parquetFiles(path.join(dataDir, 'store', 'c'));
     expect(merged.some((f) => f.endsWith('.compacted.parquet'))).toBe(true);
-    // Old files are deleted after the grace period (2×timeout + 2×refresh + 5 s here).
+    // Old files are deleted after the grace period (2×timeout + 2×refresh + 5 s: 12 s here).
     await until('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files, 20_000);
     expect(await query(server, 'SELECT count(*) AS n FROM c')).toEqual([{ n: total }]);
   });
 
   it('compaction survives kill -9 at any moment with no loss and no duplicates', async () => {
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '50ms', P_COMPACTION_INTERVAL: '100ms', P_QUERY_TIMEOUT: '10s', P_CATALOG_REFRESH: '200ms' };
+    const env = { P_FLUSH_INTERVAL: '50ms', P_COMPACTION_INTERVAL: '100ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms' };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     await server.request('/api/v1/logstream/k', { method: 'PUT' });
@@ -92,7 +92,7 @@ describe('compaction and retention (local storage)', () => {
   });
 
   it('retention removes files older than the limit', async () => {
-    const server = await startServer({ env: { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '300ms', P_QUERY_TIMEOUT: '10s', P_CATALOG_REFRESH: '500ms' } });
+    const server = await startServer({ env: { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '300ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' } });
     servers.push(server);
     await server.request('/api/v1/logstream/r', { method: 'PUT' });
     expect((await server.request('/api/v1/logstream/r', { method: 'POST', json: [{ a: 1 }, { a: 2 }] })).status).toBe(200);
@@ -109,7 +109,7 @@ describe('compaction and retention (local storage)', () => {
 });
 
 describe('crash at each step of a flush and of a compaction (kill -9 at a failpoint)', () => {
-  const base = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '10s', P_CATALOG_REFRESH: '200ms' };
+  const base = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms' };
   const servers: TestServer[] = [];
   afterAll(async () => {
     for (const s of servers) await s.kill();
