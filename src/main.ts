@@ -12,7 +12,7 @@ import { QueryExecutor } from './query/executor.ts';
 import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
 import { stateGauge } from './metrics.ts';
-import { DatasetRegistry } from './storage/datasets.ts';
+import { StorageEngine } from './storage/engine.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
 
 /** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
@@ -55,7 +55,7 @@ async function main(): Promise<void> {
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
   const store = await openStore(config);
-  const registry = new DatasetRegistry(store, duck, {
+  const storage = new StorageEngine(store, duck, {
     dataDir: config.dataDir,
     nodeId: id,
     maxColumns: config.maxColumns,
@@ -70,8 +70,8 @@ async function main(): Promise<void> {
     deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
     orphanSweepMs: config.orphanSweepMs,
   });
-  await registry.init(reserved);
-  registry.start();
+  await storage.init(reserved);
+  storage.start();
 
   const ingestPool = new IngestPool(config.ingestWorkers);
   const queryPool = new QueryPool({
@@ -88,7 +88,7 @@ async function main(): Promise<void> {
   await queryPool.start();
   const queries = new QueryExecutor(
     duck,
-    registry,
+    storage,
     queryPool,
     {
       timeoutMs: config.queryTimeoutMs,
@@ -100,7 +100,7 @@ async function main(): Promise<void> {
     config.queryPlanCacheBytes,
   );
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
-    registry.list().map((m) => ({ labels: { dataset: m.name }, value: registry.stats(m.name).wal.bytes })),
+    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
   stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
   stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
@@ -111,15 +111,15 @@ async function main(): Promise<void> {
   const app = createApp({
     config,
     keys,
-    registry,
+    storage,
     duck,
     ingestPool,
-    ingest: new IngestService(ingestPool, registry, config),
+    ingest: new IngestService(ingestPool, storage, config),
     queries,
     isReady: async () => {
       // Damaged objects do not make a worker unready: every worker reads the same bucket, and the
       // rest is served. They are in the details, for callers with a key.
-      const { quarantined } = registry.health();
+      const { quarantined } = storage.health();
       try {
         await store.ping();
         return { ready: true, details: { storage: 'reachable', quarantined } };
@@ -146,7 +146,7 @@ async function main(): Promise<void> {
     log.info('shutting down', { signal });
     server.close();
     await queryPool.close();
-    await registry.shutdown();
+    await storage.shutdown();
     await ingestPool.close();
     log.info('stopped');
     process.exit(0);

@@ -16,8 +16,8 @@ import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseab
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, queries }: Services): void {
-  const known = knownDataset(registry);
+export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queries }: Services): void {
+  const known = knownDataset(storage);
   const store =
     config.storage === 's3'
       ? { type: 'S3 bucket', path: `${config.s3.url ?? ''}/${config.s3.bucket}` }
@@ -51,11 +51,11 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
 
   app.get('/api/prism/v1/home', requires('read'), (c) => {
     const p = c.get('principal');
-    const datasets = registry
+    const datasets = storage
       .list()
       .filter((m) => canAccess(p, m.name))
       .map((m) => {
-        const s = registry.stats(m.name);
+        const s = storage.stats(m.name);
         return {
           title: m.name,
           datasetType: TELEMETRY_TYPE[m.kind],
@@ -75,18 +75,18 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { registry, config, quer
 
   app.get('/api/prism/v1/logstream/:name/info', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
-    const stats = registry.stats(name);
-    const { schema } = registry.schemaOf(name);
+    const stats = storage.stats(name);
+    const { schema } = storage.schemaOf(name);
     return c.json({ info: streamInfo(stats), schema: arrowSchema(stats.meta, schema), stats: queriedStats(stats), retention: stats.meta.retention ?? [] });
   });
 
   app.get('/api/v1/logstream/:name/info', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
-    return c.json(streamInfo(registry.stats(name)));
+    return c.json(streamInfo(storage.stats(name)));
   });
 
   app.post('/api/v1/counts', requires('read'), jsonBody(CountsRequest, config.maxBodyBytes), async (c) => {
     const p = c.get('principal');
-    return c.json(await counts({ queries, registry, canRead: (n) => canAccess(p, n), principalId: p.id }, c.get('body')));
+    return c.json(await counts({ queries, storage, canRead: (n) => canAccess(p, n), principalId: p.id }, c.get('body')));
   });
 }

@@ -3,14 +3,14 @@ import type { Config } from '../config.ts';
 import type { IngestPool } from '../ingest/ingestPool.ts';
 import type { IngestService } from '../ingest/service.ts';
 import type { QueryExecutor } from '../query/executor.ts';
-import type { DatasetRegistry } from '../storage/datasets.ts';
+import type { StorageEngine } from '../storage/engine.ts';
 import type { ApiKeys, Principal } from './auth.ts';
 
 /** Everything the routes need, built once in main.ts. */
 export interface Services {
   config: Config;
   keys: ApiKeys;
-  registry: DatasetRegistry;
+  storage: StorageEngine;
   duck: DuckDBInstance;
   ingestPool: IngestPool;
   /** The one ingest path of every protocol. */

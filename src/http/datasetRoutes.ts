@@ -38,50 +38,50 @@ export function isCalendarDate(text: string): boolean {
   return !Number.isNaN(ms) && new Date(ms).toISOString().startsWith(text);
 }
 
-export function registerDatasetRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
-  const known = knownDataset(registry);
+export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
+  const known = knownDataset(storage);
   app.get('/api/v1/logstream', requires('read'), (c) => {
     const p = c.get('principal');
-    return c.json(registry.list().filter((m) => canAccess(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
+    return c.json(storage.list().filter((m) => canAccess(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
   });
 
   app.put('/api/v1/logstream/:name', requires('create', 'name'), async (c) => {
     const name = c.req.param('name');
     const kind = datasetKindFromHeader(c.req.header('x-p-log-source'));
-    const { meta, created } = await registry.create(name, kind, TIME_COLUMN[kind]);
+    const { meta, created } = await storage.create(name, kind, TIME_COLUMN[kind]);
     // 200 either way, as Parseable answers: its CLI and test suite take anything else as a failure.
     return c.json({ message: created ? `dataset ${name} created` : `dataset ${name} already exists`, name: meta.name, kind: meta.kind, created_at: meta.createdAt });
   });
 
   app.delete('/api/v1/logstream/:name', requires('delete', 'name'), async (c) => {
     const name = c.req.param('name');
-    await registry.delete(name);
+    await storage.delete(name);
     return c.json({ message: `dataset ${name} deleted` });
   });
 
   app.get('/api/v1/logstream/:name/schema', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
-    const { meta, schema } = registry.schemaOf(name);
+    const { meta, schema } = storage.schemaOf(name);
     return c.json(arrowSchema(meta, schema));
   });
 
   // Parseable's shape: [{"description": "…", "action": "delete", "duration": "30d"}]; [] clears it.
   app.put('/api/v1/logstream/:name/retention', requires('admin', 'name'), jsonBody(RetentionBody, config.maxBodyBytes), async (c) => {
     const name = c.req.param('name');
-    const meta = await registry.setRetention(name, c.get('body'));
+    const meta = await storage.setRetention(name, c.get('body'));
     return c.json({ message: `retention of ${name} set`, retention: meta.retention });
   });
 
   app.get('/api/v1/logstream/:name/retention', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
-    return c.json(registry.schemaOf(name).meta.retention ?? []);
+    return c.json(storage.schemaOf(name).meta.retention ?? []);
   });
 
   app.get('/api/v1/logstream/:name/stats', requires('read', 'name'), known, (c) => {
     const name = c.req.param('name');
     const date = c.req.query('date');
-    if (date === undefined || date === '') return c.json(queriedStats(registry.stats(name)));
+    if (date === undefined || date === '') return c.json(queriedStats(storage.stats(name)));
     if (!isCalendarDate(date)) throw invalidInput(`date "${date}" is not a day in the form YYYY-MM-DD`);
-    return c.json(datedStats(name, date, registry.statsForDate(name, date)));
+    return c.json(datedStats(name, date, storage.statsForDate(name, date)));
   });
 }

@@ -12,8 +12,8 @@ import { formatIssues, requires } from './middleware.ts';
  * console use). Any key that may read may save; a key sees the filters of datasets it may read, and
  * changes or deletes its own (an admin key: any).
  */
-export function registerFilterRoutes(app: Hono<AppEnv>, { registry, config }: Services): void {
-  const filters = new FilterStore(registry.store);
+export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
+  const filters = new FilterStore(storage.store);
 
   const owner = (p: Principal) => p.id ?? 'anonymous';
   const visible = (p: Principal, f: SavedFilter) => canAccess(p, f.stream_name);

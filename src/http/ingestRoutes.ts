@@ -7,10 +7,10 @@ import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { streamName } from './streams.ts';
 
-export function registerIngestRoutes(app: Hono<AppEnv>, { registry, config, ingest }: Services): void {
+export function registerIngestRoutes(app: Hono<AppEnv>, { storage, config, ingest }: Services): void {
   const ingestJson = async (c: Context<AppEnv>, name: string, createIfMissing: boolean) => {
     authorize(c.get('principal'), 'ingest', name);
-    if (!createIfMissing && !(await registry.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
+    if (!createIfMissing && !(await storage.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
     const body = await readBody(c, config.maxBodyBytes);
     const job: IngestJob = {
       kind: 'json',

@@ -1,5 +1,5 @@
 import { createMiddleware } from 'hono/factory';
-import type { DatasetRegistry } from '../storage/datasets.ts';
+import type { StorageEngine } from '../storage/engine.ts';
 import type { z } from 'zod';
 import { invalidInput } from '../errors.ts';
 import { authorize, type Action } from './auth.ts';
@@ -39,8 +39,8 @@ export const jsonBody = <S extends z.ZodType>(schema: S, maxBytes: number) =>
  * The dataset named by the path parameter must exist. One created by another worker since the last
  * catalog refresh is looked up in the store first, so it is never a 404 on this worker.
  */
-export const knownDataset = (registry: DatasetRegistry, param = 'name') =>
+export const knownDataset = (storage: StorageEngine, param = 'name') =>
   createMiddleware<AppEnv>(async (c, next) => {
-    await registry.require(c.req.param(param) ?? '');
+    await storage.require(c.req.param(param) ?? '');
     await next();
   });

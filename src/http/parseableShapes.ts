@@ -5,7 +5,7 @@
  * Parseable's clients ignore.
  */
 import type { ColumnType } from '../model.ts';
-import type { DatasetKind, DatasetMeta, DatasetStats, Totals } from '../storage/datasets.ts';
+import type { DatasetKind, DatasetMeta, DatasetStats, Totals } from '../storage/engine.ts';
 import type { Schema } from '../storage/schema.ts';
 
 /** arrow-rs's serde form of a `Field`. */

@@ -2,7 +2,7 @@ import type { Config } from '../config.ts';
 import { invalidInput, notFound, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { TIME_COLUMN, type DatasetKind } from '../model.ts';
-import type { DatasetRegistry } from '../storage/datasets.ts';
+import type { StorageEngine } from '../storage/engine.ts';
 import { emptySchema } from '../storage/schema.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
@@ -32,7 +32,7 @@ export interface IngestTarget {
 export class IngestService {
   constructor(
     private readonly pool: IngestPool,
-    private readonly registry: DatasetRegistry,
+    private readonly storage: StorageEngine,
     private readonly config: Config,
   ) {}
 
@@ -44,10 +44,10 @@ export class IngestService {
   async store(target: IngestTarget, job: IngestJob): Promise<{ count: number; info: IngestInfo }> {
     const { name } = target;
     const maxColumns = this.config.maxColumns;
-    let serialized = await this.pool.serialize(job, { schema: this.registry.find(name) ? this.registry.schemaOf(name).schema : emptySchema(), maxColumns });
+    let serialized = await this.pool.serialize(job, { schema: this.storage.find(name) ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns });
     await this.resolve(target);
     for (let placements = 1; ; placements++) {
-      const stored = await this.registry.ingestSerialized(name, serialized, job.body.byteLength);
+      const stored = await this.storage.append(name, serialized, job.body.byteLength);
       if ('count' in stored) {
         ingestedRows.inc({ dataset: name }, stored.count);
         ingestedBytes.inc({ dataset: name }, job.body.byteLength);
@@ -60,11 +60,11 @@ export class IngestService {
 
   /** Finds (or creates) the dataset; a dataset keeps the one kind it was created with. */
   private async resolve({ name, kind, create, authorizeCreate }: IngestTarget): Promise<void> {
-    let meta = await this.registry.resolve(name);
+    let meta = await this.storage.resolve(name);
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
       authorizeCreate();
-      meta = (await this.registry.create(name, kind, TIME_COLUMN[kind])).meta;
+      meta = (await this.storage.create(name, kind, TIME_COLUMN[kind])).meta;
     }
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);

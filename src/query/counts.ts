@@ -172,7 +172,7 @@ export function shapeCounts(plan: CountsPlan, rows: Record<string, unknown>[]): 
 
 export interface CountsContext {
   queries: QueryExecutor;
-  registry: TableSource;
+  storage: TableSource;
   canRead: (dataset: string) => boolean;
   principalId: string;
 }
@@ -189,7 +189,7 @@ export async function runCountsSql(ctx: CountsContext, sql: string, startMs: num
 }
 
 export async function counts(ctx: CountsContext, req: CountsRequest): Promise<CountsResponse> {
-  const meta = await ctx.registry.resolve(req.stream, true);
+  const meta = await ctx.storage.resolve(req.stream, true);
   if (!meta) throw notFound(`dataset "${req.stream}" does not exist`);
   if (!ctx.canRead(meta.name)) throw forbidden(`this API key may not read dataset "${meta.name}"`);
   const plan = planCounts(req, meta.name, meta.timeColumn);

@@ -48,7 +48,7 @@ export class QueryExecutor {
 
   constructor(
     private readonly duck: DuckDBInstance,
-    private readonly registry: TableSource,
+    private readonly source: TableSource,
     private readonly pool: QueryPool,
     private readonly limits: QueryLimits,
     planCacheBytes: number,
@@ -71,7 +71,7 @@ export class QueryExecutor {
     // dataset of that name exists or not.
     const names: string[] = [];
     for (const table of plan.tables) {
-      const meta = await this.registry.resolve(table, true);
+      const meta = await this.source.resolve(table, true);
       if (!req.canRead(table) && !(meta && req.canRead(meta.name))) throw forbidden(`this API key may not read dataset "${table}"`);
       if (!meta) throw notFound(`dataset "${table}" does not exist`);
       names.push(meta.name);
@@ -84,7 +84,7 @@ export class QueryExecutor {
     try {
       const snapshots: Snapshot[] = [];
       for (const name of new Set(names)) {
-        const snap = await this.registry.snapshot(name, req.startMs, req.endMs);
+        const snap = await this.source.snapshot(name, req.startMs, req.endMs);
         releases.push(snap.release);
         snapshots.push(snap);
       }

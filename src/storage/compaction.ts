@@ -9,6 +9,7 @@ import type { FileEntry } from './catalog.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { compactedFileName, dataFileKey, hourPartition, stagingDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
+import { isMissingObject } from './objectStore.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
 import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
 
@@ -132,4 +133,25 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
     await fs.rm(staging, { force: true });
     if (uploaded && !committed) await ctx.store.delete([key]).catch(() => undefined);
   }
+}
+
+/**
+ * One compaction pass over a dataset: merges each group `planCompaction` picks, skipping quarantined
+ * files. A file the catalog lists but the store has lost is quarantined (so the next pass leaves it
+ * out) instead of failing the pass forever. Returns how many files were merged.
+ */
+export async function compactDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset): Promise<number> {
+  let merged = 0;
+  const files = ds.catalog.all().filter((f) => !ctx.quarantine.has(f.key));
+  for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes)) {
+    if (ds.deleted) break;
+    try {
+      await mergeGroup(ctx, manifests, ds, group);
+      merged += group.length;
+    } catch (err) {
+      if (!isMissingObject(err)) throw err;
+      ctx.quarantine.add({ key: err.key, kind: 'parquet', dataset: ds.meta.name, reason: 'listed in the catalog but missing from the store' });
+    }
+  }
+  return merged;
 }

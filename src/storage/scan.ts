@@ -2,7 +2,7 @@ import { quotedIdentifier as sqlIdent } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
 import { castProjection, listLiteral } from '../duckdb.ts';
 import { walScanSql } from './parquetWriter.ts';
-import type { DatasetMeta, Snapshot } from './datasets.ts';
+import type { DatasetMeta, Snapshot } from './engine.ts';
 
 export type { DatasetMeta, Snapshot };
 

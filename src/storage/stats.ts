@@ -1,4 +1,5 @@
 import type { DatasetMeta } from './codec.ts';
+import type { Dataset } from './dataset.ts';
 import type { QuarantinedObject } from './quarantine.ts';
 
 /** Counts and sizes: rows, raw request bytes, stored Parquet bytes and files. */
@@ -29,4 +30,39 @@ export function splitByRows(total: number, rows: number[]): number[] {
   const shares = rows.map((r) => Math.floor((total * r) / all));
   shares[shares.length - 1] += total - shares.reduce((s, x) => s + x, 0);
   return shares;
+}
+
+/**
+ * Counts and sizes of a dataset (numbers only; the HTTP layer shapes them). `current` is what is
+ * stored now (Parquet files plus the WAL), `deleted` what retention removed; lifetime is their sum.
+ */
+export function datasetStats(ds: Dataset, quarantined: QuarantinedObject[]): DatasetStats {
+  const wal = ds.wal.size;
+  const files = ds.catalog.totals();
+  const deleted = ds.catalog.deletedTotals();
+  return {
+    meta: ds.meta,
+    current: {
+      rows: files.rows + wal.rows,
+      // ingestedBytes covers every flush ever applied, deleted files included.
+      rawBytes: ds.catalog.ingestedBytes - deleted.rawBytes + wal.rawBytes,
+      storageBytes: files.bytes,
+      files: files.files,
+    },
+    deleted: { rows: deleted.rows, rawBytes: deleted.rawBytes, storageBytes: deleted.bytes, files: deleted.files },
+    wal: { rows: wal.rows, bytes: wal.bytes, rawBytes: wal.rawBytes, segments: wal.segments },
+    timeRange: ds.catalog.timeRange(),
+    quarantined,
+  };
+}
+
+/**
+ * What one day (UTC, `YYYY-MM-DD`) holds: files of that date partition (by the time column), plus
+ * the unflushed WAL rows when the day is today (they are at most P_FLUSH_INTERVAL old).
+ */
+export function dateTotals(ds: Dataset, date: string, now = Date.now()): Totals {
+  const files = ds.catalog.totals(date);
+  const today = new Date(now).toISOString().slice(0, 10) === date;
+  const wal = today ? ds.wal.size : { rows: 0, rawBytes: 0 };
+  return { rows: files.rows + wal.rows, rawBytes: files.rawBytes + wal.rawBytes, storageBytes: files.bytes, files: files.files };
 }

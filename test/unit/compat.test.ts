@@ -5,7 +5,7 @@ import { arrowType } from '../../src/http/parseableShapes.ts';
 import type { ColumnType } from '../../src/model.ts';
 import { binWidthMs, planCounts, rfc3339, shapeCounts, whereSql } from '../../src/query/counts.ts';
 import { Catalog, type FileEntry, type Manifest } from '../../src/storage/catalog.ts';
-import { splitByRows } from '../../src/storage/datasets.ts';
+import { splitByRows } from '../../src/storage/stats.ts';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;

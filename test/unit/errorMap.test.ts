@@ -15,9 +15,9 @@ describe('error map (app.request)', async () => {
   const dir = await tempDir('errormap-');
   const keys = await ApiKeys.load('k:admin', dir);
   let next: Error = new Error('unset');
-  // Every registry call the dataset routes make fails with the error under test.
-  const registry = new Proxy({ store: {} }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
-  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, registry, isReady: async () => ({ ready: true }) } as unknown as Services;
+  // Every storage call the dataset routes make fails with the error under test.
+  const storage = new Proxy({ store: {} }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
+  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, storage, isReady: async () => ({ ready: true }) } as unknown as Services;
   const app = createApp(services);
   const get = (path: string, headers: Record<string, string> = { 'X-API-Key': 'k' }) => app.request(path, { headers });
 

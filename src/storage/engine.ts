@@ -1,0 +1,202 @@
+import type { DuckDBInstance } from '@duckdb/node-api';
+import { notFound, unavailable } from '../errors.ts';
+import { log } from '../log.ts';
+import type { ColumnType } from '../model.ts';
+import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
+import { compactDataset } from './compaction.ts';
+import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
+import { DatasetSet } from './datasetSet.ts';
+import { flushDataset } from './flush.ts';
+import { GarbageCollector } from './gc.ts';
+import { metaKey } from './layout.ts';
+import { Manifests } from './manifests.ts';
+import type { ObjectStore } from './objectStore.ts';
+import { Quarantine, type QuarantinedObject } from './quarantine.ts';
+import { applyRetention } from './retention.ts';
+import { Scheduler } from './scheduler.ts';
+import { planSchema, type Schema, type TypeSummary } from './schema.ts';
+import { evolveSchema } from './schemaState.ts';
+import { takeSnapshot } from './snapshot.ts';
+import { datasetStats, dateTotals, type DatasetStats, type Totals } from './stats.ts';
+
+export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, StorageSettings, Totals };
+
+/** A batch of rows an ingest worker serialised as WAL lines, placed against the schema it was given. */
+export interface SerializedRows {
+  lines: string;
+  rows: number;
+  types: TypeSummary;
+  /** Columns whose type the batch fixed (they may not be widened by it). */
+  fixed: string[];
+}
+
+/**
+ * The storage engine: the one facade the rest of the service uses. Datasets (their lifecycle across
+ * workers lives in DatasetSet), the one ingest sink (`append`), consistent snapshots for queries,
+ * stats as numbers, and the background work (flush, sync, compaction, retention, garbage collection)
+ * run by one scheduler. Each concern is its own module; this file only wires them together.
+ */
+export class StorageEngine {
+  readonly quarantine = new Quarantine();
+  private readonly ctx: StorageContext;
+  private readonly gc: GarbageCollector;
+  private readonly manifests: Manifests;
+  private readonly datasets: DatasetSet;
+  private readonly scheduler = new Scheduler();
+
+  constructor(
+    readonly store: ObjectStore,
+    duck: DuckDBInstance,
+    readonly settings: StorageSettings,
+  ) {
+    this.ctx = { store, duck, settings, quarantine: this.quarantine };
+    this.gc = new GarbageCollector(this.ctx);
+    this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule(keys, at));
+    this.datasets = new DatasetSet(this.ctx, this.manifests, this.gc);
+  }
+
+  /** Loads every dataset from the store and recovers this worker's WAL. */
+  init(reservedWords: string[]): Promise<void> {
+    return this.datasets.init(reservedWords);
+  }
+
+  list(): DatasetMeta[] {
+    return this.datasets.all().map((d) => d.meta).sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  /** A dataset this worker knows, without asking the store (SQL lookups are case-insensitive). */
+  find(name: string, caseInsensitive = false): DatasetMeta | undefined {
+    return this.datasets.find(name, caseInsensitive);
+  }
+
+  /** Like find, but a miss looks in the store first. Use it wherever a miss would answer 404. */
+  resolve(name: string, caseInsensitive = false): Promise<DatasetMeta | undefined> {
+    return this.datasets.resolve(name, caseInsensitive);
+  }
+
+  /** `resolve`, or notFound. */
+  async require(name: string): Promise<DatasetMeta> {
+    const meta = await this.resolve(name);
+    if (!meta) throw notFound(`dataset "${name}" does not exist`);
+    return meta;
+  }
+
+  create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
+    return this.datasets.create(name, kind, timeColumn);
+  }
+
+  delete(name: string): Promise<void> {
+    return this.datasets.delete(name);
+  }
+
+  schemaOf(name: string): { meta: DatasetMeta; schema: Record<string, ColumnType> } {
+    const ds = this.datasets.dataset(name);
+    return { meta: ds.meta, schema: ds.schema };
+  }
+
+  /**
+   * The one ingest sink. Stores rows already serialised as WAL lines by an ingest worker, which placed
+   * every value against the schema as it was when the job started. If the schema has changed since in
+   * a way the batch does not fit (another request added the same new column with another type, or
+   * reached P_MAX_COLUMNS), nothing is stored and the current schema comes back: the caller has the
+   * batch placed again. Otherwise the schema evolves (persisted before anything that depends on it is
+   * acknowledged) and the lines are appended; resolves once they are durable.
+   */
+  async append(name: string, batch: SerializedRows, rawBytes: number): Promise<{ count: number } | { conflict: string; schema: Schema }> {
+    const ds = this.datasets.dataset(name);
+    if (batch.rows === 0) return { count: 0 };
+    const plan = planSchema(ds.schema, batch.types, this.settings.maxColumns, new Set(batch.fixed));
+    if (plan.conflict !== undefined) return { conflict: plan.conflict, schema: ds.schema };
+    if (ds.wal.size.bytes > this.settings.walMaxBytes) {
+      throw unavailable('write-ahead log is full (storage is behind); retry later', 5);
+    }
+    // No acknowledged row may have a column the durable schema lacks.
+    if (plan.next) await evolveSchema(this.ctx, ds, plan.next);
+    await ds.wal.append(batch.lines, batch.rows, rawBytes);
+    ds.oldestUnflushedAt ??= Date.now();
+    if (ds.wal.size.bytes >= this.settings.flushBytes) this.flushSoon(ds);
+    return { count: batch.rows };
+  }
+
+  /** Starts a flush unless one runs or a failed one is backing off. */
+  private flushSoon(ds: Dataset): void {
+    if (!ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(ds).catch(() => undefined);
+  }
+
+  /** Turns everything acknowledged so far into Parquet; one flush per dataset at a time. */
+  private async flush(ds: Dataset): Promise<void> {
+    while (ds.flushing) await ds.flushing.catch(() => undefined);
+    ds.flushing = flushDataset(this.ctx, this.manifests, ds).finally(() => (ds.flushing = undefined));
+    return ds.flushing;
+  }
+
+  /**
+   * A consistent view for a query (see snapshot.ts): notFound for a dataset deleted meanwhile,
+   * `unavailable` while the store cannot be reached, damaged files set aside.
+   */
+  async snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
+    await this.require(name);
+    return takeSnapshot(this.ctx, () => this.datasets.dataset(name), startMs, endMs, (ds) => this.datasets.stillCurrent(ds));
+  }
+
+  /** Counts and sizes of a dataset, as numbers (see stats.ts). */
+  stats(name: string): DatasetStats {
+    return datasetStats(this.datasets.dataset(name), this.quarantine.list(name));
+  }
+
+  /** What one UTC day (`YYYY-MM-DD`) of a dataset holds. */
+  statsForDate(name: string, date: string, now = Date.now()): Totals {
+    return dateTotals(this.datasets.dataset(name), date, now);
+  }
+
+  /** What readiness reports to a caller with a key: damaged objects set aside, by key. */
+  health(): { quarantined: QuarantinedObject[] } {
+    return { quarantined: this.quarantine.list() };
+  }
+
+  async setRetention(name: string, rules: RetentionRule[]): Promise<DatasetMeta> {
+    await this.require(name);
+    const ds = this.datasets.dataset(name);
+    const meta = { ...ds.meta, retention: rules };
+    await this.store.putBytes(metaKey(name), encodeMeta(meta));
+    ds.meta = meta;
+    return meta;
+  }
+
+  /** Retention, then compaction of this worker's small files; one compaction per dataset at a time. */
+  private async maintain(ds: Dataset): Promise<void> {
+    if (ds.compacting || ds.deleted) return;
+    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds));
+    ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
+    await ds.compacting;
+  }
+
+  /** Background work, one timer per task (see scheduler.ts). */
+  start(): void {
+    const { flushIntervalMs, catalogRefreshMs, compactionIntervalMs, deleteGraceMs, orphanSweepMs } = this.settings;
+    this.scheduler.every('flush', Math.min(1000, flushIntervalMs), () => {
+      const now = Date.now();
+      for (const ds of this.datasets.all()) {
+        if (ds.oldestUnflushedAt !== undefined && now - ds.oldestUnflushedAt >= flushIntervalMs) this.flushSoon(ds);
+      }
+    });
+    this.scheduler.every('sync', catalogRefreshMs, () => this.datasets.sync());
+    this.scheduler.every('compaction', compactionIntervalMs, async () => {
+      for (const ds of this.datasets.all()) {
+        await this.maintain(ds).catch((err) => log.warn('compaction or retention failed; will retry', { dataset: ds.meta.name, error: (err as Error).message }));
+      }
+    });
+    this.scheduler.every('gc', Math.min(5000, deleteGraceMs), () => this.gc.collect());
+    this.scheduler.every('orphan sweep', orphanSweepMs, () => this.datasets.sweepOrphans());
+  }
+
+  /** Graceful shutdown: stop the timers, flush everything, close the logs. */
+  async shutdown(): Promise<void> {
+    this.scheduler.stop();
+    for (const ds of this.datasets.all()) {
+      await ds.compacting?.catch(() => undefined);
+      await this.flush(ds).catch((err) => log.error('flush on shutdown failed; data stays in the WAL', { dataset: ds.meta.name, error: err as Error }));
+      await ds.wal.close();
+    }
+  }
+}
