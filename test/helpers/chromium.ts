@@ -6,7 +6,9 @@ const root = path.resolve(import.meta.dirname, '../..');
 
 /** Debian's Chromium, installed by the project's script when missing; throws when that is impossible. */
 export function chromiumBinary(): string {
-  return execFileSync('bash', [path.join(root, 'scripts/ensure-chromium.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 900_000 }).trim();
+  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
+  // Fonts so that screenshots show text; the package pulls in the rest.
+  return execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'chromium', 'chromium', 'fonts-dejavu-core'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 900_000 }).trim();
 }
 
 /** Builds the console bundle (a second or two), so the test runs on the current source. */

@@ -8,7 +8,7 @@ const root = path.resolve(import.meta.dirname, '../..');
 /** The Prometheus binary, installed by the project's script when missing; undefined if impossible. */
 export function prometheusBinary(): string | undefined {
   try {
-    return execFileSync('bash', [path.join(root, 'scripts/ensure-prometheus.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 300_000 }).trim();
+    return execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'prometheus', 'prometheus'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 300_000 }).trim();
   } catch {
     return undefined;
   }
@@ -71,14 +71,14 @@ ${
  * A real Prometheus server on loopback that scrapes itself every second and remote-writes to
  * `remoteWriteUrl`; its config and TSDB live in a temp dir removed on stop. Resolves once
  * Prometheus reports ready. Without a binary argument it is found (or installed) by
- * scripts/ensure-prometheus.sh, and a missing one throws.
+ * scripts/ensure-deb.sh, and a missing one throws.
  */
 export async function startPrometheus(opts: PrometheusOptions): Promise<RunningPrometheus>;
 export async function startPrometheus(binary: string, opts: PrometheusOptions): Promise<RunningPrometheus>;
 export async function startPrometheus(a: string | PrometheusOptions, b?: PrometheusOptions): Promise<RunningPrometheus> {
   const binary = typeof a === 'string' ? a : prometheusBinary();
   const opts = typeof a === 'string' ? b! : a;
-  if (!binary) throw new Error('no prometheus binary: scripts/ensure-prometheus.sh could not find or install one');
+  if (!binary) throw new Error('no prometheus binary: scripts/ensure-deb.sh could not find or install one');
   const dir = await tempDir('prometheus-');
   const port = await freePort();
   await fs.writeFile(path.join(dir, 'prometheus.yml'), prometheusConfig(port, opts));
