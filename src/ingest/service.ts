@@ -44,13 +44,14 @@ export class IngestService {
   async store(target: IngestTarget, job: IngestJob): Promise<{ count: number; info: IngestInfo }> {
     const { name } = target;
     const maxColumns = this.config.maxColumns;
+    const rawBytes = job.body.byteLength;
     let serialized = await this.pool.serialize(job, { schema: this.registry.find(name) ? this.registry.schemaOf(name).schema : emptySchema(), maxColumns });
     await this.resolve(target);
     for (let placements = 1; ; placements++) {
-      const stored = await this.registry.ingestSerialized(name, serialized, job.body.byteLength);
+      const stored = await this.registry.ingestSerialized(name, serialized, rawBytes);
       if ('count' in stored) {
         ingestedRows.inc({ dataset: name }, stored.count);
-        ingestedBytes.inc({ dataset: name }, job.body.byteLength);
+        ingestedBytes.inc({ dataset: name }, rawBytes);
         return { count: stored.count, info: serialized.info };
       }
       if (placements >= MAX_PLACEMENTS) throw unavailable(`the schema of dataset "${name}" kept changing while this request was stored (${stored.conflict}); retry`, 1);

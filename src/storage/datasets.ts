@@ -256,7 +256,7 @@ export class DatasetRegistry {
    */
   async ingestSerialized(
     name: string,
-    batch: { lines: string; rows: number; types: TypeSummary; fixed: string[] },
+    batch: { lines: string | Uint8Array; rows: number; types: TypeSummary; fixed: string[] },
     rawBytes: number,
   ): Promise<{ count: number } | { conflict: string; schema: Schema }> {
     const ds = this.dataset(name);
@@ -266,7 +266,7 @@ export class DatasetRegistry {
     return { count: await this.append(ds, plan.next, batch.lines, batch.rows, rawBytes) };
   }
 
-  private async append(ds: Dataset, nextSchema: Record<string, ColumnType> | undefined, lines: string, rows: number, rawBytes: number): Promise<number> {
+  private async append(ds: Dataset, nextSchema: Record<string, ColumnType> | undefined, lines: string | Uint8Array, rows: number, rawBytes: number): Promise<number> {
     if (ds.wal.size.bytes > this.settings.walMaxBytes) {
       throw unavailable('write-ahead log is full (storage is behind); retry later', 5);
     }
