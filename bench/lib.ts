@@ -13,13 +13,102 @@ export const BENCH_KEY = 'bench-admin-key';
 export interface BenchServer {
   port: number;
   dataDir: string;
+  pid: number;
   stop: () => Promise<void>;
 }
 
-export async function startService(env: Record<string, string> = {}): Promise<BenchServer> {
+/**
+ * CPU seconds and resident memory of a process and all its descendants (ingest threads are threads of
+ * the process; query worker child processes are separate processes), read from /proc (Linux only;
+ * zeros elsewhere). A descendant that exits between samples loses its last CPU slice; the service's
+ * query workers live as long as it does. With `threads`, CPU seconds per thread name of the process.
+ */
+export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec: number; rssBytes: number; mainRssBytes: number; processes: number; byThread?: Map<string, number> }> {
+  const ticks = 100; // USER_HZ: 100 on every Linux platform Node supports
+  const page = 4096;
+  const statOf = async (file: string) => {
+    const text = await fs.readFile(file, 'utf8').catch(() => '');
+    const close = text.lastIndexOf(')');
+    if (close < 0) return undefined;
+    const f = text.slice(close + 2).split(' ');
+    // Fields after the command, numbered from 1 as in proc(5): utime(14) stime(15) rss(24).
+    return { comm: text.slice(text.indexOf('(') + 1, close), cpu: (Number(f[11]) + Number(f[12])) / ticks, rss: Number(f[21]) * page };
+  };
+  let cpuSec = 0;
+  let rssBytes = 0;
+  let mainRssBytes = 0;
+  let processes = 0;
+  const byThread = threads ? new Map<string, number>() : undefined;
+  const visit = async (p: number): Promise<void> => {
+    const s = await statOf(`/proc/${p}/stat`);
+    if (!s) return;
+    processes++;
+    cpuSec += s.cpu;
+    rssBytes += s.rss;
+    if (p === pid) mainRssBytes = s.rss;
+    const tids = await fs.readdir(`/proc/${p}/task`).catch(() => [] as string[]);
+    const kids: number[] = [];
+    for (const tid of tids) {
+      const text = await fs.readFile(`/proc/${p}/task/${tid}/children`, 'utf8').catch(() => '');
+      for (const k of text.split(' ')) if (k.trim()) kids.push(Number(k));
+      if (byThread && p === pid) {
+        const t = await statOf(`/proc/${p}/task/${tid}/stat`);
+        if (t) byThread.set(`${t.comm}/${tid}`, t.cpu);
+      }
+    }
+    if (byThread && p !== pid) byThread.set(`child ${s.comm}`, (byThread.get(`child ${s.comm}`) ?? 0) + s.cpu);
+    await Promise.all(kids.map(visit));
+  };
+  await visit(pid);
+  return { cpuSec, rssBytes, mainRssBytes, processes, byThread };
+}
+
+/** Samples `treeUsage` every `everyMs` while running; `stop()` gives the peaks and the CPU used since `start`. */
+export function watchTree(pid: number, everyMs = 100) {
+  let peakTree = 0;
+  let peakMain = 0;
+  let first: number | undefined;
+  let last = 0;
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const u = await treeUsage(pid);
+      first ??= u.cpuSec;
+      last = u.cpuSec;
+      peakTree = Math.max(peakTree, u.rssBytes);
+      peakMain = Math.max(peakMain, u.mainRssBytes);
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
+  const before = treeUsage(pid, true);
+  return {
+    stop: async () => {
+      running = false;
+      await loop;
+      const u = await treeUsage(pid, true);
+      const b = (await before).byThread!;
+      const byThread = new Map([...u.byThread!].map(([k, v]) => [k, v - (b.get(k) ?? 0)]));
+      return { cpuSec: u.cpuSec - (first ?? u.cpuSec), peakTreeRss: Math.max(peakTree, u.rssBytes), peakMainRss: Math.max(peakMain, u.mainRssBytes), byThread };
+    },
+  };
+}
+
+/** Waits until the service tree uses under 5% of a core over half a second (start-up work done), at most `maxMs`. */
+export async function settle(pid: number, maxMs = 20_000): Promise<void> {
+  const deadline = Date.now() + maxMs;
+  let last = (await treeUsage(pid)).cpuSec;
+  while (Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 500));
+    const now = (await treeUsage(pid)).cpuSec;
+    if (now - last < 0.025) return;
+    last = now;
+  }
+}
+
+export async function startService(env: Record<string, string> = {}, nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)): Promise<BenchServer> {
   const dataDir = env.P_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-bench-')));
   const port = await freePort();
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts')], {
+  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts')], {
     cwd: root,
     env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', process.env.BENCH_SERVICE_LOG ? 'inherit' : 'ignore', 'inherit'],
@@ -38,6 +127,7 @@ export async function startService(env: Record<string, string> = {}): Promise<Be
   return {
     port,
     dataDir,
+    pid: child.pid!,
     stop: async () => {
       child.kill('SIGTERM');
       await exited;

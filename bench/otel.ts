@@ -2,7 +2,7 @@
 import snappy from 'snappy';
 import { requestClass } from '../src/ingest/otlp/generated.ts';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
-import { api, fmt, rng, sendAll, startService, waitFlushed } from './lib.ts';
+import { api, fmt, rng, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
 
 const hex = (r: () => number, bytes: number) => Array.from({ length: bytes }, () => Math.floor(r() * 256).toString(16).padStart(2, '0')).join('');
 const services = ['checkout', 'cart', 'auth', 'search'];
@@ -84,15 +84,27 @@ export async function benchOtel(): Promise<string[][]> {
   const REQUESTS = Number(process.env.BENCH_OTLP_REQUESTS ?? 200);
   const base = Date.now() - 3_600_000;
   const server = await startService({ P_FLUSH_INTERVAL: '5s', P_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn' });
-  const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'stored B/record']];
+  const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'stored B/record', 'CPU s/1M records', 'peak RSS: tree (main)']];
   try {
+    await settle(server.pid);
     const run = async (label: string, path: string, dataset: string, bodies: Buffer[], headers: Record<string, string>, perBody: number) => {
+      // Service process tree, from the first request until the WAL is in Parquet (as for JSON).
+      const watch = watchTree(server.pid);
       const secs = await sendAll(server.port, `${path}?stream=${dataset}`, bodies, 8, headers);
       await waitFlushed(server.port, dataset);
+      const use = await watch.stop();
       const stats = (await api(server.port, 'GET', `/api/v1/logstream/${dataset}/stats`)) as { ingestion: { count: number }; storage: { size: number } };
       const records = bodies.length * perBody;
       if (stats.ingestion.count !== records) throw new Error(`${label}: stored ${stats.ingestion.count} of ${records}`);
-      rows.push([label, fmt(records), fmt(secs, 2), fmt(records / secs), fmt(stats.storage.size / records, 1)]);
+      rows.push([
+        label,
+        fmt(records),
+        fmt(secs, 2),
+        fmt(records / secs),
+        fmt(stats.storage.size / records, 1),
+        fmt((use.cpuSec / records) * 1e6, 1),
+        `${fmt(use.peakTreeRss / 1e6)} MB (${fmt(use.peakMainRss / 1e6)} MB)`,
+      ]);
     };
     const logsJson = Array.from({ length: REQUESTS }, (_, i) => logsRequest(PER_REQUEST, i, base + i * PER_REQUEST));
     await run('OTLP logs, protobuf', '/v1/logs', 'otel_logs_pb', logsJson.map((j) => toProtobuf('logs', j)), { 'content-type': 'application/x-protobuf' }, PER_REQUEST);

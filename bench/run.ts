@@ -4,7 +4,9 @@
  */
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { api, fmt, listFiles, median, post, sendAll, startService, waitFlushed } from './lib.ts';
+import * as os from 'node:os';
+import { api, fmt, listFiles, median, post, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
+import { bareHttpRate, duckdbParquetRate, fsyncRate, jsonParseRate } from './limits.ts';
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchS3 } from './s3.ts';
@@ -41,23 +43,73 @@ async function main(): Promise<void> {
   const rawBytes = bodies.reduce((s, b) => s + Buffer.byteLength(b), 0);
   const singles = makeLogEvents(SINGLE_EVENTS, 7).map((e) => JSON.stringify(e));
 
+  // The load generator sends prepared bytes, so that it spends its CPU on HTTP, not on encoding.
+  const bodyBytes = bodies.map((b) => Buffer.from(b));
+
+  console.log('\n## Limits of this machine (measured now, for the ratios below)');
+  const parse = jsonParseRate(bodyBytes, BATCH);
+  const fsyncLarge = await fsyncRate(os.tmpdir(), 1024 * 1024, 2);
+  const fsyncSmall = await fsyncRate(os.tmpdir(), 4096, 2);
+  const bare = await bareHttpRate(singles, SINGLE_CLIENTS);
+  const duckEvents = Math.min(EVENTS, 200_000);
+  const duck = await duckdbParquetRate(bodies.slice(0, duckEvents / BATCH), duckEvents);
+  table([
+    ['limit', 'value'],
+    ['JSON.parse of the batch bodies, 1 core', `${fmt(parse.eventsPerSec)} events/s (${fmt(parse.mbPerSec)} MB/s)`],
+    ['sequential write + fdatasync, 1 MiB each', `${fmt(fsyncLarge.mbPerSec)} MB/s`],
+    ['sequential write + fdatasync, 4 KiB each', `${fmt(fsyncSmall.commitsPerSec)} commits/s`],
+    [`bare node:http server, single events, ${SINGLE_CLIENTS} clients`, `${fmt(bare)} requests/s`],
+    ['DuckDB alone: NDJSON → ZSTD Parquet', `${fmt(duck)} events/s`],
+  ]);
+
   const server = await startService({ P_FLUSH_INTERVAL: '5s' });
   try {
     await api(server.port, 'PUT', '/api/v1/logstream/bench_logs');
     await api(server.port, 'PUT', '/api/v1/logstream/bench_single');
+    await settle(server.pid);
 
     console.log('\n## JSON ingestion through HTTP (acknowledged = fsynced in the WAL)');
-    const secs = await sendAll(server.port, '/api/v1/logstream/bench_logs', bodies, CLIENTS);
-    const single = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, SINGLE_CLIENTS);
-    table([
-      ['case', 'events', 'seconds', 'events/s', 'MB/s'],
-      [`batches of ${BATCH}, ${CLIENTS} clients`, fmt(EVENTS), fmt(secs, 2), fmt(EVENTS / secs), fmt(rawBytes / secs / 1e6, 1)],
-      [`batches of 1, ${SINGLE_CLIENTS} clients`, fmt(SINGLE_EVENTS), fmt(single, 2), fmt(SINGLE_EVENTS / single), fmt(singles.reduce((s, b) => s + b.length, 0) / single / 1e6, 1)],
-    ]);
-
+    // Peak RSS and CPU of the service's whole process tree (main thread, ingest worker threads, DuckDB
+    // threads, and the query worker processes), from the first request until the WAL is in Parquet.
+    let watch = watchTree(server.pid);
+    const secs = await sendAll(server.port, '/api/v1/logstream/bench_logs', bodyBytes, CLIENTS);
     const flushStart = performance.now();
     await waitFlushed(server.port, 'bench_logs');
-    console.log(`\nall WAL data in Parquet ${fmt((performance.now() - flushStart) / 1000, 1)} s after the last acknowledgement`);
+    const flushSecs = (performance.now() - flushStart) / 1000;
+    const batchUse = await watch.stop();
+    watch = watchTree(server.pid);
+    const single = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, SINGLE_CLIENTS);
+    await waitFlushed(server.port, 'bench_single');
+    const singleUse = await watch.stop();
+    const mb = (n: number) => `${fmt(n / 1e6)} MB`;
+    table([
+      ['case', 'events', 'seconds', 'events/s', 'MB/s', 'vs limit', 'CPU s/1M events', 'peak RSS: tree (main)'],
+      [
+        `batches of ${BATCH}, ${CLIENTS} clients`,
+        fmt(EVENTS),
+        fmt(secs, 2),
+        fmt(EVENTS / secs),
+        fmt(rawBytes / secs / 1e6, 1),
+        `${fmt(EVENTS / secs / parse.eventsPerSec, 2)} × JSON.parse`,
+        fmt((batchUse.cpuSec / EVENTS) * 1e6, 1),
+        `${mb(batchUse.peakTreeRss)} (${mb(batchUse.peakMainRss)})`,
+      ],
+      [
+        `batches of 1, ${SINGLE_CLIENTS} clients`,
+        fmt(SINGLE_EVENTS),
+        fmt(single, 2),
+        fmt(SINGLE_EVENTS / single),
+        fmt(singles.reduce((s, b) => s + b.length, 0) / single / 1e6, 1),
+        `${fmt(SINGLE_EVENTS / single / bare, 2)} × bare HTTP`,
+        fmt((singleUse.cpuSec / SINGLE_EVENTS) * 1e6, 1),
+        `${mb(singleUse.peakTreeRss)} (${mb(singleUse.peakMainRss)})`,
+      ],
+    ]);
+    console.log(
+      `  CPU: the service's process tree from the first request until the WAL is in Parquet (flush included); JSON.parse alone costs ` +
+        `${fmt(1e6 / parse.eventsPerSec, 1)} s/1M events. RSS: main process (with ingest and DuckDB threads) plus query worker processes.`,
+    );
+    console.log(`\nall WAL data in Parquet ${fmt(flushSecs, 1)} s after the last acknowledgement`);
     const stats = (await api(server.port, 'GET', '/api/v1/logstream/bench_logs/stats')) as { ingestion: { count: number; size: number }; storage: { size: number; files: number } };
     console.log(
       `stored: ${fmt(stats.storage.size / 1e6, 1)} MB in ${stats.storage.files} Parquet files for ${fmt(rawBytes / 1e6, 1)} MB of raw JSON → ` +

@@ -15,6 +15,28 @@ import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
 import { httpDuration, httpRequests, registry as metricsRegistry } from '../metrics.ts';
 
+/**
+ * The labelled counter and histogram of one (route, method, status): looked up once, not hashed from a
+ * label object on every request. Routes are patterns, so the set is small.
+ */
+const metricChildren = new Map<string, { observe: (seconds: number) => void }>();
+function requestMetrics(route: string, method: string, status: number) {
+  const id = `${route} ${method} ${status}`;
+  let m = metricChildren.get(id);
+  if (!m) {
+    const count = httpRequests.labels({ route, method, status: String(status) });
+    const duration = httpDuration.labels({ route, method });
+    m = {
+      observe: (seconds) => {
+        count.inc();
+        duration.observe(seconds);
+      },
+    };
+    metricChildren.set(id, m);
+  }
+  return m;
+}
+
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
@@ -26,9 +48,7 @@ export function createApp(services: Services): Hono<AppEnv> {
     log.info('request', { method: c.req.method, path: c.req.path, status: c.res.status, ms: Math.round(ms * 10) / 10 });
     // The route pattern, not the path: dataset names must not multiply the series.
     const handler = matchedRoutes(c).filter((r) => r.method !== 'ALL').pop();
-    const route = handler?.path ?? 'unmatched';
-    httpRequests.inc({ route, method: c.req.method, status: String(c.res.status) });
-    httpDuration.observe({ route, method: c.req.method }, ms / 1000);
+    requestMetrics(handler?.path ?? 'unmatched', c.req.method, c.res.status).observe(ms / 1000);
   });
 
   // Probes (load balancers, Docker and Kubernetes health checks) send no key: liveness and

@@ -1,4 +1,4 @@
-import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { writeFileDurable } from '../storage/objectStore.ts';
@@ -29,7 +29,8 @@ interface KeyEntry extends Principal {
   digest: Buffer;
 }
 
-const digest = (key: string) => createHash('sha256').update(key).digest();
+// The one-shot hash (no Hash object per call): it runs on every request.
+const digest = (key: string) => hash('sha256', key, 'buffer') as unknown as Buffer;
 
 /** `key[:role[:dataset|dataset…]]`, comma-separated. */
 export function parseApiKeys(spec: string): { key: string; principal: Omit<Principal, 'id'> }[] {

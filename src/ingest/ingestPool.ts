@@ -1,13 +1,23 @@
 import { Worker } from 'node:worker_threads';
 import { DomainError } from '../errors.ts';
 import { log } from '../log.ts';
-import { runJob, type JobResult } from './ingestWorker.ts';
+import { ownsBuffer, runJob, type JobResult } from './ingestWorker.ts';
 import type { IngestJob, PlacementTarget, SerializedBatch } from './pipeline.ts';
 
 /**
+ * Bodies smaller than this are serialised on the event loop: a hand-off to a worker (post the job, post
+ * the result, two wake-ups) costs the event loop more than decoding a few events itself.
+ */
+export const INLINE_BELOW_BYTES = 8 * 1024;
+
+/** A batch as the worker serialised it: WAL lines as UTF-8 bytes. */
+export type SerializedBytes = Omit<SerializedBatch, 'lines'> & { lines: Uint8Array };
+
+/**
  * Worker threads that turn request bodies (JSON, OTLP, remote write) into WAL lines. With no workers
- * (P_INGEST_WORKERS=0) the same code runs on the event loop. A worker that dies is replaced; its jobs
- * fail with 503.
+ * (P_INGEST_WORKERS=0), and for small bodies, the same code runs on the event loop. A worker that dies
+ * is replaced; its jobs fail with 503. Request bodies and WAL lines move between threads by transfer,
+ * not by copy.
  */
 export class IngestPool {
   private workers: { worker: Worker; busy: number }[] = [];
@@ -51,17 +61,19 @@ export class IngestPool {
     this.workers.push(slot);
   }
 
-  async serialize(job: IngestJob, target: PlacementTarget): Promise<SerializedBatch> {
+  async serialize(job: IngestJob, target: PlacementTarget): Promise<SerializedBytes> {
     const id = this.nextId++;
     let result: JobResult;
     const slot = this.workers.reduce<(typeof this.workers)[number] | undefined>((best, w) => (!best || w.busy < best.busy ? w : best), undefined);
-    if (!slot) result = runJob(id, job, target);
+    if (!slot || job.body.byteLength < INLINE_BELOW_BYTES) result = runJob(id, job, target);
     else {
       slot.busy++;
       result = await new Promise<JobResult>((resolve) => {
         this.pending.set(id, { resolve, worker: slot.worker });
-        slot.worker.postMessage({ id, job, target });
+        // The body moves to the worker and comes back with the result (the job may be placed again).
+        slot.worker.postMessage({ id, job, target }, ownsBuffer(job.body) ? [job.body.buffer as ArrayBuffer] : []);
       });
+      if (result.body) job.body = result.body;
     }
     if (!result.ok) throw new DomainError(result.kind, result.message, result.retryAfterSec);
     return { lines: result.lines, rows: result.rows, types: new Map(result.types), fixed: result.fixed, info: result.info };

@@ -2,6 +2,9 @@
  * Worker thread for ingestion: decode, flatten, place and serialise request bodies off the event loop,
  * so the main thread only does HTTP, the schema check and the WAL. The main thread re-checks the
  * type summary this returns against the schema as it is by then.
+ *
+ * The WAL lines come back as UTF-8 bytes in a buffer of their own, transferred (not copied) to the
+ * main thread, which writes them as they are; a transferred request body is handed back the same way.
  */
 import { parentPort } from 'node:worker_threads';
 import { serializeJob, type IngestInfo, type IngestJob, type PlacementTarget } from './pipeline.ts';
@@ -9,17 +12,38 @@ import type { ColumnType } from '../model.ts';
 import { DomainError, type ErrorKind } from '../errors.ts';
 
 export type JobResult =
-  | { id: number; ok: true; lines: string; rows: number; types: [string, ColumnType[]][]; fixed: string[]; info: IngestInfo }
-  | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number };
+  | { id: number; ok: true; lines: Uint8Array; rows: number; types: [string, ColumnType[]][]; fixed: string[]; info: IngestInfo; body?: Uint8Array }
+  | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number; body?: Uint8Array };
+
+/** UTF-8 bytes of `text` in an ArrayBuffer of their own (never Node's shared pool), so they can be transferred. */
+export function ownBytes(text: string): Uint8Array {
+  const buf = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  buf.write(text);
+  return buf;
+}
 
 export function runJob(id: number, job: IngestJob, target: PlacementTarget): JobResult {
   try {
     const r = serializeJob(job, target);
-    return { id, ok: true, lines: r.lines, rows: r.rows, types: [...r.types], fixed: r.fixed, info: r.info };
+    return { id, ok: true, lines: ownBytes(r.lines), rows: r.rows, types: [...r.types], fixed: r.fixed, info: r.info };
   } catch (err) {
     if (err instanceof DomainError) return { id, ok: false, kind: err.kind, message: err.message, retryAfterSec: err.retryAfterSec };
     return { id, ok: false, kind: 'storage', message: (err as Error).message };
   }
 }
 
-parentPort?.on('message', ({ id, job, target }: { id: number; job: IngestJob; target: PlacementTarget }) => parentPort!.postMessage(runJob(id, job, target)));
+parentPort?.on('message', ({ id, job, target }: { id: number; job: IngestJob; target: PlacementTarget }) => {
+  const result = runJob(id, job, target);
+  const transfer: ArrayBuffer[] = [];
+  if (result.ok) transfer.push(result.lines.buffer as ArrayBuffer);
+  if (ownsBuffer(job.body)) {
+    result.body = job.body;
+    transfer.push(job.body.buffer as ArrayBuffer);
+  }
+  parentPort!.postMessage(result, transfer);
+});
+
+/** Whether `b` is the whole of its ArrayBuffer (so transferring the buffer moves nothing else with it). */
+export function ownsBuffer(b: Uint8Array): boolean {
+  return b.byteOffset === 0 && b.byteLength === b.buffer.byteLength && !(b.buffer instanceof SharedArrayBuffer);
+}

@@ -7,6 +7,8 @@ import { parseJson } from '../json.ts';
 import type { Schema, TypeSummary } from '../storage/schema.ts';
 import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
+import { eventsFromJson } from './flatten.ts';
+import { jsonEventsToLines } from './jsonLines.ts';
 import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
 import { rowsToLines } from './lines.ts';
 import { fixLoneSurrogates } from './names.ts';
@@ -58,6 +60,8 @@ export interface SerializedBatch {
 
 const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
+const JSON_FIXED: ReadonlySet<string> = new Set(Object.keys(JSON_KNOWN_TYPES));
+
 const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
 
 function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo): SerializedBatch {
@@ -72,6 +76,12 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       checkJsonShape(body, job.limits);
       const parsed = parseJson(body);
       checkEventCount(Array.isArray(parsed) ? parsed.length : 1, job.limits, 'events');
+      // The common case (every value stays where it is) goes from the parsed events straight to lines.
+      const events = eventsFromJson(parsed);
+      const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames);
+      if (fast && !placeValues(target.schema, fast.types, target.maxColumns, JSON_FIXED)) {
+        return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: Object.keys(JSON_KNOWN_TYPES), info: {} };
+      }
       const { rows } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth);
       return finish(rows, JSON_KNOWN_TYPES, target, job.limits, {});
     }

@@ -44,13 +44,15 @@ export class IngestService {
   async store(target: IngestTarget, job: IngestJob): Promise<{ count: number; info: IngestInfo }> {
     const { name } = target;
     const maxColumns = this.config.maxColumns;
+    // The body's buffer moves to the ingest worker (transferred, not copied): its length is read first.
+    const rawBytes = job.body.byteLength;
     let serialized = await this.pool.serialize(job, { schema: this.storage.find(name) ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns });
     await this.resolve(target);
     for (let placements = 1; ; placements++) {
-      const stored = await this.storage.append(name, serialized, job.body.byteLength);
+      const stored = await this.storage.append(name, serialized, rawBytes);
       if ('count' in stored) {
         ingestedRows.inc({ dataset: name }, stored.count);
-        ingestedBytes.inc({ dataset: name }, job.body.byteLength);
+        ingestedBytes.inc({ dataset: name }, rawBytes);
         return { count: stored.count, info: serialized.info };
       }
       if (placements >= MAX_PLACEMENTS) throw unavailable(`the schema of dataset "${name}" kept changing while this request was stored (${stored.conflict}); retry`, 1);

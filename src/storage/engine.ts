@@ -23,7 +23,8 @@ export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, S
 
 /** A batch of rows an ingest worker serialised as WAL lines, placed against the schema it was given. */
 export interface SerializedRows {
-  lines: string;
+  /** UTF-8 bytes when they come from an ingest worker (transferred, not copied). */
+  lines: string | Uint8Array;
   rows: number;
   types: TypeSummary;
   /** Columns whose type the batch fixed (they may not be widened by it). */

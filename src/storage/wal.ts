@@ -14,6 +14,7 @@ import { log } from '../log.ts';
  * which every reader drops with `WHERE <time column> IS NOT NULL` (every real row has its time).
  */
 export const COMMIT_MARKER = '{}\n';
+const MARKER_BYTES = Buffer.from(COMMIT_MARKER);
 
 export interface Segment {
   seq: number;
@@ -25,7 +26,7 @@ export interface Segment {
 }
 
 interface Pending {
-  chunks: string[];
+  chunks: Uint8Array[];
   bytes: number;
   rows: number;
   rawBytes: number;
@@ -89,12 +90,16 @@ export class Wal {
     };
   }
 
-  /** Appends rows (already-serialised lines, each ending in '\n'); resolves once they are on disk. */
-  append(lines: string, rows: number, rawBytes: number): Promise<void> {
+  /**
+   * Appends rows (already-serialised lines, each ending in '\n'; as UTF-8 bytes, which are written as
+   * they are, or as text); resolves once they are on disk.
+   */
+  append(lines: string | Uint8Array, rows: number, rawBytes: number): Promise<void> {
     return new Promise((resolve, reject) => {
       const p = (this.pending ??= { chunks: [], bytes: 0, rows: 0, rawBytes: 0, waiters: [] });
-      p.chunks.push(lines);
-      p.bytes += Buffer.byteLength(lines);
+      const bytes = typeof lines === 'string' ? Buffer.from(lines) : lines;
+      p.chunks.push(bytes);
+      p.bytes += bytes.byteLength;
       p.rows += rows;
       p.rawBytes += rawBytes;
       p.waiters.push({ resolve, reject });
@@ -108,7 +113,8 @@ export class Wal {
       this.pending = undefined;
       try {
         const seg = await this.activeSegment();
-        const buf = Buffer.from(batch.chunks.join('') + COMMIT_MARKER);
+        batch.chunks.push(MARKER_BYTES);
+        const buf = Buffer.concat(batch.chunks, batch.bytes + MARKER_BYTES.length);
         await writeFully(seg.handle, buf, seg.bytes);
         await seg.handle.datasync();
         seg.bytes += buf.length;
