@@ -92,28 +92,36 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
     setStatus({ state: 'running' });
     void loadHistogram(text, req, bounds, ctl.signal);
     let frame = 0;
+    // A run superseded by a newer one (running.current moved on) must not touch what the newer one
+    // shows: not its rows, not its status (its cancellation is not the user's).
+    const current = () => running.current === ctl;
     try {
       await s.api.queryStream({ query: text, ...req }, {
         onFields: (f) => {
+          if (!current()) return;
           setFields(f);
           setColumns((prev) => (prev.length && prev.every((c) => f.includes(c)) && f.length === prev.length ? prev : defaultColumns(f, timeColumn)));
         },
         onRows: (batch) => {
+          if (!current()) return;
           rows.current.push(...batch);
           if (rows.current.length >= MAX_ROWS) ctl.abort('limit');
           // One re-render per animation frame however fast rows arrive.
           if (!frame) frame = requestAnimationFrame(() => ((frame = 0), setRowVersion((v) => v + 1)));
         },
       }, ctl.signal);
-      setStatus({ state: 'done', ms: performance.now() - started });
+      if (current()) setStatus({ state: 'done', ms: performance.now() - started });
     } catch (e) {
+      if (!current()) return;
       if (ctl.signal.aborted) {
         const limit = ctl.signal.reason === 'limit';
         setStatus({ state: limit ? 'done' : 'cancelled', ms: performance.now() - started, message: limit ? `stopped at ${MAX_ROWS.toLocaleString('en-US')} rows: add a LIMIT or narrow the time range` : undefined });
       } else setStatus({ state: 'error', message: e instanceof ApiError ? `${e.status}: ${e.message}` : (e as Error).message });
     } finally {
-      setRowVersion((v) => v + 1);
-      if (running.current === ctl) running.current = null;
+      if (current()) {
+        setRowVersion((v) => v + 1);
+        running.current = null;
+      }
     }
   }
 
