@@ -106,6 +106,7 @@ export class QueryExecutor {
           maxRows: this.limits.maxRows,
           maxBytes: this.limits.maxBytes,
           streaming: req.streaming,
+          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= this.limits.maxRows,
         };
       };
       const exec = await this.pool.run(req.principalId, build);
@@ -123,6 +124,13 @@ export class QueryExecutor {
         const m = first.value;
         if (first.done || !m) throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
         if (m.type === 'error') throw new DomainError(m.kind, m.message);
+        if (m.type === 'answer') {
+          // The whole answer in one message: the worker is already free.
+          await iterator.return?.();
+          cleanup();
+          const text = m.text;
+          return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
+        }
         if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
         const fields = m.fields;
         const chunks: AsyncIterable<string> = {
