@@ -43,9 +43,10 @@ export interface ObjectStore {
   /**
    * Local paths for several objects, kept in any cache until released (while a query reads them).
    * Throws MissingObjectError naming the key when one does not exist, and an `unavailable` domain
-   * error when the store cannot be reached.
+   * error when the store cannot be reached. `sizes`, when given, are the local files' sizes in bytes
+   * as found while acquiring them (saves the caller a second look at each file).
    */
-  acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }>;
+  acquire(keys: string[]): Promise<{ paths: string[]; sizes?: number[]; release: () => void }>;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<void>;
 }
@@ -186,16 +187,19 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   /** The files themselves: nothing is cached, so there is nothing to pin. */
-  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+  async acquire(keys: string[]): Promise<{ paths: string[]; sizes: number[]; release: () => void }> {
     const paths = keys.map((key) => this.file(key));
-    await Promise.all(
+    const sizes = await Promise.all(
       paths.map((p, i) =>
-        fs.access(p).catch((err: NodeJS.ErrnoException) => {
-          throw err.code === 'ENOENT' ? new MissingObjectError(keys[i]) : err;
-        }),
+        fs.stat(p).then(
+          (st) => st.size,
+          (err: NodeJS.ErrnoException) => {
+            throw err.code === 'ENOENT' ? new MissingObjectError(keys[i]) : err;
+          },
+        ),
       ),
     );
-    return { paths, release: () => undefined };
+    return { paths, sizes, release: () => undefined };
   }
 
   async ping(): Promise<void> {
