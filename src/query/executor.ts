@@ -38,6 +38,21 @@ export interface QueryAnswer {
   chunks: AsyncIterable<string>;
 }
 
+/** Link names by file path: a hash per file per query was most of the cost of a job over many files. */
+const linkNames = new Map<string, string>();
+
+/** A file's link name in a worker's directory: the same for every query, so DuckDB's footer cache hits. */
+function linkName(file: string): string {
+  let name = linkNames.get(file);
+  if (name === undefined) {
+    name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+    // Paths of files long gone would otherwise pile up; starting over costs one hash per file.
+    if (linkNames.size >= 100_000) linkNames.clear();
+    linkNames.set(file, name);
+  }
+  return name;
+}
+
 /**
  * Runs user SQL: plan and check it (sandbox), authorise every dataset it names, take a consistent
  * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
@@ -90,11 +105,10 @@ export class QueryExecutor {
       }
       const build = (filesDir: string): Omit<RunJob, 'type' | 'id'> => {
         const links = new Map<string, string>();
-        // Stable names: the same file gets the same link in every query, so DuckDB's footer cache hits.
         const pathFor = (file: string) => {
-          const name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+          const name = linkName(file);
           links.set(name, file);
-          return path.join(filesDir, name);
+          return `${filesDir}/${name}`;
         };
         const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
         return {

@@ -47,9 +47,9 @@ export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor:
   const tail = snap.files.filter((f) => f.minMs >= startMs && f.maxMs + 1 > endMs);
   const read = (files: Snapshot['files'], filter: string) => {
     if (!files.length) return;
-    const present = new Set(files.flatMap((f) => f.columns));
     const first = files[0].columns;
-    const sameColumns = files.every((f) => f.columns.length === first.length && f.columns.every((c, i) => c === first[i]));
+    const sameColumns = files.every((f) => f.columns === first || (f.columns.length === first.length && f.columns.every((c, i) => c === first[i])));
+    const present = new Set(sameColumns ? first : files.flatMap((f) => f.columns));
     parts.push(
       `SELECT ${castProjection(columns, present)} FROM read_parquet(${listLiteral(files.map((f) => pathFor(f.path)))}, hive_partitioning = false` +
         `${sameColumns ? '' : ', union_by_name = true'})${filter}`,
