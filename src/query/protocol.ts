@@ -22,7 +22,7 @@ export interface RunJob {
   maxRows: number;
   maxBytes: number;
   streaming: boolean;
-  /** Run the statement whole and answer in one message (only for results the parse tree bounds). */
+  /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
   materialize: boolean;
 }
 
@@ -31,7 +31,7 @@ export type ToWorker = RunJob | { type: 'ack'; id: number };
 export type FromWorker =
   | { type: 'ready' }
   | { type: 'fields'; id: number; fields: string[]; types: string[] }
-  /** A whole materialised answer: the columns and every row, in place of fields, chunk and done. */
+  /** A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and done. */
   | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number }
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
