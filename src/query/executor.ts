@@ -38,6 +38,13 @@ export interface QueryAnswer {
   chunks: AsyncIterable<string>;
 }
 
+/**
+ * Most rows a statement may return to be run whole in the worker (see worker.ts): DuckDB holds such a
+ * result outside its memory limit, before the worker can apply P_QUERY_MAX_RESULT_BYTES, so only
+ * small ones (a LIMIT of a page, an aggregate) go that way.
+ */
+const MATERIALIZE_MAX_ROWS = 10_000;
+
 /** Link names by file path: a hash per file per query was most of the cost of a job over many files. */
 const linkNames = new Map<string, string>();
 
@@ -120,7 +127,7 @@ export class QueryExecutor {
           maxRows: this.limits.maxRows,
           maxBytes: this.limits.maxBytes,
           streaming: req.streaming,
-          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= this.limits.maxRows,
+          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
         };
       };
       const exec = await this.pool.run(req.principalId, build);
