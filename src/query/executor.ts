@@ -39,6 +39,28 @@ export interface QueryAnswer {
 }
 
 /**
+ * Most rows a statement may return to be run whole in the worker (see worker.ts): DuckDB holds such a
+ * result outside its memory limit, before the worker can apply P_QUERY_MAX_RESULT_BYTES, so only
+ * small ones (a LIMIT of a page, an aggregate) go that way.
+ */
+const MATERIALIZE_MAX_ROWS = 10_000;
+
+/** Link names by file path: a hash per file per query was most of the cost of a job over many files. */
+const linkNames = new Map<string, string>();
+
+/** A file's link name in a worker's directory: the same for every query, so DuckDB's footer cache hits. */
+function linkName(file: string): string {
+  let name = linkNames.get(file);
+  if (name === undefined) {
+    name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+    // Paths of files long gone would otherwise pile up; starting over costs one hash per file.
+    if (linkNames.size >= 100_000) linkNames.clear();
+    linkNames.set(file, name);
+  }
+  return name;
+}
+
+/**
  * Runs user SQL: plan and check it (sandbox), authorise every dataset it names, take a consistent
  * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
  * worker process, under the time limit. The snapshot is held until the answer ends.
@@ -90,11 +112,10 @@ export class QueryExecutor {
       }
       const build = (filesDir: string): Omit<RunJob, 'type' | 'id'> => {
         const links = new Map<string, string>();
-        // Stable names: the same file gets the same link in every query, so DuckDB's footer cache hits.
         const pathFor = (file: string) => {
-          const name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+          const name = linkName(file);
           links.set(name, file);
-          return path.join(filesDir, name);
+          return `${filesDir}/${name}`;
         };
         const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
         return {
@@ -106,6 +127,7 @@ export class QueryExecutor {
           maxRows: this.limits.maxRows,
           maxBytes: this.limits.maxBytes,
           streaming: req.streaming,
+          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
         };
       };
       const exec = await this.pool.run(req.principalId, build);
@@ -123,6 +145,13 @@ export class QueryExecutor {
         const m = first.value;
         if (first.done || !m) throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
         if (m.type === 'error') throw new DomainError(m.kind, m.message);
+        if (m.type === 'answer') {
+          // The whole answer in one message: the worker is already free.
+          await iterator.return?.();
+          cleanup();
+          const text = m.text;
+          return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
+        }
         if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
         const fields = m.fields;
         const chunks: AsyncIterable<string> = {

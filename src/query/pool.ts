@@ -208,7 +208,7 @@ export class QueryPool {
     let finished = false;
     const push = (m: FromWorker) => {
       if (finished) return;
-      if (m.type === 'done' || m.type === 'error') finished = true;
+      if (m.type === 'done' || m.type === 'answer' || m.type === 'error') finished = true;
       queue.push(m);
       wake?.();
     };
@@ -247,7 +247,7 @@ export class QueryPool {
             while (queue.length) {
               const m = queue.shift()!;
               yield m;
-              if (m.type === 'done' || m.type === 'error') return;
+              if (m.type === 'done' || m.type === 'answer' || m.type === 'error') return;
             }
             await new Promise<void>((r) => (wake = r));
             wake = undefined;

@@ -22,6 +22,8 @@ export interface RunJob {
   maxRows: number;
   maxBytes: number;
   streaming: boolean;
+  /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
+  materialize: boolean;
 }
 
 export type ToWorker = RunJob | { type: 'ack'; id: number };
@@ -29,6 +31,8 @@ export type ToWorker = RunJob | { type: 'ack'; id: number };
 export type FromWorker =
   | { type: 'ready' }
   | { type: 'fields'; id: number; fields: string[]; types: string[] }
+  /** A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and done. */
+  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number }
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
   | { type: 'done'; id: number; rows: number }

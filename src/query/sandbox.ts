@@ -30,6 +30,8 @@ export interface SandboxLimits {
 export interface QueryPlan {
   /** Dataset names the statement reads, as written (resolved case-insensitively later). */
   tables: string[];
+  /** The most rows the statement can return, when its parse tree alone proves a bound. */
+  rowBound?: number;
 }
 
 type Node = Record<string, unknown>;
@@ -78,9 +80,21 @@ export function checkSqlText(sql: string, limits: SandboxLimits): void {
   }
 }
 
+/** Names of DuckDB's aggregate functions (fixed per DuckDB build: read once). */
+let aggregateNames: Promise<ReadonlySet<string>> | undefined;
+
+async function aggregates(conn: DuckDBConnection): Promise<ReadonlySet<string>> {
+  aggregateNames ??= conn
+    .runAndReadAll(`SELECT DISTINCT function_name AS name FROM duckdb_functions() WHERE function_type = 'aggregate'`)
+    .then((r) => new Set(r.getRowObjects().map((row) => String(row.name).toLowerCase())));
+  aggregateNames.catch(() => (aggregateNames = undefined));
+  return aggregateNames;
+}
+
 /** Parses with DuckDB's parser and applies the rules above. */
 export async function planStatement(conn: DuckDBConnection, sql: string, limits: SandboxLimits): Promise<QueryPlan> {
   checkSqlText(sql, limits);
+  const aggregateFunctions = await aggregates(conn);
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
   const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { error: boolean; error_type?: string; error_message?: string; statements?: Node[] };
   if (ast.error) {
@@ -89,7 +103,49 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   }
   const statements = ast.statements ?? [];
   if (statements.length !== 1) throw invalidInput('exactly one SELECT statement is allowed per query');
-  return analyzeStatement(statements[0], limits.maxDepth);
+  const plan = analyzeStatement(statements[0], limits.maxDepth);
+  const bound = rowBound(statements[0], aggregateFunctions);
+  return bound === undefined ? plan : { ...plan, rowBound: bound };
+}
+
+/** Functions that turn one value into several rows. */
+const ROW_MULTIPLIERS = new Set(['unnest', 'unlist', 'generate_subscripts']);
+
+/**
+ * The most rows a statement can return, from its top-level query alone, or undefined when the parse
+ * tree does not bound it: a constant LIMIT; one row for a query without FROM or an aggregate without
+ * GROUP BY, when no select item can multiply rows (unnest) or is a window function. Conservative:
+ * anything else (GROUP BY, set operations without LIMIT, aggregates wrapped in macros) is unbounded.
+ */
+export function rowBound(statement: Node, aggregateFunctions: ReadonlySet<string>): number | undefined {
+  const node = (statement.node ?? statement) as Node;
+  let bound: number | undefined;
+  for (const m of (node.modifiers as Node[] | undefined) ?? []) {
+    if (m.type !== 'LIMIT_MODIFIER') continue;
+    const limit = m.limit as Node | null;
+    const value = (limit?.value as Node | undefined)?.value;
+    if (limit?.class !== 'CONSTANT') continue;
+    const n = Number(value);
+    if (Number.isSafeInteger(n) && n >= 0) bound = Math.min(bound ?? n, n);
+  }
+  if (node.type !== 'SELECT_NODE') return bound;
+  const items = (node.select_list as Node[] | undefined) ?? [];
+  const groups = ((node.group_expressions as unknown[] | undefined) ?? []).length + ((node.group_sets as unknown[] | undefined) ?? []).length;
+  if (!items.length || groups > 0 || node.aggregate_handling !== 'STANDARD_HANDLING') return bound;
+  /** Walks an expression (not into subqueries, whose scalar value is one row anyway). */
+  const has = (value: unknown, test: (n: Node) => boolean): boolean => {
+    if (Array.isArray(value)) return value.some((v) => has(v, test));
+    if (value === null || typeof value !== 'object') return false;
+    const n = value as Node;
+    if (typeof n.type === 'string' && QUERY_NODES.has(n.type)) return false;
+    return test(n) || Object.values(n).some((v) => has(v, test));
+  };
+  const fn = (n: Node) => (n.class === 'FUNCTION' ? String(n.function_name ?? '').toLowerCase() : '');
+  if (items.some((e) => has(e, (n) => n.class === 'WINDOW' || ROW_MULTIPLIERS.has(fn(n))))) return bound;
+  const from = node.from_table as Node | undefined;
+  const noFrom = !from || from.type === 'EMPTY';
+  if (noFrom || items.every((e) => has(e, (n) => aggregateFunctions.has(fn(n))))) bound = Math.min(bound ?? 1, 1);
+  return bound;
 }
 
 /** The scope walk over one parsed statement (exported for table-driven tests). */

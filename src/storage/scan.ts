@@ -27,6 +27,12 @@ export function timestampLiteral(ms: number): string {
  * cast to the dataset's current type (files written before a widening, or before a column existed,
  * read correctly), rows outside the range filtered out. `pathFor` maps each local file to the path
  * the reader sees (a query worker reads hard links in its own directory).
+ *
+ * Only files that straddle a bound are filtered: the catalog's time range proves every row of the
+ * others is inside, and a filter there would make DuckDB read and test the time column of every row
+ * (measured: `count(*)` over 1M rows went from 2.4 ms to 9 ms, since it otherwise needs no column at
+ * all; every query reading the time column paid for the test too). Files keep their time order: those
+ * crossing the start, those inside, those crossing the end, then the WAL.
  */
 export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor: (file: string) => string = (f) => f): string {
   const columns = Object.entries(snap.schema) as [string, ColumnType][];
@@ -35,15 +41,23 @@ export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor:
   const t = sqlIdent(snap.meta.timeColumn);
   const range = `${t} >= ${timestampLiteral(startMs)} AND ${t} < ${timestampLiteral(endMs)}`;
   const parts: string[] = [];
-  if (snap.files.length) {
-    const present = new Set(snap.files.flatMap((f) => f.columns));
-    const first = snap.files[0].columns;
-    const sameColumns = snap.files.every((f) => f.columns.length === first.length && f.columns.every((c, i) => c === first[i]));
+  // minMs/maxMs are the floor of the file's first and last time in ms: maxMs + 1 is past every row.
+  const head = snap.files.filter((f) => f.minMs < startMs);
+  const inside = snap.files.filter((f) => f.minMs >= startMs && f.maxMs + 1 <= endMs);
+  const tail = snap.files.filter((f) => f.minMs >= startMs && f.maxMs + 1 > endMs);
+  const read = (files: Snapshot['files'], filter: string) => {
+    if (!files.length) return;
+    const first = files[0].columns;
+    const sameColumns = files.every((f) => f.columns === first || (f.columns.length === first.length && f.columns.every((c, i) => c === first[i])));
+    const present = new Set(sameColumns ? first : files.flatMap((f) => f.columns));
     parts.push(
-      `SELECT ${castProjection(columns, present)} FROM read_parquet(${listLiteral(snap.files.map((f) => pathFor(f.path)))}, hive_partitioning = false` +
-        `${sameColumns ? '' : ', union_by_name = true'}) WHERE ${range}`,
+      `SELECT ${castProjection(columns, present)} FROM read_parquet(${listLiteral(files.map((f) => pathFor(f.path)))}, hive_partitioning = false` +
+        `${sameColumns ? '' : ', union_by_name = true'})${filter}`,
     );
-  }
+  };
+  read(head, ` WHERE ${range}`);
+  read(inside, '');
+  read(tail, ` WHERE ${range}`);
   if (snap.segments.length) {
     parts.push(`SELECT * FROM (${walScanSql(snap.segments.map((s) => pathFor(s.path)), columns, snap.meta.timeColumn)}) WHERE ${range}`);
   }

@@ -4,12 +4,16 @@ import type { FileEntry } from './catalog.ts';
 import type { Dataset, Snapshot, StorageContext } from './dataset.ts';
 import { isMissingObject } from './objectStore.ts';
 
-/** Files whose local copy does not have the size the catalog recorded (truncated or replaced). */
-async function damagedFiles(files: FileEntry[], paths: string[]): Promise<{ key: string; reason: string }[]> {
+/**
+ * Files whose local copy does not have the size the catalog recorded (truncated or replaced). `sizes`
+ * are the ones the store found while acquiring the files, if it reported them (one stat per file and
+ * query, not two: part of every query's fixed cost).
+ */
+async function damagedFiles(files: FileEntry[], paths: string[], sizes?: number[]): Promise<{ key: string; reason: string }[]> {
   const out: { key: string; reason: string }[] = [];
   await Promise.all(
     files.map(async (f, i) => {
-      const size = await fs.stat(paths[i]).then(
+      const size = sizes ? sizes[i] : await fs.stat(paths[i]).then(
         (st) => st.size,
         () => -1,
       );
@@ -41,10 +45,10 @@ export async function takeSnapshot(
     const files = ds.catalog.select(startMs, endMs).filter((f) => !ctx.quarantine.has(f.key));
     const segments = ds.wal.sealedSegments();
     const releaseSegments = ds.wal.retain(segments);
-    let held: { paths: string[]; release: () => void } | undefined;
+    let held: { paths: string[]; sizes?: number[]; release: () => void } | undefined;
     try {
       held = await ctx.store.acquire(files.map((f) => f.key));
-      const damaged = await damagedFiles(files, held.paths);
+      const damaged = await damagedFiles(files, held.paths, held.sizes);
       if (damaged.length === 0) {
         const h = held;
         return {

@@ -34,7 +34,7 @@ describe('query worker sandbox (defence in depth)', () => {
     await fs.rm(dir, { recursive: true, force: true });
   });
 
-  async function run(sql: string): Promise<{ rows?: unknown[]; error?: string }> {
+  async function run(sql: string, materialize = false): Promise<{ rows?: unknown[]; error?: string }> {
     const exec = await pool.run('k', (filesDir) => ({
       links: [{ src: granted, name: 'g.parquet' }],
       views: [{ name: '"ds"', sql: `SELECT * FROM read_parquet('${filesDir}/g.parquet')` }],
@@ -44,10 +44,11 @@ describe('query worker sandbox (defence in depth)', () => {
       maxRows: 1000,
       maxBytes: 1 << 20,
       streaming: false,
+      materialize,
     }));
     const chunks: string[] = [];
     for await (const m of exec.events as AsyncIterable<FromWorker>) {
-      if (m.type === 'chunk') chunks.push(m.text);
+      if (m.type === 'chunk' || m.type === 'answer') chunks.push(m.text);
       if (m.type === 'error') return { error: m.message };
     }
     return { rows: JSON.parse(`[${chunks.join(',')}]`) as unknown[] };
@@ -55,6 +56,7 @@ describe('query worker sandbox (defence in depth)', () => {
 
   it('reads its own dataset view', async () => {
     expect(await run('SELECT v FROM ds')).toEqual({ rows: [{ v: 'visible' }] });
+    expect(await run('SELECT v FROM ds', true)).toEqual({ rows: [{ v: 'visible' }] });
   });
 
   it.each([
@@ -65,7 +67,7 @@ describe('query worker sandbox (defence in depth)', () => {
     ['the network', `SELECT * FROM read_parquet('http://127.0.0.1:1/x.parquet')`],
   ])('cannot read %s', async (_what, template) => {
     const sql = template.replace('OTHER', other).replace('DIR', dir);
-    const r = await run(sql);
+    const r = await run(sql, true);
     expect(r.rows).toBeUndefined();
     expect(r.error).toMatch(/Permission|disabled|not allowed|external access/i);
   });

@@ -70,6 +70,35 @@ describe('planStatement: scopes, names and functions', () => {
   });
 });
 
+describe('planStatement: row bound (small results run whole in the worker)', () => {
+  let conn: DuckDBConnection;
+  beforeAll(async () => {
+    conn = await (await DuckDBInstance.create(':memory:')).connect();
+  });
+  afterAll(() => conn.closeSync());
+
+  // [sql, the bound the parse tree proves, or undefined]
+  const cases: [string, number | undefined][] = [
+    ['SELECT count(*) AS n FROM t', 1],
+    ['SELECT count(*) * 2 AS n, max(x) - min(x) AS spread FROM t WHERE a > 1', 1],
+    ['SELECT 1 AS x', 1],
+    ['SELECT a FROM t ORDER BY a DESC LIMIT 100', 100],
+    ['SELECT a FROM t LIMIT 10 OFFSET 1000', 10],
+    ['SELECT a FROM t UNION ALL SELECT a FROM u LIMIT 5', 5],
+    ['SELECT level, count(*) AS n FROM t GROUP BY level', undefined],
+    ['SELECT level, count(*) AS n FROM t GROUP BY ALL', undefined],
+    ['SELECT a FROM t', undefined],
+    ['SELECT count(*) FROM t UNION ALL SELECT count(*) FROM u', undefined],
+    ['SELECT unnest(list(a)) FROM t', undefined],
+    ['SELECT count(*) OVER () FROM t', undefined],
+    ['SELECT unnest(range(1000000000))', undefined],
+    ['SELECT a FROM t LIMIT (SELECT 5)', undefined],
+  ];
+  it.each(cases)('%s → %j', async (sql, bound) => {
+    expect((await planStatement(conn, sql, LIMITS)).rowBound).toBe(bound);
+  });
+});
+
 describe('checkSqlText', () => {
   it.each([
     ['a statement over the size limit', `SELECT '${'x'.repeat(70_000)}'`, /bytes/],

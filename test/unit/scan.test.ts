@@ -1,0 +1,66 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { scanSql, type Snapshot } from '../../src/storage/scan.ts';
+import { tempDir } from '../helpers/server.ts';
+
+/** The scan seam's SQL: files wholly inside the range are read unfiltered, the rest filtered. */
+describe('scanSql', () => {
+  let dir: string;
+  let conn: DuckDBConnection;
+  const minute = (m: number) => Date.UTC(2026, 0, 1, 0, m);
+  /** One file per minute 0..3, each holding a row at :00.000, :30.5005 and :59.9999 of its minute. */
+  const files: Snapshot['files'] = [];
+
+  beforeAll(async () => {
+    dir = await tempDir('scan-');
+    const duck = await DuckDBInstance.create(':memory:');
+    conn = await duck.connect();
+    for (let m = 0; m < 4; m++) {
+      const file = path.join(dir, `m${m}.parquet`);
+      const base = `TIMESTAMP '2026-01-01 00:0${m}:00'`;
+      await conn.run(
+        `COPY (SELECT ${base} + INTERVAL (us) MICROSECONDS AS p_timestamp, ${m} AS m FROM (VALUES (0), (30500500), (59999999)) v(us)) TO '${file}' (FORMAT parquet)`,
+      );
+      files.push({ key: `k${m}`, path: file, rows: 3, bytes: 1, minMs: minute(m), maxMs: minute(m) + 59_999, columns: ['p_timestamp', 'm'], nodeId: 'n' });
+    }
+  });
+  afterAll(async () => {
+    conn?.closeSync();
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
+  // The files overlapping the range, as the catalog selects them.
+  const snap = (startMs: number, endMs: number): Snapshot => ({
+    meta: { name: 'ds', timeColumn: 'p_timestamp' } as Snapshot['meta'],
+    schema: { p_timestamp: 'TIMESTAMP', m: 'BIGINT' },
+    files: files.filter((f) => f.maxMs + 1 > startMs && f.minMs < endMs),
+    segments: [],
+    release: () => undefined,
+  });
+
+  const rows = async (startMs: number, endMs: number) => {
+    const sql = scanSql(snap(startMs, endMs), startMs, endMs);
+    const r = await conn.runAndReadAll(`SELECT m, strftime(p_timestamp, '%M:%S.%f') AS t FROM (${sql})`);
+    return { sql, rows: r.getRowObjectsJson().map((x) => `${x.m} ${x.t}`) };
+  };
+
+  it('reads files wholly inside the range without a filter, and keeps time order', async () => {
+    const { sql, rows: got } = await rows(minute(0), minute(4));
+    expect(sql).not.toMatch(/WHERE/);
+    expect(got).toHaveLength(12);
+    expect(got).toEqual([...got].sort());
+  });
+
+  it('filters the files that straddle a bound, to the microsecond', async () => {
+    // Start inside minute 1 (after its :00 row), end inside minute 2 (before its :59.999999 row).
+    const { sql, rows: got } = await rows(minute(1) + 1, minute(2) + 59_999);
+    expect(sql.match(/WHERE/g)).toHaveLength(2);
+    expect(got).toEqual(['1 01:30.500500', '1 01:59.999999', '2 02:00.000000', '2 02:30.500500']);
+    // The end bound one millisecond later takes the last row of minute 2: its file is now inside.
+    const wider = await rows(minute(1), minute(2) + 60_000);
+    expect(wider.sql).not.toMatch(/WHERE/);
+    expect(wider.rows).toHaveLength(6);
+  });
+});
