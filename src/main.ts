@@ -50,7 +50,7 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.queryThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.storageThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
