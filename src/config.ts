@@ -161,10 +161,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
     orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
     logLevel: e.P_LOG_LEVEL,
-    // Decoding threads beside the event loop: one per core but the event loop's own (at least one). On
-    // 2 cores shared with the load generator, 1M JSON events in batches of 1,000: 1 worker 75k events/s,
-    // 15.3 CPU-s, peak RSS 496 MB; 2 workers 58k events/s, 15.6 CPU-s, 607 MB (each worker's isolate is
-    // ~50 MB idle, ~70 MB busy). An earlier run on an idle machine had 2 workers ahead (125k vs 95k).
-    ingestWorkers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism() - 1)),
+    // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
+    // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
+    // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
+    ingestWorkers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
   };
 }
