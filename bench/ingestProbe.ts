@@ -1,9 +1,9 @@
 /**
  * Ingest-only probe for profiling (not part of `npm run bench`): starts the service (BENCH_NODE_ARGS,
  * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`), sends JSON batches (PROBE_EVENTS, 8 clients) and single
- * events (PROBE_SINGLE, 32 clients), prints events/s, service CPU seconds and peak RSS of its tree.
+ * events (PROBE_SINGLE, 32 clients; PROBE_FLUSH=1 waits for the WAL to be in Parquet), prints events/s, service CPU seconds and peak RSS of its tree.
  */
-import { api, fmt, sendAll, settle, startService, watchTree } from './lib.ts';
+import { api, fmt, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 
 const EVENTS = Number(process.env.PROBE_EVENTS ?? 300_000);
@@ -22,6 +22,8 @@ try {
     const cpu0 = process.cpuUsage();
     const secs = await sendAll(server.port, '/api/v1/logstream/bench_logs', bodies, 8);
     const c = process.cpuUsage(cpu0);
+    // PROBE_FLUSH=1: the window runs until the WAL is in Parquet, as in `npm run bench` (flush memory included).
+    if (process.env.PROBE_FLUSH === '1') await waitFlushed(server.port, 'bench_logs');
     const u = await w.stop();
     console.log(`batches: ${fmt(EVENTS / secs)} ev/s, service CPU ${fmt((u.cpuSec / EVENTS) * 1e6, 2)} s/1M, client CPU ${fmt(((c.user + c.system) / 1e6 / EVENTS) * 1e6, 2)} s/1M, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB main ${fmt(u.peakMainRss / 1e6)} MB`);
     console.log('  by thread (CPU s):', [...u.byThread].filter(([, v]) => v > 0.05).map(([k, v]) => `${k}=${v.toFixed(2)}`).join(' '));

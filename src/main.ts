@@ -50,7 +50,7 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.queryThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.storageThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
@@ -102,6 +102,10 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
+  const ingest = new IngestService(ingestPool, storage, config);
+  stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
+  stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
+  stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
   stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
   stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
     const s = queryPool.stats;
@@ -114,7 +118,7 @@ async function main(): Promise<void> {
     storage,
     duck,
     ingestPool,
-    ingest: new IngestService(ingestPool, storage, config),
+    ingest,
     queries,
     isReady: async () => {
       // Damaged objects do not make a worker unready: every worker reads the same bucket, and the

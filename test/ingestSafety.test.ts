@@ -3,9 +3,11 @@
  * headers cannot forge metadata, a body's cost is bounded, and type conflicts or a full schema never
  * drop data. Everything through HTTP against spawned servers, as clients send it.
  */
+import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
+import { until } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson, otlpLogsProtobuf, remoteWriteV1, remoteWriteV2, REMOTE_WRITE_V2, type SeriesSpec } from './helpers/wire.ts';
 
@@ -240,5 +242,109 @@ describe('bodies that cost far more than their size', () => {
     // Nothing was stored, and no dataset was created by a refused body.
     const list = (await (await small.request('/api/v1/logstream')).json()) as { name: string }[];
     expect(list.map((d) => d.name)).not.toContain('limited_values');
+  });
+});
+
+describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
+  const LIMIT = 1024 * 1024;
+  let server: TestServer;
+  beforeAll(async () => {
+    // No waiting: a request that does not fit is refused at once, so the test needs no timing.
+    server = await startServer({ env: { P_MAX_INFLIGHT_BYTES: String(LIMIT), P_INFLIGHT_WAIT: '0', P_MAX_BODY_BYTES: '2MiB' } });
+  }, 60_000);
+  afterAll(async () => server?.stop());
+  const now = Date.now();
+  const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+  const events = (n: number, from: number) => JSON.stringify(Array.from({ length: n }, (_, i) => ({ i: from + i, pad: 'x'.repeat(200) })));
+  const records = (n: number) => Array.from({ length: n }, (_, i) => ({ timeMs: now + i, attributes: [['pad', { string: 'y'.repeat(200) }]] as [string, { string: string }][] }));
+  const samples = (n: number): SeriesSpec[] => Array.from({ length: n }, (_, s) => ({ labels: [['__name__', 'm'], ['s', String(s)], ['pad', 'z'.repeat(200)]], samples: [{ value: s, timestampMs: now }] }));
+
+  it('while one large body holds the budget, every ingest route answers 503 with Retry-After; the held body is then stored', async () => {
+    // A client that declares 900 KB and sends half of it: its reservation is held while the rest is awaited.
+    const held = Buffer.from(events(3000, 0));
+    expect(held.length).toBeGreaterThan(LIMIT / 2);
+    expect(held.length).toBeLessThan(LIMIT);
+    const url = new URL(server.url);
+    let finish!: () => void;
+    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(
+        { host: url.hostname, port: url.port, path: '/api/v1/ingest', method: 'POST', headers: { 'x-api-key': server.apiKey, 'x-p-stream': 'inflight_held', 'content-type': 'application/json', 'content-length': held.length } },
+        (res) => {
+          let body = '';
+          res.on('data', (d) => (body += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
+      req.on('error', reject);
+      req.write(held.subarray(0, held.length >> 1));
+      finish = () => req.end(held.subarray(held.length >> 1));
+    });
+    await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === held.length);
+
+    const refusals: [string, () => Promise<Response>][] = [
+      // Each over the ~390 KB left: its body, or for remote write its body and the snappy block's decoded size.
+      ['JSON', () => postJson(server, 'inflight_json', events(2000, 0))],
+      ['OTLP logs', () => postLogs(server, 'inflight_otlp', otlpLogsJson(records(2000)))],
+      ['OTLP logs, protobuf', () => postLogs(server, 'inflight_otlp', otlpLogsProtobuf(records(2000)))],
+      ['remote write', () => postRemoteWrite(server, 'inflight_prom', remoteWriteV1(samples(2000)))],
+      // Without Content-Length (chunked) a body reserves P_MAX_BODY_BYTES: even a small one does not fit.
+      ['JSON, chunked', () => server.request('/api/v1/ingest', { method: 'POST', body: new Blob([events(1, 0)]).stream(), duplex: 'half', headers: { 'content-type': 'application/json', 'X-P-Stream': 'inflight_json' } } as RequestInit)],
+    ];
+    for (const [label, send] of refusals) {
+      const res = await send();
+      expect(res.status, label).toBe(503);
+      expect(Number(res.headers.get('retry-after')), label).toBeGreaterThan(0);
+      expect(await res.text(), label).toMatch(/P_MAX_INFLIGHT_BYTES/);
+    }
+    finish();
+    const stored = await response;
+    expect(stored.status, stored.body).toBe(200);
+    expect(JSON.parse(stored.body)).toMatchObject({ count: 3000 });
+    // Refused requests stored nothing and created no dataset.
+    const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
+    expect(list.map((d) => d.name).filter((n) => n.startsWith('inflight_') && n !== 'inflight_members')).toEqual(['inflight_held']);
+    expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
+  });
+
+  it('many concurrent large requests on every route: clients retrying 503s get everything stored, and bytes in flight never pass the limit', async () => {
+    type Sent = { route: string; send: () => Promise<Response>; rows: number };
+    const sent: Sent[] = [];
+    for (let k = 0; k < 8; k++) {
+      sent.push({ route: 'json', send: () => postJson(server, 'burst_json', events(1000, k * 1000)), rows: 1000 });
+      sent.push({ route: 'json, gzip', send: () => postJson(server, 'burst_json', gzipSync(events(1000, 100_000 + k * 1000)), { 'content-encoding': 'gzip' }), rows: 1000 });
+      sent.push({ route: 'otlp', send: () => postLogs(server, 'burst_otlp', otlpLogsProtobuf(records(1000))), rows: 1000 });
+      sent.push({ route: 'remote write', send: () => postRemoteWrite(server, 'burst_prom', remoteWriteV1(samples(1000))), rows: 1000 });
+    }
+    let refused = 0;
+    await Promise.all(
+      sent.map(async ({ route, send }) => {
+        // A client with retries: a 503 is sent again (after a short pause rather than the full Retry-After, to keep the test short).
+        for (;;) {
+          const res = await send();
+          if (res.status === 200) return void (await res.arrayBuffer());
+          expect(res.status, `${route}: ${await res.text()}`).toBe(503);
+          expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
+          refused++;
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      }),
+    );
+    // 32 bodies of ~230 KB at once against 1 MiB: most had to be retried.
+    expect(refused).toBeGreaterThan(0);
+    expect(await metric('lakehouse_ingest_inflight_peak_bytes')).toBeLessThanOrEqual(LIMIT);
+    expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
+    expect(await query(server, 'SELECT count(*) AS n, count(DISTINCT i) AS d FROM burst_json')).toEqual([{ n: 16_000, d: 16_000 }]);
+    expect(await query(server, 'SELECT count(*) AS n FROM burst_otlp')).toEqual([{ n: 8000 }]);
+    expect(await query(server, 'SELECT count(*) AS n FROM burst_prom')).toEqual([{ n: 8000 }]);
+  });
+
+  it('a gzip body of several members (its trailer states only the last one) is decoded and stored whole (reserving the full decompressed limit, so it ran alone)', async () => {
+    // One JSON array split across two members; the second, tiny, is what the trailer describes.
+    const text = events(500, 0);
+    const body = Buffer.concat([gzipSync(text.slice(0, -1)), gzipSync(',{"i":500}]')]);
+    const res = await postJson(server, 'inflight_members', body, { 'content-encoding': 'gzip' });
+    expect(JSON.parse(await okJson(res))).toMatchObject({ count: 501 });
+    expect(await metric('lakehouse_ingest_inflight_peak_bytes')).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+    expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
   });
 });

@@ -11,19 +11,22 @@ export function registerIngestRoutes(app: Hono<AppEnv>, { storage, config, inges
   const ingestJson = async (c: Context<AppEnv>, name: string, createIfMissing: boolean) => {
     authorize(c.get('principal'), 'ingest', name);
     if (!createIfMissing && !(await storage.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
-    const body = await readBody(c, config.maxBodyBytes);
-    const job: IngestJob = {
-      kind: 'json',
-      body,
-      contentEncoding: c.req.header('content-encoding'),
-      maxDecompressedBytes: config.maxDecompressedBytes,
-      limits: ingest.limits,
-      stamp: stampFromRequest(c.req.raw.headers, (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket.remoteAddress),
-      maxDepth: config.maxNesting,
-    };
     const principal = c.get('principal');
-    const { count } = await ingest.store({ name, kind: 'json', create: createIfMissing, authorizeCreate: () => authorize(principal, 'create', name) }, job);
-    return c.json({ message: 'ingested', count });
+    // Every ingest route reads and stores its body inside the in-flight byte budget (README "Limits").
+    return ingest.admit(c.req.header('content-length'), async (lease) => {
+      const body = await readBody(c, config.maxBodyBytes);
+      const job: IngestJob = {
+        kind: 'json',
+        body,
+        contentEncoding: c.req.header('content-encoding'),
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        limits: ingest.limits,
+        stamp: stampFromRequest(c.req.raw.headers, (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket.remoteAddress),
+        maxDepth: config.maxNesting,
+      };
+      const { count } = await ingest.store({ name, kind: 'json', create: createIfMissing, authorizeCreate: () => authorize(principal, 'create', name) }, job, lease);
+      return c.json({ message: 'ingested', count });
+    });
   };
 
   app.post('/api/v1/logstream/:name', (c) => ingestJson(c, c.req.param('name'), false));

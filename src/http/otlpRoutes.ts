@@ -17,20 +17,22 @@ export function registerOtlpRoutes(app: Hono<AppEnv>, { config, ingest }: Servic
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
     const format = otlpFormat(c.req.header('content-type'));
-    const raw = await readBody(c, config.maxBodyBytes);
-    const job: IngestJob = {
-      kind: 'otlp',
-      body: raw,
-      contentEncoding: c.req.header('content-encoding'),
-      maxDecompressedBytes: config.maxDecompressedBytes,
-      limits: ingest.limits,
-      signal,
-      format,
-      received: new Date().toISOString(),
-    };
-    const { info } = await ingest.store({ name, kind, create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job);
-    const res = encodeOtlpResponse(signal, format, info.rejected ?? 0, info.rejectionMessage);
-    return c.body(typeof res.body === 'string' ? res.body : new Uint8Array(res.body), 200, { 'Content-Type': res.contentType });
+    return ingest.admit(c.req.header('content-length'), async (lease) => {
+      const raw = await readBody(c, config.maxBodyBytes);
+      const job: IngestJob = {
+        kind: 'otlp',
+        body: raw,
+        contentEncoding: c.req.header('content-encoding'),
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        limits: ingest.limits,
+        signal,
+        format,
+        received: new Date().toISOString(),
+      };
+      const { info } = await ingest.store({ name, kind, create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job, lease);
+      const res = encodeOtlpResponse(signal, format, info.rejected ?? 0, info.rejectionMessage);
+      return c.body(typeof res.body === 'string' ? res.body : new Uint8Array(res.body), 200, { 'Content-Type': res.contentType });
+    });
   };
   app.post('/v1/logs', otlp('logs'));
   app.post('/v1/traces', otlp('traces'));

@@ -12,18 +12,20 @@ export function registerPrometheusRoutes(app: Hono<AppEnv>, { config, ingest }: 
     const name = streamName(c);
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
-    const job: IngestJob = {
-      kind: 'prometheus',
-      body: await readBody(c, config.maxBodyBytes),
-      contentEncoding: c.req.header('content-encoding'),
-      contentType: c.req.header('content-type'),
-      maxDecompressedBytes: config.maxDecompressedBytes,
-      limits: ingest.limits,
-      received: new Date().toISOString(),
-    };
-    const { count, info } = await ingest.store({ name, kind: 'otel-metrics', create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job);
-    for (const [k, v] of Object.entries(remoteWriteResponseHeaders(info))) c.header(k, v);
-    // Remote write senders treat any 2xx as stored; the body is for people (JSON like every endpoint).
-    return c.json({ message: 'ingested', count, samples: info.samples, histograms: info.histograms, exemplars: info.exemplars });
+    return ingest.admit(c.req.header('content-length'), async (lease) => {
+      const job: IngestJob = {
+        kind: 'prometheus',
+        body: await readBody(c, config.maxBodyBytes),
+        contentEncoding: c.req.header('content-encoding'),
+        contentType: c.req.header('content-type'),
+        maxDecompressedBytes: config.maxDecompressedBytes,
+        limits: ingest.limits,
+        received: new Date().toISOString(),
+      };
+      const { count, info } = await ingest.store({ name, kind: 'otel-metrics', create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job, lease);
+      for (const [k, v] of Object.entries(remoteWriteResponseHeaders(info))) c.header(k, v);
+      // Remote write senders treat any 2xx as stored; the body is for people (JSON like every endpoint).
+      return c.json({ message: 'ingested', count, samples: info.samples, histograms: info.histograms, exemplars: info.exemplars });
+    });
   });
 }

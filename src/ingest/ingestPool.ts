@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { DomainError } from '../errors.ts';
+import { DecodeBudgetExceeded } from './compression.ts';
 import { log } from '../log.ts';
 import { ownsBuffer, runJob, type JobResult } from './ingestWorker.ts';
 import type { IngestJob, PlacementTarget, SerializedBatch } from './pipeline.ts';
@@ -75,7 +76,7 @@ export class IngestPool {
       });
       if (result.body) job.body = result.body;
     }
-    if (!result.ok) throw new DomainError(result.kind, result.message, result.retryAfterSec);
+    if (!result.ok) throw result.overBudget ? new DecodeBudgetExceeded() : new DomainError(result.kind, result.message, result.retryAfterSec);
     return { lines: result.lines, rows: result.rows, types: new Map(result.types), fixed: result.fixed, info: result.info };
   }
 

@@ -10,10 +10,11 @@ import { parentPort } from 'node:worker_threads';
 import { serializeJob, type IngestInfo, type IngestJob, type PlacementTarget } from './pipeline.ts';
 import type { ColumnType } from '../model.ts';
 import { DomainError, type ErrorKind } from '../errors.ts';
+import { DecodeBudgetExceeded } from './compression.ts';
 
 export type JobResult =
   | { id: number; ok: true; lines: Uint8Array; rows: number; types: [string, ColumnType[]][]; fixed: string[]; info: IngestInfo; body?: Uint8Array }
-  | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number; body?: Uint8Array };
+  | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number; overBudget?: boolean; body?: Uint8Array };
 
 /** UTF-8 bytes of `text` in an ArrayBuffer of their own (never Node's shared pool), so they can be transferred. */
 export function ownBytes(text: string): Uint8Array {
@@ -27,7 +28,7 @@ export function runJob(id: number, job: IngestJob, target: PlacementTarget): Job
     const r = serializeJob(job, target);
     return { id, ok: true, lines: ownBytes(r.lines), rows: r.rows, types: [...r.types], fixed: r.fixed, info: r.info };
   } catch (err) {
-    if (err instanceof DomainError) return { id, ok: false, kind: err.kind, message: err.message, retryAfterSec: err.retryAfterSec };
+    if (err instanceof DomainError) return { id, ok: false, kind: err.kind, message: err.message, retryAfterSec: err.retryAfterSec, overBudget: err instanceof DecodeBudgetExceeded };
     return { id, ok: false, kind: 'storage', message: (err as Error).message };
   }
 }

@@ -24,6 +24,8 @@ interface JobBase {
   body: Uint8Array;
   contentEncoding?: string;
   maxDecompressedBytes: number;
+  /** The decoded size this request was admitted with (src/ingest/inflight.ts); gzip stops there. */
+  decodeBudget?: number;
   limits: RequestLimits;
 }
 
@@ -72,7 +74,7 @@ function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: Plac
 export function serializeJob(job: IngestJob, target: PlacementTarget): SerializedBatch {
   switch (job.kind) {
     case 'json': {
-      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
+      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes, job.decodeBudget);
       checkJsonShape(body, job.limits);
       const parsed = parseJson(body);
       checkEventCount(Array.isArray(parsed) ? parsed.length : 1, job.limits, 'events');
@@ -86,7 +88,7 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       return finish(rows, JSON_KNOWN_TYPES, target, job.limits, {});
     }
     case 'otlp': {
-      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes);
+      const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes, job.decodeBudget);
       const received = new Date(job.received);
       const noun = OTLP_NOUN[job.signal];
       let request: Msg | undefined;

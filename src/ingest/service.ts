@@ -4,6 +4,8 @@ import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { TIME_COLUMN, type DatasetKind } from '../model.ts';
 import type { StorageEngine } from '../storage/engine.ts';
 import { emptySchema } from '../storage/schema.ts';
+import { DecodeBudgetExceeded, declaredDecodedSize } from './compression.ts';
+import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
 import type { IngestInfo, IngestJob } from './pipeline.ts';
@@ -30,23 +32,60 @@ export interface IngestTarget {
  * changed the schema in between so that the batch no longer fits, the worker places it again.
  */
 export class IngestService {
+  /** Bytes of request bodies being received, decoded and stored at once (P_MAX_INFLIGHT_BYTES). */
+  readonly inflight: InflightBudget;
+
   constructor(
     private readonly pool: IngestPool,
     private readonly storage: StorageEngine,
     private readonly config: Config,
-  ) {}
+  ) {
+    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs);
+  }
+
+  /**
+   * Runs one ingest request inside the in-flight budget: before its body is read it reserves the
+   * declared Content-Length (P_MAX_BODY_BYTES when not declared: chunked), and it gives the
+   * reservation back when the batch is stored or refused. Waits for room, then 503 (see InflightBudget).
+   */
+  async admit<T>(contentLength: string | undefined, run: (lease: InflightLease) => Promise<T>): Promise<T> {
+    const declared = contentLength === undefined || contentLength.trim() === '' ? NaN : Number(contentLength);
+    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, this.config.maxBodyBytes) : this.config.maxBodyBytes;
+    const lease = await this.inflight.acquire(bytes);
+    try {
+      return await run(lease);
+    } finally {
+      lease.release();
+    }
+  }
 
   /** The per-request work limits of a job (README "Limits"). */
   get limits(): RequestLimits {
     return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: Math.max(1000, 4 * this.config.maxColumns) };
   }
 
-  async store(target: IngestTarget, job: IngestJob): Promise<{ count: number; info: IngestInfo }> {
+  /** Stores one request's batch; `lease` is its share of the in-flight budget (from `admit`). */
+  async store(target: IngestTarget, job: IngestJob, lease: InflightLease): Promise<{ count: number; info: IngestInfo }> {
     const { name } = target;
     const maxColumns = this.config.maxColumns;
     // The body's buffer moves to the ingest worker (transferred, not copied): its length is read first.
     const rawBytes = job.body.byteLength;
-    let serialized = await this.pool.serialize(job, { schema: this.storage.find(name) ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns });
+    // Decoding holds the compressed body and the decoded one at once: reserve both before decoding.
+    const identity = ['', 'identity'].includes((job.contentEncoding ?? '').trim().toLowerCase());
+    const decoded = identity ? 0 : Math.min(job.maxDecompressedBytes, declaredDecodedSize(job.body, job.contentEncoding) ?? job.maxDecompressedBytes);
+    await lease.resize(rawBytes + decoded);
+    if (!identity) job.decodeBudget = decoded;
+    const initial = { schema: this.storage.find(name) ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns };
+    let serialized;
+    try {
+      serialized = await this.pool.serialize(job, initial);
+    } catch (err) {
+      if (!(err instanceof DecodeBudgetExceeded)) throw err;
+      // The gzip trailer understated the body (several members, or forged): reserve the whole limit.
+      await lease.resize(rawBytes + job.maxDecompressedBytes);
+      job.decodeBudget = undefined;
+      serialized = await this.pool.serialize(job, initial);
+    }
     await this.resolve(target);
     for (let placements = 1; ; placements++) {
       const stored = await this.storage.append(name, serialized, rawBytes);

@@ -13,6 +13,7 @@ import { writeParquet } from './parquetWriter.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
+import type { Segment } from './wal.ts';
 
 /**
  * One flush of a dataset: the sealed WAL segments become Parquet files in the store, then this
@@ -23,9 +24,34 @@ import { salvageSegments } from './walSalvage.ts';
  * instead of failing every flush for good.
  */
 export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset): Promise<void> {
-  const segments = await ds.wal.seal();
+  const sealed = await ds.wal.seal();
   ds.oldestUnflushedAt = undefined;
-  if (segments.length === 0) return;
+  // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
+  // each group a flush of its own: a flush's memory grows with what it converts (README "Memory").
+  for (const segments of segmentGroups(sealed, ctx.settings.flushBytes)) {
+    if (ds.deleted) return;
+    await flushSegments(ctx, manifests, ds, segments);
+  }
+}
+
+/** Consecutive segments in groups of at most `maxBytes` (a larger segment is a group of its own). */
+export function segmentGroups<S extends { bytes: number }>(segments: S[], maxBytes: number): S[][] {
+  const groups: S[][] = [];
+  let bytes = 0;
+  for (const s of segments) {
+    const last = groups[groups.length - 1];
+    if (last && bytes + s.bytes <= maxBytes) {
+      last.push(s);
+      bytes += s.bytes;
+    } else {
+      groups.push([s]);
+      bytes = s.bytes;
+    }
+  }
+  return groups;
+}
+
+async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Dataset, segments: Segment[]): Promise<void> {
   const started = Date.now();
   const { nodeId } = ctx.settings;
   const seq = manifests.reserve(segments[segments.length - 1].seq);

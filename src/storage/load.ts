@@ -49,12 +49,12 @@ export async function listMetas(ctx: StorageContext): Promise<{ metas: Map<strin
  * them) and its schema.
  */
 export async function openDataset(ctx: StorageContext, manifests: Manifests, meta: DatasetMeta): Promise<Dataset> {
-  const { dataDir, nodeId } = ctx.settings;
+  const { dataDir, nodeId, flushBytes } = ctx.settings;
   const catalog = new Catalog();
   await manifests.read(meta, catalog);
   // A flush's manifest number is at least its last segment's, so the worker's highest manifest number
   // also covers segments named only in a manifest that cannot be read right now: never reused.
-  const wal = await Wal.open(walDir(dataDir, meta.name, meta.generation), Math.max(catalog.maxFlushedSegment(nodeId), manifests.highest) + 1);
+  const wal = await Wal.open(walDir(dataDir, meta.name, meta.generation), Math.max(catalog.maxFlushedSegment(nodeId), manifests.highest) + 1, flushBytes);
   const ds = new Dataset(meta, wal, catalog);
   await refreshSchema(ctx, ds);
   // Segments already stored as Parquet (crash after the manifest, before the WAL cleanup) go now.

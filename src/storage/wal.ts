@@ -61,11 +61,18 @@ export class Wal {
   private readers = new Map<number, number>();
   private doomed = new Set<number>();
 
-  private constructor(readonly dir: string) {}
+  /**
+   * @param segmentBytes the active segment is sealed once it holds this much (P_FLUSH_BYTES): a flush
+   * converts at most about this much at a time, so its memory does not grow with a backlog.
+   */
+  private constructor(
+    readonly dir: string,
+    private readonly segmentBytes: number,
+  ) {}
 
   /** Opens (and recovers) the WAL in `dir`: torn tails are cut, every surviving segment is sealed. */
-  static async open(dir: string, firstSeq = 1): Promise<Wal> {
-    const wal = new Wal(dir);
+  static async open(dir: string, firstSeq = 1, segmentBytes = Infinity): Promise<Wal> {
+    const wal = new Wal(dir, segmentBytes);
     wal.nextSeq = firstSeq;
     await fs.mkdir(dir, { recursive: true });
     const names = (await fs.readdir(dir)).filter((n) => /^\d{12}\.ndjson$/.test(n)).sort();
@@ -121,6 +128,8 @@ export class Wal {
         seg.rows += batch.rows;
         seg.rawBytes += batch.rawBytes;
         for (const w of batch.waiters) w.resolve();
+        // Sealed here, between commits; the next batch starts a new segment.
+        if (seg.bytes >= this.segmentBytes) await this.closeActive().catch((err) => log.error('wal: closing a full segment failed', { file: seg.path, error: err as Error }));
       } catch (err) {
         log.error('wal write failed; the batch is not acknowledged', { dir: this.dir, error: err as Error });
         await this.rollBack();
