@@ -1,6 +1,8 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
 import { tooLarge } from '../errors.ts';
+import type { InflightLease } from '../ingest/inflight.ts';
+import type { IngestService } from '../ingest/service.ts';
 
 /** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
 export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
@@ -19,6 +21,14 @@ export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
   }
   if (size > maxBytes) throw bodyTooLarge(maxBytes);
   return Buffer.concat(chunks, size);
+}
+
+/**
+ * Every ingest route's body: read and stored inside the in-flight byte budget (README "Limits"), which
+ * is reserved from the declared Content-Length before a byte is read and given back when `run` ends.
+ */
+export function withIngestBody<T>(c: Context, ingest: IngestService, maxBytes: number, run: (body: Buffer, lease: InflightLease) => Promise<T>): Promise<T> {
+  return ingest.admit(c.req.header('content-length'), async (lease) => run(await readBody(c, maxBytes), lease));
 }
 
 const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);

@@ -3,7 +3,7 @@ import type { Context, Hono } from 'hono';
 import { stampFromRequest } from '../ingest/jsonEvents.ts';
 import type { IngestJob } from '../ingest/pipeline.ts';
 import { authorize } from './auth.ts';
-import { readBody } from './body.ts';
+import { withIngestBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { streamName } from './streams.ts';
 
@@ -12,9 +12,7 @@ export function registerIngestRoutes(app: Hono<AppEnv>, { storage, config, inges
     authorize(c.get('principal'), 'ingest', name);
     if (!createIfMissing && !(await storage.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
     const principal = c.get('principal');
-    // Every ingest route reads and stores its body inside the in-flight byte budget (README "Limits").
-    return ingest.admit(c.req.header('content-length'), async (lease) => {
-      const body = await readBody(c, config.maxBodyBytes);
+    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
       const job: IngestJob = {
         kind: 'json',
         body,

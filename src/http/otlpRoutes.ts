@@ -3,7 +3,7 @@ import { encodeOtlpResponse, otlpFormat, type OtlpSignal } from '../ingest/otlp/
 import type { IngestJob } from '../ingest/pipeline.ts';
 import type { DatasetKind } from '../model.ts';
 import { authorize } from './auth.ts';
-import { readBody } from './body.ts';
+import { withIngestBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { checkLogSource, streamName } from './streams.ts';
 
@@ -17,11 +17,10 @@ export function registerOtlpRoutes(app: Hono<AppEnv>, { config, ingest }: Servic
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
     const format = otlpFormat(c.req.header('content-type'));
-    return ingest.admit(c.req.header('content-length'), async (lease) => {
-      const raw = await readBody(c, config.maxBodyBytes);
+    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
       const job: IngestJob = {
         kind: 'otlp',
-        body: raw,
+        body,
         contentEncoding: c.req.header('content-encoding'),
         maxDecompressedBytes: config.maxDecompressedBytes,
         limits: ingest.limits,

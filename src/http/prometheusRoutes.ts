@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import type { IngestJob } from '../ingest/pipeline.ts';
 import { remoteWriteResponseHeaders } from '../ingest/prometheus/index.ts';
 import { authorize } from './auth.ts';
-import { readBody } from './body.ts';
+import { withIngestBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
 import { checkLogSource, streamName } from './streams.ts';
 
@@ -12,10 +12,10 @@ export function registerPrometheusRoutes(app: Hono<AppEnv>, { config, ingest }: 
     const name = streamName(c);
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
-    return ingest.admit(c.req.header('content-length'), async (lease) => {
+    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
       const job: IngestJob = {
         kind: 'prometheus',
-        body: await readBody(c, config.maxBodyBytes),
+        body,
         contentEncoding: c.req.header('content-encoding'),
         contentType: c.req.header('content-type'),
         maxDecompressedBytes: config.maxDecompressedBytes,
