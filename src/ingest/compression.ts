@@ -14,14 +14,22 @@ export class DecodeBudgetExceeded extends DomainError {
   }
 }
 
+const normalized = (contentEncoding: string | undefined) => (contentEncoding ?? '').trim().toLowerCase();
+
+/** No Content-Encoding (or `identity`): the body is its own decoded form. */
+export const isIdentityEncoding = (contentEncoding: string | undefined) => {
+  const encoding = normalized(contentEncoding);
+  return encoding === '' || encoding === 'identity';
+};
+
 /**
  * The decoded size of a body as it declares it, to reserve before decoding: its own length when not
  * compressed, a snappy block's length header, a gzip trailer's ISIZE (the size mod 2^32 of the last
  * gzip member: exact for the usual single member). Undefined when the body does not say.
  */
 export function declaredDecodedSize(body: Uint8Array, contentEncoding: string | undefined): number | undefined {
-  const encoding = (contentEncoding ?? '').trim().toLowerCase();
-  if (encoding === '' || encoding === 'identity') return body.byteLength;
+  if (isIdentityEncoding(contentEncoding)) return body.byteLength;
+  const encoding = normalized(contentEncoding);
   if (encoding === 'gzip' || encoding === 'x-gzip') {
     if (body.byteLength < 18 || body[0] !== 0x1f || body[1] !== 0x8b) return undefined;
     const n = body.byteLength;
@@ -43,8 +51,8 @@ export function declaredDecodedSize(body: Uint8Array, contentEncoding: string | 
  * request was admitted with) it stops there instead, with DecodeBudgetExceeded.
  */
 export function decodeBody(body: Buffer, contentEncoding: string | undefined, maxBytes: number, budget = maxBytes): Buffer {
-  const encoding = (contentEncoding ?? '').trim().toLowerCase();
-  if (encoding === '' || encoding === 'identity') {
+  const encoding = normalized(contentEncoding);
+  if (isIdentityEncoding(contentEncoding)) {
     if (body.length > maxBytes) throw bodyTooLarge(maxBytes);
     return body;
   }

@@ -4,7 +4,7 @@ import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { TIME_COLUMN, type DatasetKind } from '../model.ts';
 import type { StorageEngine } from '../storage/engine.ts';
 import { emptySchema } from '../storage/schema.ts';
-import { DecodeBudgetExceeded, declaredDecodedSize } from './compression.ts';
+import { DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
 import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
@@ -71,7 +71,7 @@ export class IngestService {
     // The body's buffer moves to the ingest worker (transferred, not copied): its length is read first.
     const rawBytes = job.body.byteLength;
     // Decoding holds the compressed body and the decoded one at once: reserve both before decoding.
-    const identity = ['', 'identity'].includes((job.contentEncoding ?? '').trim().toLowerCase());
+    const identity = isIdentityEncoding(job.contentEncoding);
     const decoded = identity ? 0 : Math.min(job.maxDecompressedBytes, declaredDecodedSize(job.body, job.contentEncoding) ?? job.maxDecompressedBytes);
     await lease.resize(rawBytes + decoded);
     if (!identity) job.decodeBudget = decoded;
