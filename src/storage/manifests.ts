@@ -1,6 +1,6 @@
 import { log } from '../log.ts';
 import type { Catalog } from './catalog.ts';
-import { decodeManifest, encodeManifest, isCorruptObject, type DatasetMeta, type Manifest } from './codec.ts';
+import { decodeManifest, encodeManifest, type DatasetMeta, type Manifest } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { manifestKey, manifestPrefix, parseKey } from './layout.ts';
 
@@ -33,17 +33,9 @@ export class Manifests {
       if (parsed?.nodeId === this.ctx.settings.nodeId && parsed.seq !== undefined) this.seq = Math.max(this.seq, parsed.seq);
       const body = await this.ctx.store.getBytes(key);
       if (!body) continue;
-      let manifest: Manifest;
-      try {
-        manifest = decodeManifest(key, body);
-      } catch (err) {
-        if (!isCorruptObject(err)) throw err;
-        // Not applied, so it is read again at the next refresh: a restored object is picked up.
-        this.ctx.quarantine.add({ key, kind: 'manifest', dataset: name, reason: err.reason });
-        continue;
-      }
-      this.ctx.quarantine.clear(key);
-      this.apply(catalog, key, manifest);
+      // A damaged one is not applied, so it is read again at the next refresh: a restored object is picked up.
+      const manifest = this.ctx.quarantine.decode(key, 'manifest', name, () => decodeManifest(key, body));
+      if (manifest) this.apply(catalog, key, manifest);
     }
   }
 

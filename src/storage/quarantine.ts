@@ -1,4 +1,5 @@
 import { log } from '../log.ts';
+import { isCorruptObject } from './codec.ts';
 
 export type DamagedKind = 'metadata' | 'manifest' | 'schema' | 'parquet' | 'wal';
 
@@ -34,6 +35,23 @@ export class Quarantine {
   /** The object read well again (restored by an operator). */
   clear(key: string): void {
     if (this.items.delete(key)) log.info('damaged object readable again', { key });
+  }
+
+  /**
+   * Decodes one stored object with `decode` (a codec function, which names the key in its errors): a
+   * damaged object is set aside here and comes back undefined, a sound one leaves this list (restored).
+   * Any other failure propagates.
+   */
+  decode<T>(key: string, kind: DamagedKind, dataset: string, decode: () => T): T | undefined {
+    try {
+      const value = decode();
+      this.clear(key);
+      return value;
+    } catch (err) {
+      if (!isCorruptObject(err)) throw err;
+      this.add({ key, kind, dataset, reason: err.reason });
+      return undefined;
+    }
   }
 
   has(key: string): boolean {

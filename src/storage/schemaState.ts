@@ -1,7 +1,7 @@
 import * as fs from 'node:fs/promises';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
-import { decodeSchema, encodeSchema, isCorruptObject, type Schema } from './codec.ts';
+import { decodeSchema, encodeSchema, type Schema } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { localSchemaFile, schemaKey, schemaPrefix } from './layout.ts';
 import { writeFileDurable } from './objectStore.ts';
@@ -19,34 +19,24 @@ export async function refreshSchema(ctx: StorageContext, ds: Dataset): Promise<v
   const { name, generation } = ds.meta;
   const file = localSchemaFile(dataDir, name, generation);
   const local = await fs.readFile(file, 'utf8').catch(() => undefined);
-  if (local) {
-    try {
-      const own = decodeSchema(file, local);
-      if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
-      ds.ownSchema = unionSchemas([ds.ownSchema, own]);
-      ctx.quarantine.clear(file);
-    } catch (err) {
-      if (!isCorruptObject(err)) throw err;
-      // The store's copy (below) and the WAL's own columns still describe what was acknowledged.
-      ctx.quarantine.add({ key: file, kind: 'schema', dataset: name, reason: err.reason });
-    }
+  // A damaged local copy is set aside: the store's copy (below) and the WAL's own columns still
+  // describe what was acknowledged.
+  const own = local ? ctx.quarantine.decode(file, 'schema', name, () => decodeSchema(file, local)) : undefined;
+  if (own) {
+    if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
+    ds.ownSchema = unionSchemas([ds.ownSchema, own]);
   }
   const schemas: Schema[] = [];
-  const own = schemaKey(name, generation, nodeId);
+  const ownKey = schemaKey(name, generation, nodeId);
   for (const { key } of await ctx.store.list(schemaPrefix(name, generation))) {
     const body = await ctx.store.getBytes(key);
     if (!body) continue;
-    let schema: Schema;
-    try {
-      schema = decodeSchema(key, body);
-    } catch (err) {
-      if (!isCorruptObject(err)) throw err;
-      ctx.quarantine.add({ key, kind: 'schema', dataset: name, reason: err.reason });
-      if (key === own) ds.schemaDirty = true; // rewritten whole at the next flush
+    const schema = ctx.quarantine.decode(key, 'schema', name, () => decodeSchema(key, body));
+    if (!schema) {
+      if (key === ownKey) ds.schemaDirty = true; // rewritten whole at the next flush
       continue;
     }
-    ctx.quarantine.clear(key);
-    if (key === own) ds.ownSchema = unionSchemas([ds.ownSchema, schema]);
+    if (key === ownKey) ds.ownSchema = unionSchemas([ds.ownSchema, schema]);
     schemas.push(schema);
   }
   ds.schema = unionSchemas([ds.schema, ds.ownSchema, ...schemas]);
