@@ -2,6 +2,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { log } from '../log.ts';
 import { fileCacheLookups } from '../metrics.ts';
+import { replaceFile } from './objectStore.ts';
 
 interface Entry {
   key: string;
@@ -191,23 +192,8 @@ export class FileCache {
   private async download(key: string, flight: Flight): Promise<Entry> {
     const file = this.fileFor(key);
     await this.removals.get(key);
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    const tmp = `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`;
-    let size: number;
-    try {
-      await this.fetch(key, tmp);
-      const handle = await fs.open(tmp, 'r+');
-      try {
-        await handle.sync();
-        size = (await handle.stat()).size;
-      } finally {
-        await handle.close();
-      }
-      await fs.rename(tmp, file);
-    } catch (err) {
-      await fs.rm(tmp, { force: true });
-      throw err;
-    }
+    // The cache can be fetched again, so its directory is not fsynced; a partial file never gets the real name.
+    const size = await replaceFile(file, `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`, (tmp) => this.fetch(key, tmp), false);
     this.counters.downloads++;
     // Synchronously from here to the return: the waiters' pins exist before anything can evict.
     const entry: Entry = { key, file, size, pins: flight.waiters, lastUsed: ++this.clock };

@@ -64,19 +64,39 @@ async function fsyncDir(dir: string): Promise<void> {
   }
 }
 
-/** Writes a file atomically and durably: temp file, fsync, rename, fsync of the directory. */
-export async function writeFileDurable(file: string, body: Buffer | string): Promise<void> {
-  await fs.mkdir(path.dirname(file), { recursive: true });
-  const tmp = `${file}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`;
+/**
+ * Makes `target` appear whole or not at all: `fill` writes the temp file `tmp` beside it, which is
+ * fsynced and renamed over `target`; if anything fails the temp file is removed (a full disk must keep
+ * nothing: a half-written file would only take more space). With `syncDir` the directory is fsynced
+ * too, so the rename itself survives a crash. Returns the file's size.
+ */
+export async function replaceFile(target: string, tmp: string, fill: (tmp: string) => Promise<void>, syncDir = true): Promise<number> {
+  await fs.mkdir(path.dirname(target), { recursive: true });
+  let size: number;
   try {
-    await writeSynced(tmp, body);
-    await fs.rename(tmp, file);
+    await fill(tmp);
+    const handle = await fs.open(tmp, 'r+');
+    try {
+      await handle.sync();
+      size = (await handle.stat()).size;
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(tmp, target);
   } catch (err) {
-    // A full disk must leave nothing behind: the half-written temp file would only take more space.
     await fs.rm(tmp, { force: true });
     throw err;
   }
-  await fsyncDir(path.dirname(file));
+  if (syncDir) await fsyncDir(path.dirname(target));
+  return size;
+}
+
+/** A temp file name beside `file` that listings skip (`.tmp`). */
+const tempBeside = (file: string) => `${file}.${process.pid}.${Date.now()}.${Math.random().toString(36).slice(2)}.tmp`;
+
+/** Writes a file atomically and durably: temp file, fsync, rename, fsync of the directory. */
+export async function writeFileDurable(file: string, body: Buffer | string): Promise<void> {
+  await replaceFile(file, tempBeside(file), (tmp) => fs.writeFile(tmp, body));
 }
 
 async function writeSynced(file: string, body: Buffer | string): Promise<void> {
@@ -100,29 +120,14 @@ export class LocalObjectStore implements ObjectStore {
 
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.file(key);
-    await fs.mkdir(path.dirname(target), { recursive: true });
-    const tmp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
-    try {
-      await fs.copyFile(localPath, tmp);
-      const handle = await fs.open(tmp, 'r+');
-      try {
-        await handle.sync();
-      } finally {
-        await handle.close();
-      }
-      await fs.rename(tmp, target);
-    } catch (err) {
-      await fs.rm(tmp, { force: true });
-      throw err;
-    }
-    await fsyncDir(path.dirname(target));
+    await replaceFile(target, tempBeside(target), (tmp) => fs.copyFile(localPath, tmp));
   }
 
   /** An exclusive hard link of a complete temp file: it appears whole, and only if the key is free. */
   async putIfAbsent(key: string, body: Buffer | string): Promise<boolean> {
     const target = this.file(key);
     await fs.mkdir(path.dirname(target), { recursive: true });
-    const tmp = `${target}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
+    const tmp = tempBeside(target);
     try {
       await writeSynced(tmp, body);
       await fs.link(tmp, target);
