@@ -121,6 +121,13 @@ export class DatasetSet {
     return this.find(name, caseInsensitive);
   }
 
+  /** `resolve`, or notFound. */
+  async require(name: string): Promise<DatasetMeta> {
+    const meta = await this.resolve(name);
+    if (!meta) throw notFound(`dataset "${name}" does not exist`);
+    return meta;
+  }
+
   /** Loads datasets created elsewhere since the last refresh (one listing shared by concurrent misses). */
   private discover(): Promise<void> {
     this.discovering ??= (async () => {
@@ -186,7 +193,7 @@ export class DatasetSet {
    * generation (never those of a newer generation created meanwhile under the same name).
    */
   async delete(name: string): Promise<void> {
-    if (!(await this.resolve(name))) throw notFound(`dataset "${name}" does not exist`);
+    await this.require(name);
     const ds = this.dataset(name);
     await this.ctx.store.delete([metaKey(name)]);
     await this.drop(ds, 'deleted');

@@ -1,5 +1,5 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
-import { notFound, unavailable } from '../errors.ts';
+import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
 import type { ColumnType } from '../model.ts';
 import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
@@ -76,10 +76,8 @@ export class StorageEngine {
   }
 
   /** `resolve`, or notFound. */
-  async require(name: string): Promise<DatasetMeta> {
-    const meta = await this.resolve(name);
-    if (!meta) throw notFound(`dataset "${name}" does not exist`);
-    return meta;
+  require(name: string): Promise<DatasetMeta> {
+    return this.datasets.require(name);
   }
 
   create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
