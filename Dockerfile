@@ -2,14 +2,14 @@
 FROM node:22-bookworm-slim
 WORKDIR /app
 COPY package.json package-lock.json ./
-# Dev dependencies too: the web console is bundled (esbuild) at build time, then they are pruned.
+# Dev dependencies too: the web console and the service are built (esbuild) at build time, then they are pruned.
 RUN npm install --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY console ./console
-COPY scripts/build-console.ts ./scripts/
-RUN npm run build:console && npm prune --omit=dev --no-audit --no-fund
+COPY scripts/build-console.ts scripts/build-service.ts ./scripts/
+RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 ENV P_DATA_DIR=/data
 EXPOSE 8000
 STOPSIGNAL SIGTERM
-CMD ["node", "--import", "tsx", "src/main.ts"]
+CMD ["node", "dist/main.js"]

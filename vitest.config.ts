@@ -3,6 +3,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
+    globalSetup: ['test/helpers/globalSetup.ts'],
     testTimeout: 60_000,
     // expect.poll waits for what a page or a server shows; on 2 busy cores that takes more than the
     // default second.

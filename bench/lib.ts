@@ -3,6 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { buildService } from '../scripts/build-service.ts';
 import { freePort } from '../test/helpers/server.ts';
 
 export { listFiles } from '../test/helpers/files.ts';
@@ -105,10 +106,14 @@ export async function settle(pid: number, maxMs = 20_000): Promise<void> {
   }
 }
 
+let built: Promise<void> | undefined;
+
 export async function startService(env: Record<string, string> = {}, nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)): Promise<BenchServer> {
+  // The service as `npm start` runs it: the build in dist/, made fresh once per benchmark run.
+  await (built ??= buildService());
   const dataDir = env.P_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-bench-')));
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, '--import', 'tsx', path.join(root, 'src/main.ts')], {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/main.js')], {
     cwd: root,
     env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', process.env.BENCH_SERVICE_LOG ? 'inherit' : 'ignore', 'inherit'],

@@ -105,6 +105,13 @@ async function main(): Promise<void> {
         `${mb(singleUse.peakTreeRss)} (${mb(singleUse.peakMainRss)})`,
       ],
     ]);
+    if (process.env.BENCH_THREADS === '1') {
+      // Where the CPU went, per thread of the service (and per query worker process), for profiling.
+      for (const [label, use] of [['batches', batchUse], ['single', singleUse]] as const) {
+        const top = [...use.byThread].filter(([, s]) => s >= 0.05).sort((a, b) => b[1] - a[1]);
+        console.log(`  ${label} CPU by thread: ${top.map(([k, s]) => `${k} ${fmt(s, 2)}`).join(', ')}`);
+      }
+    }
     console.log(
       `  CPU: the service's process tree from the first request until the WAL is in Parquet (flush included); JSON.parse alone costs ` +
         `${fmt(1e6 / parse.eventsPerSec, 1)} s/1M events. RSS: main process (with ingest and DuckDB threads) plus query worker processes.`,

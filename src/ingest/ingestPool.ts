@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import { DomainError } from '../errors.ts';
+import { entryBeside, fromSource } from '../entrypoints.ts';
 import { DecodeBudgetExceeded } from './compression.ts';
 import { log } from '../log.ts';
 import { ownsBuffer, runJob, type JobResult } from './ingestWorker.ts';
@@ -32,11 +33,12 @@ export class IngestPool {
   }
 
   private spawn(): void {
-    // Node 20 does not pass `--import tsx` loader hooks on to worker threads: the worker registers
-    // tsx itself before importing the TypeScript module.
-    const tsxApi = import.meta.resolve('tsx/esm/api');
-    const entry = new URL('./ingestWorker.ts', import.meta.url).href;
-    const worker = new Worker(`import(${JSON.stringify(tsxApi)}).then((api) => { api.register(); return import(${JSON.stringify(entry)}); });`, { eval: true });
+    const entry = entryBeside(import.meta.url, 'ingestWorker');
+    // Node 20 does not pass `--import tsx` loader hooks on to worker threads: run from source, the
+    // worker registers tsx itself before importing the TypeScript module.
+    const worker = fromSource
+      ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((api) => { api.register(); return import(${JSON.stringify(entry.href)}); });`, { eval: true })
+      : new Worker(entry);
     const slot = { worker, busy: 0 };
     worker.on('message', (result: JobResult) => {
       const p = this.pending.get(result.id);

@@ -3,6 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
+import { entryBeside, fromSource } from '../entrypoints.ts';
 import { log } from '../log.ts';
 import type { FromWorker, RunJob, ToWorker } from './protocol.ts';
 
@@ -60,8 +61,9 @@ export class QueryPool {
   private running = new Map<string, number>();
   private waiting: { key: string; resume: () => void; fail: (e: Error) => void; timer: NodeJS.Timeout }[] = [];
   private closed = false;
-  private readonly entry = fileURLToPath(new URL('./worker.ts', import.meta.url));
-  private readonly tsx = import.meta.resolve('tsx');
+  private readonly entry = fileURLToPath(entryBeside(import.meta.url, 'worker'));
+  /** Run from source, the worker process loads tsx to run TypeScript; from the build it needs nothing. */
+  private readonly loader = fromSource ? ['--import', import.meta.resolve('tsx')] : [];
 
   constructor(private readonly s: QueryPoolSettings) {}
 
@@ -83,7 +85,7 @@ export class QueryPool {
     const id = this.nextSlot++;
     const dir = path.join(this.s.workDir, `w${id}`);
     const child = fork(this.entry, [], {
-      execArgv: ['--import', this.tsx, `--max-old-space-size=${this.s.heapMb}`],
+      execArgv: [...this.loader, `--max-old-space-size=${this.s.heapMb}`],
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       env: {

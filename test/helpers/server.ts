@@ -40,7 +40,7 @@ export interface TestServer {
 }
 
 /**
- * Starts the real service (`src/main.ts` under tsx) as a child process and waits for liveness.
+ * Starts the real service (`dist/main.js`, built by the global setup, as `npm start` runs it) as a child process and waits for liveness.
  * Every test talks to it over HTTP, exactly as a client would.
  */
 export async function startServer(opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<TestServer> {
@@ -55,7 +55,7 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
     P_QUERY_WARM_WORKERS: '1',
     ...opts.env,
   };
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(root, 'src/main.ts')], {
+  const child: ChildProcess = spawn(process.execPath, [path.join(root, 'dist/main.js')], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
