@@ -11,7 +11,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { freePort } from '../test/helpers/server.ts';
-import { sendAll } from './lib.ts';
+import { median, post, sendAll } from './lib.ts';
 
 /** Events per CPU-second of `JSON.parse` on one thread over `bodies` (best of 3 passes, bytes decoded from UTF-8 as the service does). */
 export function jsonParseRate(bodies: Buffer[], eventsPerBody: number): { eventsPerSec: number; mbPerSec: number } {
@@ -63,8 +63,12 @@ export async function bareHttpRate(bodies: string[], clients: number): Promise<n
   }
 }
 
-/** Events/s of DuckDB alone (its default threads) turning `bodies` (JSON arrays of flat-ish events) as NDJSON into ZSTD Parquet. */
-export async function duckdbParquetRate(bodies: string[], events: number): Promise<number> {
+/**
+ * DuckDB alone (its default threads) turning `bodies` (JSON arrays of flat-ish events) as NDJSON into
+ * ZSTD Parquet: events/s, and CPU seconds per million events (DuckDB's threads are this process's, and
+ * nothing else runs in it meanwhile).
+ */
+export async function duckdbParquetRate(bodies: string[], events: number): Promise<{ eventsPerSec: number; cpuSecPerMillion: number }> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-limit-'));
   try {
     const ndjson = path.join(dir, 'events.ndjson');
@@ -74,11 +78,45 @@ export async function duckdbParquetRate(bodies: string[], events: number): Promi
     const db = await DuckDBInstance.create(':memory:');
     const conn = await db.connect();
     const started = performance.now();
+    const cpu = process.cpuUsage();
     await conn.run(`COPY (SELECT * FROM read_json('${ndjson}', format = 'newline_delimited')) TO '${path.join(dir, 'out.parquet')}' (FORMAT parquet, COMPRESSION zstd)`);
     const secs = (performance.now() - started) / 1000;
+    const used = process.cpuUsage(cpu);
     conn.closeSync();
-    return events / secs;
+    return { eventsPerSec: events / secs, cpuSecPerMillion: ((used.user + used.system) / 1e6 / events) * 1e6 };
   } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * The floor of a query's fixed cost that the sandbox's process isolation sets: a bare node:http server
+ * that hands each request to a child process over IPC (advanced serialization, as the query pool does)
+ * and answers with what comes back. Median round trip in ms over `n` sequential POSTs.
+ */
+export async function isolatedHttpRoundTripMs(n = 200): Promise<number> {
+  const port = await freePort();
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-hop-'));
+  const worker = path.join(dir, 'worker.cjs');
+  await fs.writeFile(worker, `process.on('message', (m) => process.send({ id: m.id, rows: JSON.stringify([{ one: 1 }]) }));`);
+  const code = `const child = require('node:child_process').fork(${JSON.stringify(worker)}, [], { serialization: 'advanced' });
+const waiting = new Map(); let next = 0;
+child.on('message', (m) => { const res = waiting.get(m.id); waiting.delete(m.id); res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(m.rows) }); res.end(m.rows); });
+require('node:http').createServer((req, res) => { const c = []; req.on('data', (d) => c.push(d)); req.on('end', () => { const id = next++; waiting.set(id, res); child.send({ id, sql: Buffer.concat(c).toString() }); }); }).listen(${port}, '127.0.0.1', () => process.send('up'));`;
+  const server = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
+  await new Promise((r) => server.once('message', r));
+  try {
+    const times: number[] = [];
+    const body = JSON.stringify({ query: 'SELECT 1 AS one', startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' });
+    for (let i = 0; i < n; i++) {
+      const t = performance.now();
+      const res = await post(port, '/', body);
+      if (res.status !== 200) throw new Error(`isolation probe answered ${res.status}`);
+      if (i >= 10) times.push(performance.now() - t);
+    }
+    return median(times);
+  } finally {
+    server.kill();
     await fs.rm(dir, { recursive: true, force: true });
   }
 }
