@@ -25,7 +25,7 @@ try {
     // PROBE_FLUSH=1: the window runs until the WAL is in Parquet, as in `npm run bench` (flush memory included).
     if (process.env.PROBE_FLUSH === '1') await waitFlushed(server.port, 'bench_logs');
     const u = await w.stop();
-    console.log(`batches: ${fmt(EVENTS / secs)} ev/s, service CPU ${fmt((u.cpuSec / EVENTS) * 1e6, 2)} s/1M, client CPU ${fmt(((c.user + c.system) / 1e6 / EVENTS) * 1e6, 2)} s/1M, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB main ${fmt(u.peakMainRss / 1e6)} MB`);
+    console.log(`batches: ${fmt(EVENTS / secs)} ev/s, service CPU ${fmt((u.cpuSec / EVENTS) * 1e6, 2)} s/1M, client CPU ${fmt(((c.user + c.system) / 1e6 / EVENTS) * 1e6, 2)} s/1M, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB main ${fmt(u.peakMainRss / 1e6)} MB, PSS tree ${fmt(u.peakTreePss / 1e6)} MB`);
     console.log('  by thread (CPU s):', [...u.byThread].filter(([, v]) => v > 0.05).map(([k, v]) => `${k}=${v.toFixed(2)}`).join(' '));
   }
   if (SINGLE) {

@@ -24,7 +24,7 @@ export interface BenchServer {
  * zeros elsewhere). A descendant that exits between samples loses its last CPU slice; the service's
  * query workers live as long as it does. With `threads`, CPU seconds per thread name of the process.
  */
-export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec: number; rssBytes: number; mainRssBytes: number; processes: number; byThread?: Map<string, number> }> {
+export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec: number; rssBytes: number; pssBytes: number; mainRssBytes: number; processes: number; byThread?: Map<string, number> }> {
   const ticks = 100; // USER_HZ: 100 on every Linux platform Node supports
   const page = 4096;
   const statOf = async (file: string) => {
@@ -37,6 +37,9 @@ export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec:
   };
   let cpuSec = 0;
   let rssBytes = 0;
+  // PSS: each shared page (node's binary, DuckDB's library: ~70 MB mapped by every process of the tree)
+  // counted once over the tree, where summing RSS counts it once per process.
+  let pssBytes = 0;
   let mainRssBytes = 0;
   let processes = 0;
   const byThread = threads ? new Map<string, number>() : undefined;
@@ -46,6 +49,8 @@ export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec:
     processes++;
     cpuSec += s.cpu;
     rssBytes += s.rss;
+    const rollup = await fs.readFile(`/proc/${p}/smaps_rollup`, 'utf8').catch(() => '');
+    pssBytes += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024;
     if (p === pid) mainRssBytes = s.rss;
     const tids = await fs.readdir(`/proc/${p}/task`).catch(() => [] as string[]);
     const kids: number[] = [];
@@ -61,12 +66,13 @@ export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec:
     await Promise.all(kids.map(visit));
   };
   await visit(pid);
-  return { cpuSec, rssBytes, mainRssBytes, processes, byThread };
+  return { cpuSec, rssBytes, pssBytes, mainRssBytes, processes, byThread };
 }
 
 /** Samples `treeUsage` every `everyMs` while running; `stop()` gives the peaks and the CPU used since `start`. */
 export function watchTree(pid: number, everyMs = 100) {
   let peakTree = 0;
+  let peakPss = 0;
   let peakMain = 0;
   let first: number | undefined;
   let last = 0;
@@ -77,6 +83,7 @@ export function watchTree(pid: number, everyMs = 100) {
       first ??= u.cpuSec;
       last = u.cpuSec;
       peakTree = Math.max(peakTree, u.rssBytes);
+      peakPss = Math.max(peakPss, u.pssBytes);
       peakMain = Math.max(peakMain, u.mainRssBytes);
       await new Promise((r) => setTimeout(r, everyMs));
     }
@@ -89,7 +96,7 @@ export function watchTree(pid: number, everyMs = 100) {
       const u = await treeUsage(pid, true);
       const b = (await before).byThread!;
       const byThread = new Map([...u.byThread!].map(([k, v]) => [k, v - (b.get(k) ?? 0)]));
-      return { cpuSec: u.cpuSec - (first ?? u.cpuSec), peakTreeRss: Math.max(peakTree, u.rssBytes), peakMainRss: Math.max(peakMain, u.mainRssBytes), byThread };
+      return { cpuSec: u.cpuSec - (first ?? u.cpuSec), peakTreeRss: Math.max(peakTree, u.rssBytes), peakTreePss: Math.max(peakPss, u.pssBytes), peakMainRss: Math.max(peakMain, u.mainRssBytes), byThread };
     },
   };
 }

@@ -84,7 +84,7 @@ export async function benchOtel(): Promise<string[][]> {
   const REQUESTS = Number(process.env.BENCH_OTLP_REQUESTS ?? 200);
   const base = Date.now() - 3_600_000;
   const server = await startService({ P_FLUSH_INTERVAL: '5s', P_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn' });
-  const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'stored B/record', 'CPU s/1M records', 'peak RSS: tree (main)']];
+  const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'stored B/record', 'CPU s/1M records', 'peak RSS: tree (main) PSS tree']];
   try {
     await settle(server.pid);
     const run = async (label: string, path: string, dataset: string, bodies: Buffer[], headers: Record<string, string>, perBody: number) => {
@@ -103,7 +103,7 @@ export async function benchOtel(): Promise<string[][]> {
         fmt(records / secs),
         fmt(stats.storage.size / records, 1),
         fmt((use.cpuSec / records) * 1e6, 1),
-        `${fmt(use.peakTreeRss / 1e6)} MB (${fmt(use.peakMainRss / 1e6)} MB)`,
+        `${fmt(use.peakTreeRss / 1e6)} MB (${fmt(use.peakMainRss / 1e6)} MB) ${fmt(use.peakTreePss / 1e6)} MB`,
       ]);
     };
     const logsJson = Array.from({ length: REQUESTS }, (_, i) => logsRequest(PER_REQUEST, i, base + i * PER_REQUEST));

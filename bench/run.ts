@@ -91,7 +91,7 @@ async function main(): Promise<void> {
     const singleUse = await watch.stop();
     const mb = (n: number) => `${fmt(n / 1e6)} MB`;
     table([
-      ['case', 'events', 'seconds', 'events/s', 'MB/s', 'vs limit', 'CPU s/1M events', 'peak RSS: tree (main)'],
+      ['case', 'events', 'seconds', 'events/s', 'MB/s', 'vs limit', 'CPU s/1M events', 'peak RSS: tree (main) PSS tree'],
       [
         `batches of ${BATCH}, ${CLIENTS} clients`,
         fmt(EVENTS),
@@ -100,7 +100,7 @@ async function main(): Promise<void> {
         fmt(rawBytes / secs / 1e6, 1),
         `${fmt(EVENTS / secs / parse.eventsPerSec, 2)} × JSON.parse`,
         fmt((batchUse.cpuSec / EVENTS) * 1e6, 1),
-        `${mb(batchUse.peakTreeRss)} (${mb(batchUse.peakMainRss)})`,
+        `${mb(batchUse.peakTreeRss)} (${mb(batchUse.peakMainRss)}) ${mb(batchUse.peakTreePss)}`,
       ],
       [
         `batches of 1, ${SINGLE_CLIENTS} clients`,
@@ -110,7 +110,7 @@ async function main(): Promise<void> {
         fmt(singles.reduce((s, b) => s + b.length, 0) / single / 1e6, 1),
         `${fmt(SINGLE_EVENTS / single / bare, 2)} × bare HTTP`,
         fmt((singleUse.cpuSec / SINGLE_EVENTS) * 1e6, 1),
-        `${mb(singleUse.peakTreeRss)} (${mb(singleUse.peakMainRss)})`,
+        `${mb(singleUse.peakTreeRss)} (${mb(singleUse.peakMainRss)}) ${mb(singleUse.peakTreePss)}`,
       ],
     ]);
     if (process.env.BENCH_THREADS === '1') {
@@ -122,7 +122,7 @@ async function main(): Promise<void> {
     }
     console.log(
       `  CPU: the service's process tree from the first request until the WAL is in Parquet (flush included); JSON.parse alone costs ` +
-        `${fmt(1e6 / parse.eventsPerSec, 1)} s/1M events. RSS: main process (with ingest and DuckDB threads) plus query worker processes.`,
+        `${fmt(1e6 / parse.eventsPerSec, 1)} s/1M events. RSS: main process (with ingest and DuckDB threads) plus query worker processes; PSS counts the pages they share (node, DuckDB's library) once.`,
     );
     console.log(`\nall WAL data in Parquet ${fmt(flushSecs, 1)} s after the last acknowledgement`);
     const stats = (await api(server.port, 'GET', '/api/v1/logstream/bench_logs/stats')) as { ingestion: { count: number; size: number }; storage: { size: number; files: number } };
