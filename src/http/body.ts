@@ -1,7 +1,9 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
 import { tooLarge } from '../errors.ts';
+import type { Config } from '../config.ts';
 import type { InflightLease } from '../ingest/inflight.ts';
+import type { JobBase } from '../ingest/pipeline.ts';
 import type { IngestService } from '../ingest/service.ts';
 
 /** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
@@ -26,9 +28,18 @@ export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
 /**
  * Every ingest route's body: read and stored inside the in-flight byte budget (README "Limits"), which
  * is reserved from the declared Content-Length before a byte is read and given back when `run` ends.
+ * `run` gets the part of the job every format shares: the body, its encoding and the decoding limits.
  */
-export function withIngestBody<T>(c: Context, ingest: IngestService, maxBytes: number, run: (body: Buffer, lease: InflightLease) => Promise<T>): Promise<T> {
-  return ingest.admit(c.req.header('content-length'), async (lease) => run(await readBody(c, maxBytes), lease));
+export function withIngestBody<T>(
+  c: Context,
+  ingest: IngestService,
+  config: Pick<Config, 'maxBodyBytes' | 'maxDecompressedBytes'>,
+  run: (base: JobBase, lease: InflightLease) => Promise<T>,
+): Promise<T> {
+  return ingest.admit(c.req.header('content-length'), async (lease) => {
+    const body = await readBody(c, config.maxBodyBytes);
+    return run({ body, contentEncoding: c.req.header('content-encoding'), maxDecompressedBytes: config.maxDecompressedBytes, limits: ingest.limits }, lease);
+  });
 }
 
 const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);

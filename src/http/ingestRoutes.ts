@@ -12,13 +12,10 @@ export function registerIngestRoutes(app: Hono<AppEnv>, { storage, config, inges
     authorize(c.get('principal'), 'ingest', name);
     if (!createIfMissing && !(await storage.resolve(name))) return c.json({ error: `dataset "${name}" does not exist` }, 404);
     const principal = c.get('principal');
-    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
+    return withIngestBody(c, ingest, config, async (base, lease) => {
       const job: IngestJob = {
+        ...base,
         kind: 'json',
-        body,
-        contentEncoding: c.req.header('content-encoding'),
-        maxDecompressedBytes: config.maxDecompressedBytes,
-        limits: ingest.limits,
         stamp: stampFromRequest(c.req.raw.headers, (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket.remoteAddress),
         maxDepth: config.maxNesting,
       };

@@ -17,13 +17,10 @@ export function registerOtlpRoutes(app: Hono<AppEnv>, { config, ingest }: Servic
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
     const format = otlpFormat(c.req.header('content-type'));
-    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
+    return withIngestBody(c, ingest, config, async (base, lease) => {
       const job: IngestJob = {
+        ...base,
         kind: 'otlp',
-        body,
-        contentEncoding: c.req.header('content-encoding'),
-        maxDecompressedBytes: config.maxDecompressedBytes,
-        limits: ingest.limits,
         signal,
         format,
         received: new Date().toISOString(),

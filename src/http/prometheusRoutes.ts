@@ -12,14 +12,11 @@ export function registerPrometheusRoutes(app: Hono<AppEnv>, { config, ingest }: 
     const name = streamName(c);
     const principal = c.get('principal');
     authorize(principal, 'ingest', name);
-    return withIngestBody(c, ingest, config.maxBodyBytes, async (body, lease) => {
+    return withIngestBody(c, ingest, config, async (base, lease) => {
       const job: IngestJob = {
+        ...base,
         kind: 'prometheus',
-        body,
-        contentEncoding: c.req.header('content-encoding'),
         contentType: c.req.header('content-type'),
-        maxDecompressedBytes: config.maxDecompressedBytes,
-        limits: ingest.limits,
         received: new Date().toISOString(),
       };
       const { count, info } = await ingest.store({ name, kind: 'otel-metrics', create: true, authorizeCreate: () => authorize(principal, 'create', name) }, job, lease);

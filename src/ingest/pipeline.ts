@@ -20,7 +20,8 @@ import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion } fr
 import { uncompress } from './prometheus/decode.ts';
 import type { ColumnType, FlatRow } from '../model.ts';
 
-interface JobBase {
+/** What every ingest job carries, whatever its format (filled by the HTTP side's `withIngestBody`). */
+export interface JobBase {
   body: Uint8Array;
   contentEncoding?: string;
   maxDecompressedBytes: number;
