@@ -3,7 +3,7 @@
  * e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`), sends JSON batches (PROBE_EVENTS, 8 clients) and single
  * events (PROBE_SINGLE, 32 clients; PROBE_FLUSH=1 waits for the WAL to be in Parquet), prints events/s, service CPU seconds and peak RSS of its tree.
  */
-import { api, fmt, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
+import { api, fmt, sendAll, settle, startService, threadCpu, waitFlushed, watchTree } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 
 const EVENTS = Number(process.env.PROBE_EVENTS ?? 300_000);
@@ -26,14 +26,14 @@ try {
     if (process.env.PROBE_FLUSH === '1') await waitFlushed(server.port, 'bench_logs');
     const u = await w.stop();
     console.log(`batches: ${fmt(EVENTS / secs)} ev/s, service CPU ${fmt((u.cpuSec / EVENTS) * 1e6, 2)} s/1M, client CPU ${fmt(((c.user + c.system) / 1e6 / EVENTS) * 1e6, 2)} s/1M, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB main ${fmt(u.peakMainRss / 1e6)} MB, PSS tree ${fmt(u.peakTreePss / 1e6)} MB`);
-    console.log('  by thread (CPU s):', [...u.byThread].filter(([, v]) => v > 0.05).map(([k, v]) => `${k}=${v.toFixed(2)}`).join(' '));
+    console.log(`  by thread (CPU s): ${threadCpu(u.byThread)}`);
   }
   if (SINGLE) {
     const w = watchTree(server.pid);
     const secs = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, 32);
     const u = await w.stop();
     console.log(`singles: ${fmt(SINGLE / secs)} req/s, service CPU ${fmt((u.cpuSec / SINGLE) * 1e6, 1)} µs/req, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB`);
-    console.log('  by thread (CPU s):', [...u.byThread].filter(([, v]) => v > 0.05).map(([k, v]) => `${k}=${v.toFixed(2)}`).join(' '));
+    console.log(`  by thread (CPU s): ${threadCpu(u.byThread)}`);
   }
 } finally {
   await server.stop();

@@ -101,6 +101,14 @@ export function watchTree(pid: number, everyMs = 100) {
   };
 }
 
+/** CPU seconds per thread (from `watchTree`), busiest first, leaving out threads under 0.05 s. */
+export const threadCpu = (byThread: Map<string, number>) =>
+  [...byThread]
+    .filter(([, s]) => s >= 0.05)
+    .sort((a, b) => b[1] - a[1])
+    .map(([k, s]) => `${k} ${s.toFixed(2)}`)
+    .join(', ');
+
 /** Waits until the service tree uses under 5% of a core over half a second (start-up work done), at most `maxMs`. */
 export async function settle(pid: number, maxMs = 20_000): Promise<void> {
   const deadline = Date.now() + maxMs;
@@ -150,14 +158,14 @@ export async function startService(env: Record<string, string> = {}, nodeArgs: s
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });
 
 /** A lean HTTP client (node:http with keep-alive) so the load generator steals little CPU. */
-export function post(port: number, p: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+export function post(port: number, p: string, body: Buffer | string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; headers: http.IncomingHttpHeaders }> {
   return new Promise((resolve, reject) => {
     const req = http.request(
       { host: '127.0.0.1', port, path: p, method: 'POST', agent, headers: { 'x-api-key': BENCH_KEY, 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } },
       (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString() }));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString(), headers: res.headers }));
       },
     );
     req.on('error', reject);

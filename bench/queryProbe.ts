@@ -3,10 +3,9 @@
  * Parquet, then sends PROBE_QUERIES sequential one-row queries and prints the median client time and the
  * median of the service's own `p-time-elapsed` (the rest is HTTP on both sides).
  */
-import * as http from 'node:http';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { api, fmt, listFiles, median, sendAll, startService, waitFlushed } from './lib.ts';
+import { api, fmt, listFiles, median, post, sendAll, startService, waitFlushed } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 
 const EVENTS = Number(process.env.PROBE_EVENTS ?? 100_000);
@@ -16,17 +15,13 @@ const events = makeLogEvents(EVENTS, 42);
 const bodies: string[] = [];
 for (let i = 0; i < events.length; i += 1000) bodies.push(JSON.stringify(events.slice(i, i + 1000)));
 const server = await startService({ P_FLUSH_INTERVAL: '1s', ...(process.env.PROBE_ENV ? JSON.parse(process.env.PROBE_ENV) : {}) });
-const agent = new http.Agent({ keepAlive: true });
-const query = (body: string) =>
-  new Promise<{ ms: number; elapsed: number }>((resolve, reject) => {
-    const t = performance.now();
-    const req = http.request({ host: '127.0.0.1', port: server.port, path: '/api/v1/query', method: 'POST', agent, headers: { 'x-api-key': 'bench-admin-key', 'content-type': 'application/json' } }, (res) => {
-      res.resume();
-      res.on('end', () => (res.statusCode === 200 ? resolve({ ms: performance.now() - t, elapsed: Number(res.headers['p-time-elapsed']) * 1000 }) : reject(new Error(`status ${res.statusCode}`))));
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+/** One query through the lean bench client: client time and the service's own `p-time-elapsed`. */
+const query = async (body: string) => {
+  const t = performance.now();
+  const res = await post(server.port, '/api/v1/query', body);
+  if (res.status !== 200) throw new Error(`query failed ${res.status}: ${res.body}`);
+  return { ms: performance.now() - t, elapsed: Number(res.headers['p-time-elapsed']) * 1000 };
+};
 try {
   await api(server.port, 'PUT', '/api/v1/logstream/bench_logs');
   await sendAll(server.port, '/api/v1/logstream/bench_logs', bodies, 4);

@@ -5,7 +5,7 @@
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import * as os from 'node:os';
-import { api, fmt, listFiles, median, post, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
+import { api, fmt, listFiles, median, post, sendAll, settle, startService, threadCpu, waitFlushed, watchTree } from './lib.ts';
 import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, jsonParseRate } from './limits.ts';
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
@@ -116,8 +116,7 @@ async function main(): Promise<void> {
     if (process.env.BENCH_THREADS === '1') {
       // Where the CPU went, per thread of the service (and per query worker process), for profiling.
       for (const [label, use] of [['batches', batchUse], ['single', singleUse]] as const) {
-        const top = [...use.byThread].filter(([, s]) => s >= 0.05).sort((a, b) => b[1] - a[1]);
-        console.log(`  ${label} CPU by thread: ${top.map(([k, s]) => `${k} ${fmt(s, 2)}`).join(', ')}`);
+        console.log(`  ${label} CPU by thread: ${threadCpu(use.byThread)}`);
       }
     }
     console.log(

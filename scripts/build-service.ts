@@ -8,8 +8,8 @@
  * own supervising process, 52 MB, is gone). Run by `prestart` (via `npm run build`) and by the test
  * suite's global setup, so `dist/` is never stale and never in git.
  *
- * esbuild transpiles; each relative `./x.ts` import is rewritten to `./x.js` and left external, so
- * nothing is bundled together and the output mirrors the source tree.
+ * esbuild transpiles; each relative `./x.ts` import is rewritten to `./x.js` and left external, as are
+ * packages, so nothing is bundled together and the output mirrors the source tree.
  */
 import * as esbuild from 'esbuild';
 import * as fs from 'node:fs/promises';
@@ -23,8 +23,6 @@ const keepRelativeImports: esbuild.Plugin = {
   name: 'keep-relative-imports',
   setup(build) {
     build.onResolve({ filter: /^\.\.?\// }, (args) => (args.kind === 'entry-point' ? undefined : { path: args.path.replace(/\.ts$/, '.js'), external: true }));
-    // Packages stay imports too: node resolves them from node_modules at run time.
-    build.onResolve({ filter: /^[^./]/ }, (args) => (args.kind === 'entry-point' ? undefined : { path: args.path, external: true }));
   },
 };
 
@@ -43,6 +41,8 @@ export async function buildService(): Promise<void> {
       format: 'esm',
       target: 'node20',
       sourcemap: 'linked',
+      // Packages stay imports: node resolves them from node_modules at run time.
+      packages: 'external',
       plugins: [keepRelativeImports],
       logLevel: 'warning',
     });
