@@ -54,7 +54,12 @@ export async function buildService(): Promise<void> {
     await fs.writeFile(path.join(staging, 'package.json'), '{ "type": "module" }\n');
     // Swap in one step: a server started from dist/ never sees a half-written tree for long.
     await fs.rm(out, { recursive: true, force: true });
-    await fs.rename(staging, out);
+    await fs.rename(staging, out).catch(async (err: NodeJS.ErrnoException) => {
+      // Another build of the same sources (two test runs in one checkout) put its dist/ there between
+      // our two steps: it is as fresh as ours, so ours goes.
+      if (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST') throw err;
+      await fs.rm(staging, { recursive: true, force: true });
+    });
   } catch (err) {
     await fs.rm(staging, { recursive: true, force: true });
     throw err;
