@@ -73,7 +73,9 @@ describe('several workers on one bucket', () => {
         `worker sees ${n} events once each`,
         async () => {
           const [row] = await query(w, sql);
-          return row.n === n && row.d === n;
+          // Thrown, not returned: `until` keeps waiting and names what it saw last if it times out.
+          if (row.n !== n || row.d !== n) throw new Error(`${w.url} saw n=${row.n}, d=${row.d}`);
+          return true;
         },
         40_000,
       );
