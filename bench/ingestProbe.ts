@@ -30,9 +30,11 @@ try {
   }
   if (SINGLE) {
     const w = watchTree(server.pid);
+    const cpu0 = process.cpuUsage();
     const secs = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, 32);
+    const c = process.cpuUsage(cpu0);
     const u = await w.stop();
-    console.log(`singles: ${fmt(SINGLE / secs)} req/s, service CPU ${fmt((u.cpuSec / SINGLE) * 1e6, 1)} µs/req, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB`);
+    console.log(`singles: ${fmt(SINGLE / secs)} req/s, service CPU ${fmt((u.cpuSec / SINGLE) * 1e6, 1)} µs/req, client CPU ${fmt((c.user + c.system) / SINGLE, 1)} µs/req, peak RSS tree ${fmt(u.peakTreeRss / 1e6)} MB`);
     console.log(`  by thread (CPU s): ${threadCpu(u.byThread)}`);
   }
 } finally {

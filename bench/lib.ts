@@ -1,10 +1,13 @@
 import { spawn } from 'node:child_process';
+import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildService } from '../scripts/build-service.ts';
 import { freePort } from '../test/helpers/server.ts';
+
+import { RawConnection, requestBytes } from './loadgen.ts';
 
 export { listFiles } from '../test/helpers/files.ts';
 
@@ -25,10 +28,37 @@ export interface BenchServer {
  * query workers live as long as it does. With `threads`, CPU seconds per thread name of the process.
  */
 export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec: number; rssBytes: number; pssBytes: number; mainRssBytes: number; processes: number; byThread?: Map<string, number> }> {
+  const u = treeUsageSync(pid, threads);
+  return { ...u, pssBytes: pssOf(u.pids) };
+}
+
+/**
+ * PSS of these processes: each shared page (node's binary, DuckDB's library: ~70 MB mapped by every
+ * process of the tree) counted once over the tree, where summing RSS counts it once per process.
+ * Reading smaps_rollup walks the process's page tables (~6 ms for the service's main process, whose
+ * virtual mappings are large), in the load generator's process: the watcher reads it sparingly.
+ */
+function pssOf(pids: number[]): number {
+  let pss = 0;
+  for (const p of pids) pss += Number(/^Pss:\s+(\d+) kB/m.exec(readProc(`/proc/${p}/smaps_rollup`))?.[1] ?? 0) * 1024;
+  return pss;
+}
+
+// Synchronous reads: the sampler runs in the load generator's process every 100 ms, and promise-based
+// reads of ~60 small /proc files per sample cost the load generator (so the service) measurably more.
+const readProc = (file: string) => {
+  try {
+    return fsSync.readFileSync(file, 'utf8');
+  } catch {
+    return '';
+  }
+};
+
+function treeUsageSync(pid: number, threads: boolean) {
   const ticks = 100; // USER_HZ: 100 on every Linux platform Node supports
   const page = 4096;
-  const statOf = async (file: string) => {
-    const text = await fs.readFile(file, 'utf8').catch(() => '');
+  const statOf = (file: string) => {
+    const text = readProc(file);
     const close = text.lastIndexOf(')');
     if (close < 0) return undefined;
     const f = text.slice(close + 2).split(' ');
@@ -37,36 +67,35 @@ export async function treeUsage(pid: number, threads = false): Promise<{ cpuSec:
   };
   let cpuSec = 0;
   let rssBytes = 0;
-  // PSS: each shared page (node's binary, DuckDB's library: ~70 MB mapped by every process of the tree)
-  // counted once over the tree, where summing RSS counts it once per process.
-  let pssBytes = 0;
   let mainRssBytes = 0;
-  let processes = 0;
+  const pids: number[] = [];
   const byThread = threads ? new Map<string, number>() : undefined;
-  const visit = async (p: number): Promise<void> => {
-    const s = await statOf(`/proc/${p}/stat`);
+  const visit = (p: number): void => {
+    const s = statOf(`/proc/${p}/stat`);
     if (!s) return;
-    processes++;
+    pids.push(p);
     cpuSec += s.cpu;
     rssBytes += s.rss;
-    const rollup = await fs.readFile(`/proc/${p}/smaps_rollup`, 'utf8').catch(() => '');
-    pssBytes += Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) * 1024;
     if (p === pid) mainRssBytes = s.rss;
-    const tids = await fs.readdir(`/proc/${p}/task`).catch(() => [] as string[]);
+    let tids: string[] = [];
+    try {
+      tids = fsSync.readdirSync(`/proc/${p}/task`);
+    } catch {
+      // exited meanwhile
+    }
     const kids: number[] = [];
     for (const tid of tids) {
-      const text = await fs.readFile(`/proc/${p}/task/${tid}/children`, 'utf8').catch(() => '');
-      for (const k of text.split(' ')) if (k.trim()) kids.push(Number(k));
+      for (const k of readProc(`/proc/${p}/task/${tid}/children`).split(' ')) if (k.trim()) kids.push(Number(k));
       if (byThread && p === pid) {
-        const t = await statOf(`/proc/${p}/task/${tid}/stat`);
+        const t = statOf(`/proc/${p}/task/${tid}/stat`);
         if (t) byThread.set(`${t.comm}/${tid}`, t.cpu);
       }
     }
     if (byThread && p !== pid) byThread.set(`child ${s.comm}`, (byThread.get(`child ${s.comm}`) ?? 0) + s.cpu);
-    await Promise.all(kids.map(visit));
+    for (const k of kids) visit(k);
   };
-  await visit(pid);
-  return { cpuSec, rssBytes, pssBytes, mainRssBytes, processes, byThread };
+  visit(pid);
+  return { cpuSec, rssBytes, mainRssBytes, processes: pids.length, pids, byThread };
 }
 
 /** Samples `treeUsage` every `everyMs` while running; `stop()` gives the peaks and the CPU used since `start`. */
@@ -76,14 +105,20 @@ export function watchTree(pid: number, everyMs = 100) {
   let peakMain = 0;
   let first: number | undefined;
   let last = 0;
+  let lastPss = 0;
   let running = true;
   const loop = (async () => {
     while (running) {
-      const u = await treeUsage(pid);
+      const u = treeUsageSync(pid, false);
       first ??= u.cpuSec;
       last = u.cpuSec;
+      // PSS ≤ RSS, and the tree's peak PSS comes with a peak of its RSS: read it (~6 ms of the load
+      // generator's CPU each time) at a new peak of the RSS, at most twice a second, and once at the end.
+      if (u.rssBytes > peakTree && performance.now() - lastPss >= 500) {
+        lastPss = performance.now();
+        peakPss = Math.max(peakPss, pssOf(u.pids));
+      }
       peakTree = Math.max(peakTree, u.rssBytes);
-      peakPss = Math.max(peakPss, u.pssBytes);
       peakMain = Math.max(peakMain, u.mainRssBytes);
       await new Promise((r) => setTimeout(r, everyMs));
     }
@@ -184,20 +219,29 @@ export async function api(port: number, method: string, p: string, body?: unknow
   return text ? JSON.parse(text) : undefined;
 }
 
-/** Sends every body with `clients` concurrent senders; returns elapsed seconds. */
+/**
+ * Sends every body with `clients` concurrent senders (bench/loadgen.ts: one keep-alive connection
+ * each, requests prebuilt before the clock starts); returns elapsed seconds.
+ */
 export async function sendAll(port: number, p: string, bodies: (Buffer | string)[], clients: number, headers: Record<string, string> = {}): Promise<number> {
+  const all = { 'x-api-key': BENCH_KEY, 'content-type': 'application/json', ...headers };
+  const requests = bodies.map((b) => requestBytes(port, p, b, all));
+  const conns = await Promise.all(Array.from({ length: clients }, () => RawConnection.open(port)));
   let next = 0;
   const started = performance.now();
-  await Promise.all(
-    Array.from({ length: clients }, async () => {
-      while (next < bodies.length) {
-        const body = bodies[next++];
-        const res = await post(port, p, body, headers);
-        if (res.status >= 300) throw new Error(`ingest failed ${res.status}: ${res.body}`);
-      }
-    }),
-  );
-  return (performance.now() - started) / 1000;
+  try {
+    await Promise.all(
+      conns.map(async (conn) => {
+        while (next < requests.length) {
+          const res = await conn.send(requests[next++]);
+          if (res.status >= 300) throw new Error(`ingest failed ${res.status}: ${res.body.toString()}`);
+        }
+      }),
+    );
+    return (performance.now() - started) / 1000;
+  } finally {
+    for (const c of conns) c.close();
+  }
 }
 
 export async function waitFlushed(port: number, dataset: string, timeoutMs = 120_000): Promise<void> {
