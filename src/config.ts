@@ -73,7 +73,7 @@ const envSchema = z.object({
   P_QUERY_WORKER_HEAP: bytes('512MiB'),
   P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1),
   P_PARQUET_ROW_GROUP_ROWS: int(122_880),
-  P_PARQUET_ZSTD_LEVEL: int(3),
+  P_PARQUET_ZSTD_LEVEL: int(1),
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
   P_MAX_INFLIGHT_BYTES: bytes('64MiB'),
   P_INFLIGHT_WAIT: duration('2s'),

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { writeFully } from '../../src/storage/wal.ts';
+
+/** A file handle whose writev takes at most the given number of bytes per call (0: makes no progress). */
+function shortWriter(perCall: number[]) {
+  const file: number[] = [];
+  const calls: number[] = [];
+  return {
+    file,
+    calls,
+    handle: {
+      writev: async (buffers: Uint8Array[], position: number) => {
+        const limit = perCall[calls.length] ?? Infinity;
+        let n = 0;
+        for (const b of buffers) for (const byte of b) if (n < limit) file[position + n++] = byte;
+        calls.push(n);
+        return { bytesWritten: n, buffers };
+      },
+    },
+  };
+}
+
+const chunks = () => [Buffer.from('abc'), Buffer.from(''), Buffer.from('defgh'), Buffer.from('\n')];
+
+describe('WAL writeFully: every byte of a group, in order, however the disk splits the writes', () => {
+  const cases: [string, number[], number][] = [
+    ['all at once', [], 1],
+    ['cut inside the first chunk', [2], 2],
+    ['cut on a chunk boundary', [3], 2],
+    ['cut inside a later chunk', [5], 2],
+    ['a byte at a time', Array(9).fill(1), 9],
+    ['cut twice', [4, 2], 3],
+  ];
+  it.each(cases)('%s', async (_name, perCall, expectedCalls) => {
+    const w = shortWriter(perCall);
+    const total = await writeFully(w.handle, chunks(), 10);
+    expect(total).toBe(9);
+    expect(Buffer.from(w.file.slice(10)).toString()).toBe('abcdefgh\n');
+    expect(w.calls).toHaveLength(expectedCalls);
+  });
+
+  it('a write that makes no progress is a full disk (ENOSPC), not a silent success', async () => {
+    const w = shortWriter([4, 0]);
+    await expect(writeFully(w.handle, chunks(), 0)).rejects.toMatchObject({ code: 'ENOSPC' });
+  });
+});
