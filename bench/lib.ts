@@ -7,7 +7,7 @@ import * as path from 'node:path';
 import { buildService } from '../scripts/build-service.ts';
 import { freePort } from '../test/helpers/server.ts';
 
-import { RawConnection, requestBytes } from './loadgen.ts';
+import { prepareRequest, RawConnection } from './loadgen.ts';
 
 export { listFiles } from '../test/helpers/files.ts';
 
@@ -225,7 +225,7 @@ export async function api(port: number, method: string, p: string, body?: unknow
  */
 export async function sendAll(port: number, p: string, bodies: (Buffer | string)[], clients: number, headers: Record<string, string> = {}): Promise<number> {
   const all = { 'x-api-key': BENCH_KEY, 'content-type': 'application/json', ...headers };
-  const requests = bodies.map((b) => requestBytes(port, p, b, all));
+  const requests = bodies.map((b) => prepareRequest(port, p, b, all));
   const conns = await Promise.all(Array.from({ length: clients }, () => RawConnection.open(port)));
   let next = 0;
   const started = performance.now();

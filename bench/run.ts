@@ -27,6 +27,24 @@ const QUERIES: [string, string][] = [
   ['per-minute histogram', "SELECT date_trunc('minute', p_timestamp) AS minute, count(*) AS n FROM {t} GROUP BY 1 ORDER BY 1"],
 ];
 
+/**
+ * The JSON bodies of `count` events in batches of `batch`. The events themselves are dropped once
+ * serialised: kept alive, a million objects made every full GC of the load generator — which shares
+ * the cores with the service — mark them again.
+ */
+function batchBodies(count: number, batch: number): string[] {
+  const events = makeLogEvents(count, 42);
+  const bodies: string[] = [];
+  for (let i = 0; i < events.length; i += batch) bodies.push(JSON.stringify(events.slice(i, i + batch)));
+  return bodies;
+}
+
+/** CPU seconds (user + system) this process used since `start` (a `process.cpuUsage()`). */
+function cpuSecSince(start: NodeJS.CpuUsage): number {
+  const u = process.cpuUsage(start);
+  return (u.user + u.system) / 1e6;
+}
+
 function table(rows: string[][]): void {
   const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   for (const r of rows) console.log(`  ${r.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ')}`);
@@ -37,9 +55,7 @@ async function main(): Promise<void> {
   console.log(`machine: ${(await import('node:os')).cpus().length} cores, node ${process.version}\n`);
 
   console.log(`generating ${fmt(EVENTS)} log events…`);
-  const events = makeLogEvents(EVENTS, 42);
-  const bodies: string[] = [];
-  for (let i = 0; i < events.length; i += BATCH) bodies.push(JSON.stringify(events.slice(i, i + BATCH)));
+  const bodies = batchBodies(EVENTS, BATCH);
   const rawBytes = bodies.reduce((s, b) => s + Buffer.byteLength(b), 0);
   const singles = makeLogEvents(SINGLE_EVENTS, 7).map((e) => JSON.stringify(e));
 
@@ -80,13 +96,19 @@ async function main(): Promise<void> {
     // Peak RSS and CPU of the service's whole process tree (main thread, ingest worker threads, DuckDB
     // threads, and the query worker processes), from the first request until the WAL is in Parquet.
     let watch = watchTree(server.pid);
+    // The load generator's CPU (this process: sending, and sampling the service's tree) shares the
+    // machine's cores with the service, so it is part of what limits the rates below.
+    let clientCpu = process.cpuUsage();
     const secs = await sendAll(server.port, '/api/v1/logstream/bench_logs', bodyBytes, CLIENTS);
+    const batchClient = cpuSecSince(clientCpu);
     const flushStart = performance.now();
     await waitFlushed(server.port, 'bench_logs');
     const flushSecs = (performance.now() - flushStart) / 1000;
     const batchUse = await watch.stop();
     watch = watchTree(server.pid);
+    clientCpu = process.cpuUsage();
     const single = await sendAll(server.port, '/api/v1/logstream/bench_single', singles, SINGLE_CLIENTS);
+    const singleClient = cpuSecSince(clientCpu);
     await waitFlushed(server.port, 'bench_single');
     const singleUse = await watch.stop();
     const mb = (n: number) => `${fmt(n / 1e6)} MB`;
@@ -122,6 +144,11 @@ async function main(): Promise<void> {
     console.log(
       `  CPU: the service's process tree from the first request until the WAL is in Parquet (flush included); JSON.parse alone costs ` +
         `${fmt(1e6 / parse.eventsPerSec, 1)} s/1M events. RSS: main process (with ingest and DuckDB threads) plus query worker processes; PSS counts the pages they share (node, DuckDB's library) once.`,
+    );
+    const clientPerMillion = (batchClient / EVENTS) * 1e6;
+    console.log(
+      `  load generator (same cores): ${fmt(clientPerMillion, 1)} CPU s/1M events in batches, ${fmt((singleClient / SINGLE_EVENTS) * 1e6, 1)} µs per single-event request. ` +
+        `With it, the ingest ceiling above (JSON.parse + DuckDB) on ${cores} cores is ${fmt((cores / (floorCpu + clientPerMillion)) * 1e6)} events/s.`,
     );
     console.log(`\nall WAL data in Parquet ${fmt(flushSecs, 1)} s after the last acknowledgement`);
     const stats = (await api(server.port, 'GET', '/api/v1/logstream/bench_logs/stats')) as { ingestion: { count: number; size: number }; storage: { size: number; files: number } };

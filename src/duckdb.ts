@@ -46,11 +46,6 @@ export async function openDuckDB(opts: { dataDir: string; threads: number; memor
     await conn.run(`SET autoinstall_known_extensions = false`);
     // Stored Parquet files never change once written, so their footers can be cached across queries.
     await conn.run(`SET parquet_metadata_cache = true`);
-    // A flush writes one file per minute (COPY … PARTITION_BY): DuckDB buffers up to 524,288 rows per
-    // partition before handing them to the file's writer, which held a 16 MiB WAL segment's rows twice.
-    // Handing them over every 8,192 rows took ~45 MB (130 → 85 MB) off a flush's peak with the same
-    // CPU and the same files (one row group per file), measured on the bench's events.
-    await conn.run(`SET partitioned_write_flush_threshold = 8192`);
     await conn.run(`SET autoload_known_extensions = false`);
     await conn.run(`SET lock_configuration = true`);
   } finally {
