@@ -306,6 +306,31 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
     expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
   });
 
+  it('a client that goes away in the middle of its body stores nothing, creates no dataset and gives its reservation back', async () => {
+    const body = Buffer.from(events(2000, 0));
+    const url = new URL(server.url);
+    for (const size of [body.length, 100]) {
+      // 100 bytes: a body of one chunk (read as it came, not copied), cut short just the same.
+      const sent = body.subarray(0, Math.min(size, body.length) >> 1);
+      const req = http.request({
+        host: url.hostname,
+        port: url.port,
+        path: '/api/v1/ingest',
+        method: 'POST',
+        headers: { 'x-api-key': server.apiKey, 'x-p-stream': 'inflight_gone', 'content-type': 'application/json', 'content-length': size },
+      });
+      req.on('error', () => {});
+      req.write(sent);
+      await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === size);
+      req.destroy();
+      await until('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
+    }
+    const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
+    expect(list.map((d) => d.name)).not.toContain('inflight_gone');
+    // And the route still serves the next client.
+    await okJson(await postJson(server, 'inflight_after_gone', events(3, 0)));
+  });
+
   it('many concurrent large requests on every route: clients retrying 503s get everything stored, and bytes in flight never pass the limit', async () => {
     type Sent = { route: string; send: () => Promise<Response>; rows: number };
     const sent: Sent[] = [];
