@@ -44,3 +44,25 @@ describe('WAL writeFully: every byte of a group, in order, however the disk spli
     await expect(writeFully(w.handle, chunks(), 0)).rejects.toMatchObject({ code: 'ENOSPC' });
   });
 });
+
+describe('WAL writeFully on a real file', () => {
+  it('a group of more buffers than one writev takes (IOV_MAX is 1024 on Linux) lands whole and in order', async () => {
+    const fs = await import('node:fs/promises');
+    const os = await import('node:os');
+    const path = await import('node:path');
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'wal-writev-'));
+    const file = path.join(dir, 'seg');
+    const handle = await fs.open(file, 'w+');
+    try {
+      const lines = Array.from({ length: 3000 }, (_, i) => Buffer.from(`{"i":${i}}\n`));
+      await handle.write('head\n', 0);
+      const total = await writeFully(handle, lines, 5);
+      expect(total).toBe(lines.reduce((s, l) => s + l.length, 0));
+      const text = await fs.readFile(file, 'utf8');
+      expect(text).toBe(`head\n${lines.map(String).join('')}`);
+    } finally {
+      await handle.close();
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
