@@ -1,7 +1,9 @@
 import * as path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listFiles, until } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
+import { otlpLogsJson } from './helpers/wire.ts';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -66,6 +68,49 @@ describe('compaction and retention (local storage)', () => {
     // Old files are deleted after the grace period (2×timeout + 2×refresh + 5 s: 12 s here).
     await until('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files, 20_000);
     expect(await query(server, 'SELECT count(*) AS n FROM c')).toEqual([{ n: total }]);
+  });
+
+  it('a merged file is in time order: files that follow one another are joined as stored, overlapping ones sorted', async () => {
+    // OTel logs are timed by each record's own time, so a client decides how flushes line up in time.
+    // Each batch's records are sent newest first, which the flush keeps: joining files as stored keeps
+    // that order inside each file, sorting does not. A minute of the previous hour holds every record.
+    const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000;
+    const batch = (fromSec: number, toSec: number) =>
+      Array.from({ length: toSec - fromSec + 1 }, (_, i) => ({ timeMs: hour + (toSec - i) * 1000, body: `t${toSec - i}`, attributes: [] }));
+    const cases: [string, [number, number][], number[]][] = [
+      // [dataset, batches (seconds into the hour), expected seconds in the merged file's order]
+      ['following', [[0, 4], [10, 14]], [4, 3, 2, 1, 0, 14, 13, 12, 11, 10]],
+      ['overlapping', [[5, 9], [0, 14]], [0, 1, 2, 3, 4, 5, 5, 6, 6, 7, 7, 8, 8, 9, 9, 10, 11, 12, 13, 14]],
+    ];
+    const dataDir = await tempDir();
+    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
+    let server = await startServer({ dataDir, env });
+    servers.push(server);
+    for (const [name, batches] of cases) {
+      for (const [from, to] of batches) {
+        const res = await server.request('/v1/logs', { method: 'POST', body: otlpLogsJson(batch(from, to)), headers: { 'content-type': 'application/json', 'x-p-stream': name } });
+        expect(res.status, await res.text()).toBe(200);
+        await until('flush', async () => (await stats(server, name)).wal.count === 0);
+      }
+      expect((await stats(server, name)).storage.files).toBe(2);
+    }
+    await server.stop();
+    server = await startServer({ dataDir, env: { ...env, P_COMPACTION_INTERVAL: '300ms' } });
+    servers.push(server);
+    const duck = await (await DuckDBInstance.create(':memory:', { threads: '1' })).connect();
+    try {
+      for (const [name, , expected] of cases) {
+        await until(`${name} compacted`, async () => (await stats(server, name)).storage.files === 1);
+        const merged = (await parquetFiles(path.join(dataDir, 'store', name))).filter((f) => f.endsWith('.compacted.parquet'));
+        expect(merged).toHaveLength(1);
+        // One thread reads the file's rows in the order they are stored.
+        const rows = (await duck.runAndReadAll(`SELECT epoch_ms(time_unix_nano) AS ms FROM read_parquet('${merged[0]}')`)).getRowObjectsJson();
+        expect(rows.map((r) => (Number(r.ms) - hour) / 1000), name).toEqual(expected);
+        expect(await query(server, `SELECT count(*) AS n FROM ${name}`, { startTime: new Date(hour).toISOString() })).toEqual([{ n: expected.length }]);
+      }
+    } finally {
+      duck.closeSync();
+    }
   });
 
   it('compaction survives kill -9 at any moment with no loss and no duplicates', async () => {

@@ -51,11 +51,28 @@ export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: 
   return out;
 }
 
-/** Merges Parquet files into one, sorted by time, every column cast to the dataset's current type. */
+/**
+ * Whether files, in this order, follow one another in time: each starts no earlier than the one before
+ * it ends (to the millisecond of the catalog's time range; touching is following).
+ */
+export function followInTime(files: Pick<FileEntry, 'minMs' | 'maxMs'>[]): boolean {
+  for (let i = 1; i < files.length; i++) if (files[i].minMs < files[i - 1].maxMs) return false;
+  return true;
+}
+
+/**
+ * Merges Parquet files into one, every column cast to the dataset's current type, in time order. Files
+ * that follow one another in time (`inOrder`: the usual case, one flush after another of a dataset
+ * timed by receipt) are concatenated in that order, each file's rows as it stored them; only files whose
+ * time ranges overlap are sorted. A sort holds the whole group in memory (measured: +570–650 MB of RSS
+ * for 1M events in 30 files, against ~+110 MB and 40% less time for the concatenation), up to
+ * P_STORAGE_MEMORY_LIMIT before DuckDB spills it to disk.
+ */
 export async function mergeParquet(
   instance: DuckDBInstance,
   opts: {
     paths: string[];
+    inOrder: boolean;
     presentColumns: Set<string>;
     columns: [string, ColumnType][];
     timeColumn: string;
@@ -65,9 +82,11 @@ export async function mergeParquet(
   },
 ): Promise<Omit<WrittenFile, 'partition'>> {
   const proj = castProjection(opts.columns, opts.presentColumns);
+  // DuckDB reads a file list in order and COPY keeps that order (preserve_insertion_order, the default).
+  const order = opts.inOrder ? '' : ` ORDER BY ${sqlIdent(opts.timeColumn)}`;
   const sql =
-    `COPY (SELECT ${proj} FROM read_parquet(${listLiteral(opts.paths)}, hive_partitioning = false, union_by_name = true) ` +
-    `ORDER BY ${sqlIdent(opts.timeColumn)}) TO ${sqlString(opts.target)} (FORMAT parquet, COMPRESSION zstd, ` +
+    `COPY (SELECT ${proj} FROM read_parquet(${listLiteral(opts.paths)}, hive_partitioning = false, union_by_name = true)` +
+    `${order}) TO ${sqlString(opts.target)} (FORMAT parquet, COMPRESSION zstd, ` +
     `COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, RETURN_STATS)`;
   return withConnection(instance, async (conn) => {
     const [row] = (await conn.runAndReadAll(sql)).getRowObjectsJson();
@@ -88,6 +107,8 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
   const seq = manifests.reserve();
   const name = compactedFileName(ds.meta.generation, nodeId, seq);
   const staging = stagingDir(ctx.settings.dataDir, `compact-${randomUUID().slice(0, 8)}-${name}`);
+  // planCompaction lists a group's files by their first time: in order unless their ranges overlap.
+  const inOrder = followInTime(group);
   const held = await ctx.store.acquire(group.map((f) => f.key));
   const key = dataFileKey(ds.meta.name, hourPartition(group[0].key)!, name);
   let uploaded = false;
@@ -95,6 +116,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
   try {
     const written = await mergeParquet(ctx.duck, {
       paths: held.paths,
+      inOrder,
       presentColumns: new Set(group.flatMap((f) => f.columns)),
       columns,
       timeColumn: ds.meta.timeColumn,
@@ -127,7 +149,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
     failpoint('compaction-after-manifest');
     compactions.inc({ result: 'ok' });
     compactionDuration.observe((Date.now() - started) / 1000);
-    log.info('compacted', { dataset: ds.meta.name, files: group.length, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
+    log.info('compacted', { dataset: ds.meta.name, files: group.length, sorted: !inOrder, rows: written.rows, bytes: written.bytes, ms: Date.now() - started });
   } finally {
     held.release();
     await fs.rm(staging, { force: true });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { flattenEvent } from '../../src/ingest/flatten.ts';
 import { Catalog, type FileEntry, type Manifest } from '../../src/storage/catalog.ts';
-import { planCompaction } from '../../src/storage/compaction.ts';
+import { followInTime, planCompaction } from '../../src/storage/compaction.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 const manifest = (seq: number, add: FileEntry[], remove: string[] = [], walSegments: number[] = []): Manifest => ({
@@ -77,5 +77,21 @@ describe('flattenEvent', () => {
   });
   it('refuses nesting deeper than the limit', () => {
     expect(() => flattenEvent({ a: { b: { c: { d: 1 } } } }, 3)).toThrow(/deeper than the limit of 3/);
+  });
+});
+
+describe('followInTime: when compaction may join files as stored instead of sorting them', () => {
+  const range = (minMs: number, maxMs: number) => ({ minMs, maxMs });
+  const cases: [string, { minMs: number; maxMs: number }[], boolean][] = [
+    ['one file', [range(0, 10)], true],
+    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], true],
+    ['touching at one millisecond', [range(0, 10), range(10, 20)], true],
+    ['the second starts inside the first', [range(0, 10), range(9, 20)], false],
+    ['the second lies inside the first', [range(0, 100), range(10, 20)], false],
+    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], false],
+    ['listed out of order', [range(20, 30), range(0, 10)], false],
+  ];
+  it.each(cases)('%s', (_name, files, expected) => {
+    expect(followInTime(files)).toBe(expected);
   });
 });
