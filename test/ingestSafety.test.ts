@@ -373,3 +373,51 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
     expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
   });
 });
+
+describe('a client that leaves while its request waits for room in the in-flight budget', () => {
+  const LIMIT = 1024 * 1024;
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_MAX_INFLIGHT_BYTES: String(LIMIT), P_INFLIGHT_WAIT: '20s' } });
+  }, 60_000);
+  afterAll(async () => server?.stop());
+  const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+  const events = (n: number) => Buffer.from(JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, pad: 'x'.repeat(200) }))));
+
+  it('gives its reservation back once the budget lets it in, and the request that held the budget is stored', async () => {
+    const url = new URL(server.url);
+    const open = (body: Buffer, stream: string) => {
+      const req = http.request({ host: url.hostname, port: url.port, path: '/api/v1/ingest', method: 'POST', headers: { 'x-api-key': server.apiKey, 'x-p-stream': stream, 'content-type': 'application/json', 'content-length': body.length } });
+      const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+        req.on('response', (res) => {
+          let text = '';
+          res.on('data', (d) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        });
+        req.on('error', reject);
+      });
+      response.catch(() => {});
+      return { req, response };
+    };
+    // A holds ~900 KB of the 1 MiB while the rest of its body is awaited.
+    const heldBody = events(3000);
+    const a = open(heldBody, 'leave_held');
+    a.req.write(heldBody.subarray(0, heldBody.length >> 1));
+    await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === heldBody.length);
+    // B does not fit and waits; its client then goes away.
+    const bBody = events(2000);
+    const b = open(bBody, 'leave_gone');
+    b.req.write(bBody.subarray(0, 100));
+    await until('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
+    b.req.destroy();
+    await new Promise((r) => setTimeout(r, 200));
+    // A ends; B is let in after its client left, and must give the room back at once.
+    a.req.end(heldBody.subarray(heldBody.length >> 1));
+    const stored = await a.response;
+    expect(stored.status, stored.body).toBe(200);
+    await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
+    const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
+    expect(list.map((d) => d.name)).not.toContain('leave_gone');
+    expect(await query(server, 'SELECT count(*) AS n FROM leave_held')).toEqual([{ n: 3000 }]);
+  });
+});

@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { finished } from 'node:stream';
 import type { Context } from 'hono';
 import { tooLarge } from '../errors.ts';
 import type { Config } from '../config.ts';
@@ -27,27 +28,24 @@ export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {
 }
 
 /**
- * The body of a Node request, by its 'data' and 'end' events: an async iterator over the stream
+ * The body of a Node request, by its 'data' events and `finished`: an async iterator over the stream
  * costs a single-event request ~5% of its CPU. Past the limit the rest is read and dropped, so the
- * 413 reaches the client; a client that goes away before the end is an error, never a short body.
+ * 413 reaches the client. A client that goes away before the end is an error, never a short body —
+ * also when it left before this was called (while its request waited for room in the in-flight
+ * budget), which `finished` reports where a listener for 'close' would wait forever.
  */
 function collect(incoming: IncomingMessage, maxBytes: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
-    let ended = false;
     incoming.on('data', (chunk: Buffer) => {
       size += chunk.byteLength;
       if (size <= maxBytes) chunks.push(chunk);
     });
-    incoming.once('end', () => {
-      ended = true;
-      if (size > maxBytes) reject(bodyTooLarge(maxBytes));
+    finished(incoming, (err) => {
+      if (err) reject(err);
+      else if (size > maxBytes) reject(bodyTooLarge(maxBytes));
       else resolve(chunks.length === 1 && size < INLINE_COPY_BELOW ? chunks[0] : Buffer.concat(chunks, size));
-    });
-    incoming.once('error', reject);
-    incoming.once('close', () => {
-      if (!ended) reject(new Error('the client closed the connection before the request body ended'));
     });
   });
 }
