@@ -40,6 +40,36 @@ async function fieldTypes(server: TestServer, dataset: string): Promise<Record<s
   return Object.fromEntries(schema.fields.map((f) => [f.name, f.data_type]));
 }
 
+/** A gauge or counter of the server's /metrics (unlabelled). */
+const metricOf = async (server: TestServer, name: string) =>
+  Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+
+/**
+ * A JSON ingest request opened with node:http, so a test can send part of its declared body, finish it
+ * later (`req.end(rest)`) or go away (`req.destroy()`). `response` settles when the server answers.
+ */
+function openIngest(server: TestServer, stream: string, declaredLength: number) {
+  const url = new URL(server.url);
+  const req = http.request({
+    host: url.hostname,
+    port: url.port,
+    path: '/api/v1/ingest',
+    method: 'POST',
+    headers: { 'x-api-key': server.apiKey, 'x-p-stream': stream, 'content-type': 'application/json', 'content-length': declaredLength },
+  });
+  const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    req.on('response', (res) => {
+      let text = '';
+      res.on('data', (d) => (text += d));
+      res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+    });
+    req.on('error', reject);
+  });
+  // A test that destroys the request never awaits its response.
+  response.catch(() => {});
+  return { req, response };
+}
+
 const NUL = '\u0000';
 const now = Date.now();
 
@@ -254,7 +284,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
   }, 60_000);
   afterAll(async () => server?.stop());
   const now = Date.now();
-  const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+  const metric = (name: string) => metricOf(server, name);
   const events = (n: number, from: number) => JSON.stringify(Array.from({ length: n }, (_, i) => ({ i: from + i, pad: 'x'.repeat(200) })));
   const records = (n: number) => Array.from({ length: n }, (_, i) => ({ timeMs: now + i, attributes: [['pad', { string: 'y'.repeat(200) }]] as [string, { string: string }][] }));
   const samples = (n: number): SeriesSpec[] => Array.from({ length: n }, (_, s) => ({ labels: [['__name__', 'm'], ['s', String(s)], ['pad', 'z'.repeat(200)]], samples: [{ value: s, timestampMs: now }] }));
@@ -264,21 +294,8 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
     const held = Buffer.from(events(3000, 0));
     expect(held.length).toBeGreaterThan(LIMIT / 2);
     expect(held.length).toBeLessThan(LIMIT);
-    const url = new URL(server.url);
-    let finish!: () => void;
-    const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request(
-        { host: url.hostname, port: url.port, path: '/api/v1/ingest', method: 'POST', headers: { 'x-api-key': server.apiKey, 'x-p-stream': 'inflight_held', 'content-type': 'application/json', 'content-length': held.length } },
-        (res) => {
-          let body = '';
-          res.on('data', (d) => (body += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body }));
-        },
-      );
-      req.on('error', reject);
-      req.write(held.subarray(0, held.length >> 1));
-      finish = () => req.end(held.subarray(held.length >> 1));
-    });
+    const { req, response } = openIngest(server, 'inflight_held', held.length);
+    req.write(held.subarray(0, held.length >> 1));
     await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === held.length);
 
     const refusals: [string, () => Promise<Response>][] = [
@@ -296,7 +313,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       expect(Number(res.headers.get('retry-after')), label).toBeGreaterThan(0);
       expect(await res.text(), label).toMatch(/P_MAX_INFLIGHT_BYTES/);
     }
-    finish();
+    req.end(held.subarray(held.length >> 1));
     const stored = await response;
     expect(stored.status, stored.body).toBe(200);
     expect(JSON.parse(stored.body)).toMatchObject({ count: 3000 });
@@ -308,19 +325,10 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
 
   it('a client that goes away in the middle of its body stores nothing, creates no dataset and gives its reservation back', async () => {
     const body = Buffer.from(events(2000, 0));
-    const url = new URL(server.url);
     for (const size of [body.length, 100]) {
-      // 100 bytes: a body of one chunk (read as it came, not copied), cut short just the same.
-      const sent = body.subarray(0, Math.min(size, body.length) >> 1);
-      const req = http.request({
-        host: url.hostname,
-        port: url.port,
-        path: '/api/v1/ingest',
-        method: 'POST',
-        headers: { 'x-api-key': server.apiKey, 'x-p-stream': 'inflight_gone', 'content-type': 'application/json', 'content-length': size },
-      });
-      req.on('error', () => {});
-      req.write(sent);
+      // 100 bytes: a body that arrives in one chunk, cut short just the same.
+      const { req } = openIngest(server, 'inflight_gone', size);
+      req.write(body.subarray(0, Math.min(size, body.length) >> 1));
       await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === size);
       req.destroy();
       await until('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
@@ -381,32 +389,18 @@ describe('a client that leaves while its request waits for room in the in-flight
     server = await startServer({ env: { P_MAX_INFLIGHT_BYTES: String(LIMIT), P_INFLIGHT_WAIT: '20s' } });
   }, 60_000);
   afterAll(async () => server?.stop());
-  const metric = async (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+  const metric = (name: string) => metricOf(server, name);
   const events = (n: number) => Buffer.from(JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, pad: 'x'.repeat(200) }))));
 
   it('gives its reservation back once the budget lets it in, and the request that held the budget is stored', async () => {
-    const url = new URL(server.url);
-    const open = (body: Buffer, stream: string) => {
-      const req = http.request({ host: url.hostname, port: url.port, path: '/api/v1/ingest', method: 'POST', headers: { 'x-api-key': server.apiKey, 'x-p-stream': stream, 'content-type': 'application/json', 'content-length': body.length } });
-      const response = new Promise<{ status: number; body: string }>((resolve, reject) => {
-        req.on('response', (res) => {
-          let text = '';
-          res.on('data', (d) => (text += d));
-          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
-        });
-        req.on('error', reject);
-      });
-      response.catch(() => {});
-      return { req, response };
-    };
     // A holds ~900 KB of the 1 MiB while the rest of its body is awaited.
     const heldBody = events(3000);
-    const a = open(heldBody, 'leave_held');
+    const a = openIngest(server, 'leave_held', heldBody.length);
     a.req.write(heldBody.subarray(0, heldBody.length >> 1));
     await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === heldBody.length);
     // B does not fit and waits; its client then goes away.
     const bBody = events(2000);
-    const b = open(bBody, 'leave_gone');
+    const b = openIngest(server, 'leave_gone', bBody.length);
     b.req.write(bBody.subarray(0, 100));
     await until('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
     b.req.destroy();
