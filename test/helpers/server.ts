@@ -53,6 +53,10 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
     P_LOG_LEVEL: 'info',
     // One warm query worker per test server (the default is 2): the suite starts many servers.
     P_QUERY_WARM_WORKERS: '1',
+    // The extra front doors (OTLP/gRPC, PostgreSQL) have fixed default ports that parallel test servers
+    // would fight over: off unless a test asks for one on a free port.
+    P_OTLP_GRPC_ADDR: 'off',
+    P_PG_ADDR: 'off',
     ...opts.env,
   };
   const child: ChildProcess = spawn(process.execPath, [path.join(root, 'dist/main.js')], {
