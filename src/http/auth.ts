@@ -8,7 +8,7 @@ import { unauthorized, forbidden } from '../errors.ts';
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
 
-const ROLE_ACTIONS: Record<Role, Set<Action>> = {
+export const ROLE_ACTIONS: Record<Role, Set<Action>> = {
   admin: new Set(['ingest', 'create', 'read', 'delete', 'admin']),
   writer: new Set(['ingest', 'create']),
   reader: new Set(['read']),
