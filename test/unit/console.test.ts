@@ -181,6 +181,14 @@ describe('metrics', () => {
     expect(lines.series[0].values).toEqual([null, 1, 1, 0.5]);
   });
 
+  test('rate of samples sparser than the buckets is still per second; series of a group add up', () => {
+    // One sample a minute in 30 s buckets: 60 more a minute is 1/s, not 2/s; two such series are 2/s.
+    const a = [pt(0, 0), pt(1, 60), pt(2, 120)];
+    const b = a.map((p) => ({ ...p, series: 'other' }));
+    const lines = computeLines([...a, ...b], 'rate', 30, t0, t0 + 3 * 60_000);
+    expect(lines.series[0].values).toEqual([null, null, 2, null, 2, null]);
+  });
+
   test('rate of a delta counter is its sum per second', () => {
     const lines = computeLines([pt(0, 120, { temporality: 1 }), pt(1, 60, { temporality: 1 })], 'rate', 60, t0, t0 + 2 * 60_000);
     expect(lines.series[0].values).toEqual([2, 1]);
@@ -278,6 +286,8 @@ describe('log lines', () => {
   test('chips are the other non-empty fields, in column order', () => {
     const layout = { time: 't', level: 'level', message: 'msg' };
     expect(chips({ t: 1, level: 'info', msg: 'hi', user: 'ann', empty: '', none: null, n: 0 }, ['t', 'user', 'level', 'msg', 'empty', 'none', 'n'], layout)).toEqual([['user', 'ann'], ['n', 0]]);
+    // OTLP's bookkeeping only when it says something.
+    expect(chips({ flags: 0, dropped_attributes_count: 0, scope_dropped_attributes_count: 2 }, ['flags', 'dropped_attributes_count', 'scope_dropped_attributes_count'], layout)).toEqual([['scope_dropped_attributes_count', 2]]);
   });
 
   test('columns are as wide as most of their values, within bounds', () => {

@@ -82,7 +82,7 @@ export function TraceLogs({ sets, loading, error, spanId, startMs, endMs }: { se
         return (
           <div key={set.dataset} class="trace-log-set">
             <p class="small">
-              <span class="badge">{set.dataset}</span> {rows.length} lines · <a href={href}>open in Explore</a>
+              <span class="badge">{set.dataset}</span> {rows.length} {rows.length === 1 ? 'line' : 'lines'} · <a href={href}>open in Explore</a>
             </p>
             <ul class="tail-list">
               {rows.map((r, i) => (

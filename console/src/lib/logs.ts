@@ -39,10 +39,13 @@ export function levelClass(v: unknown): LevelClass {
   return 'other';
 }
 
+/** Bookkeeping that says nothing unless it is non-zero (OTLP's dropped counters, empty flags). */
+const quietWhenZero = (c: string) => /dropped_/.test(c) || c === 'flags';
+
 /** The fields after time, level and message, in column order, without empty values. */
 export function chips(row: Row, columns: string[], layout: LogLayout): [string, unknown][] {
   const shown = new Set([layout.time, layout.level, layout.message]);
-  return columns.filter((c) => !shown.has(c) && row[c] !== null && row[c] !== undefined && row[c] !== '').map((c) => [c, row[c]]);
+  return columns.filter((c) => !shown.has(c) && row[c] !== null && row[c] !== undefined && row[c] !== '' && !(row[c] === 0 && quietWhenZero(c))).map((c) => [c, row[c]]);
 }
 
 export function logTime(row: Row, layout: LogLayout): string {

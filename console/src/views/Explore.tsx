@@ -248,7 +248,8 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
   const shownMode = mode === 'auto' ? (looksLikeLogs(layout) ? 'logs' : 'table') : mode;
   const traceSets = s.datasets.filter((d) => d.kind === 'otel-traces');
   const toTrace = (id: string, ms?: number) => traceHref(id, ms, traceSets.length === 1 ? traceSets[0].name : undefined);
-  const fieldNames = useMemo(() => [...fields, ...[...types.keys()].filter((n) => !fields.includes(n))], [fields, types]);
+  // The time, level and message first, then the rest (Parseable's p_* last); the dataset's columns the query did not select after them.
+  const fieldNames = useMemo(() => [...defaultColumns(fields, timeColumn), ...[...types.keys()].filter((n) => !fields.includes(n))], [fields, types, timeColumn]);
   const rangeText = (() => {
     try {
       const b = resolveRange(range);
