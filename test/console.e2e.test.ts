@@ -224,14 +224,21 @@ describe('web console', () => {
     // Smooth: scrolling through it keeps the page to the rows in view, frame after frame.
     const frames = await page.getByTestId('results-scroll').evaluate(async (el) => {
       const counts: number[] = [];
-      for (let k = 0; k < 40; k++) {
+      const ms: number[] = [];
+      let last = performance.now();
+      for (let k = 0; k < 60; k++) {
         el.scrollTop += 2000;
         await new Promise((r) => requestAnimationFrame(r));
+        const now = performance.now();
+        ms.push(now - last);
+        last = now;
         counts.push(el.querySelectorAll('[data-testid="result-row"]').length);
       }
-      return counts;
+      return { counts, ms: ms.sort((a, b) => a - b) };
     });
-    expect(Math.max(...frames)).toBeLessThan(100);
+    expect(Math.max(...frames.counts)).toBeLessThan(100);
+    // A figure for the record (not a threshold: the machine is shared): frame times while scrolling.
+    console.log(`100k rows, scrolling 2000 px a frame: median frame ${frames.ms[30].toFixed(1)} ms, p95 ${frames.ms[56].toFixed(1)} ms, at most ${Math.max(...frames.counts)} rows in the page`);
     await page.getByTestId('results-scroll').focus();
     await page.keyboard.press('End');
     await page.getByTestId('result-row').filter({ hasText: '199998' }).waitFor();
@@ -411,12 +418,13 @@ describe('web console', () => {
     // New rows arrive at the top, the rate counts them.
     expect(await page.getByTestId('tail-row').first().textContent()).toContain(marker);
     await expect.poll(() => page.getByTestId('tail-rate').textContent()).toBe('0.03 events/s (last minute)');
+    await shot('tail-live', 'console-tail');
     // A filter keeps to matching rows.
     await page.getByLabel(/Filter \(SQL condition/).fill("level = 'warn'");
     await page.getByLabel(/Filter \(SQL condition/).press('Enter');
     await page.getByTestId('tail-list').getByText(marker, { exact: true }).waitFor();
     await expect.poll(() => page.getByTestId('tail-row').count()).toBe(1);
-    await shot('tail', 'console-tail');
+    await shot('tail-filtered');
     // Paused, nothing new shows; resumed, what arrived meanwhile does.
     await page.getByTestId('tail-pause').click();
     await expect.poll(() => page.getByTestId('tail-pause').textContent()).toBe('Resume');
