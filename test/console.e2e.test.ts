@@ -192,6 +192,13 @@ describe('web console', () => {
     await page.mouse.move(grip.x + 120, grip.y + grip.height / 2, { steps: 6 });
     await page.mouse.up();
     await expect.poll(async () => Math.round((await timeHeader.boundingBox())!.width - before)).toBeGreaterThan(100);
+    // The field list's toggle hides and shows a column.
+    const columnCount = await headers.count();
+    await fieldList.getByRole('button', { name: 'Hide column host.name' }).click();
+    await expect.poll(() => headers.count()).toBe(columnCount - 1);
+    expect(await headers.filter({ hasText: 'host.name' }).count()).toBe(0);
+    await fieldList.getByRole('button', { name: 'Show column host.name' }).click();
+    await expect.poll(() => headers.filter({ hasText: 'host.name' }).count()).toBe(1);
     await shot('explore-table');
 
     // An error is shown as the API gives it, next to the SQL, and alone: no histogram, rows or fields
@@ -405,6 +412,8 @@ describe('web console', () => {
     expect(await row.getByTestId('log-message').textContent()).toBe('event 190');
     await row.getByTestId('log-chip').filter({ hasText: 'user_plan=free' }).waitFor();
     expect(await row.locator('time').count()).toBe(1);
+    // Each line is whole: wrapped, not cut at one line's height.
+    expect(await row.locator('.log-line').evaluate((el) => el.scrollHeight <= el.clientHeight + 1)).toBe(true);
     // The last row is not cut off: the list scrolls to it, whole.
     const list = page.getByTestId('tail-list');
     await list.evaluate((el) => (el.scrollTop = el.scrollHeight));
@@ -418,6 +427,7 @@ describe('web console', () => {
     // New rows arrive at the top, the rate counts them.
     expect(await page.getByTestId('tail-row').first().textContent()).toContain(marker);
     await expect.poll(() => page.getByTestId('tail-rate').textContent()).toBe('0.03 events/s (last minute)');
+    await list.evaluate((el) => (el.scrollTop = 0));
     await shot('tail-live', 'console-tail');
     // A filter keeps to matching rows.
     await page.getByLabel(/Filter \(SQL condition/).fill("level = 'warn'");
