@@ -397,6 +397,13 @@ describe('web console', () => {
     await page.getByTestId('metric-desc').hover();
     await expect.poll(() => page.getByTestId('metric-chart-wrap').getAttribute('data-focused')).toBe('');
     await page.getByLabel('Search series').fill('');
+    // A series outside the top 10 is shown by a click on it, alone.
+    await page.getByTestId('legend-item').filter({ hasText: 's01' }).click();
+    expect(await page.getByTestId('legend-item').filter({ hasText: 's01' }).getAttribute('aria-pressed')).toBe('true');
+    expect(await page.getByTestId('legend-item').and(page.locator('[aria-pressed="true"]')).count()).toBe(11);
+    // The query the view ran is there to read.
+    await page.getByTestId('metric-query').locator('summary').click();
+    expect(await page.getByTestId('metric-query').locator('pre').textContent()).toContain("WHERE metric_name = 'room_temperature_celsius'");
     await page.getByTestId('legend-all').click();
     await expect.poll(() => page.getByTestId('legend-item').and(page.locator('[aria-pressed="true"]')).count()).toBe(23);
     await shot('metrics-many-series', 'console-metrics');

@@ -2,7 +2,7 @@ import type { Hono } from 'hono';
 import { z } from 'zod';
 import { sqlIdent } from '../duckdb.ts';
 import { forbidden, invalidInput, notFound } from '../errors.ts';
-import { runCountsSql } from '../query/counts.ts';
+import { collectRows } from '../query/collect.ts';
 import { fieldStatsSql, MAX_TOP_VALUES, shapeFieldStats } from '../query/fieldStats.ts';
 import { parseTimeBound } from '../query/time.ts';
 import { canAccess, ROLE_ACTIONS } from './auth.ts';
@@ -61,7 +61,7 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
     const startMs = parseTimeBound(body.startTime, 'startTime');
     const endMs = parseTimeBound(body.endTime, 'endTime');
     if (startMs > endMs) throw invalidInput('startTime must not be after endTime');
-    const rows = await runCountsSql({ queries, storage, canRead: (n) => canAccess(p, n), principalId: p.id }, fieldStatsSql(body.query, body.top), startMs, endMs);
+    const rows = await collectRows(queries, { sql: fieldStatsSql(body.query, body.top), startMs, endMs, principalId: p.id, canRead: (n) => canAccess(p, n), signal: c.req.raw.signal });
     return c.json(shapeFieldStats(rows, []));
   });
 
@@ -84,10 +84,12 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
     const deadline = Date.now() + body.wait * 1000;
     while (body.cursor !== undefined && counter() === body.cursor && Date.now() < deadline && !signal.aborted) await sleep(TAIL_CHECK_MS, signal);
     const cursor = counter();
+    // A client that left while waiting gets no query run for it.
+    if (signal.aborted) return c.json({ cursor, timeColumn: meta.timeColumn, rows: [] });
     const where = body.where?.trim() ? ` WHERE (${body.where})` : '';
     const sql = `SELECT * FROM ${sqlIdent(meta.name)}${where} ORDER BY ${sqlIdent(meta.timeColumn)} DESC LIMIT ${TAIL_MAX_ROWS}`;
     // A little past now: a sender's clock a bit ahead must not hide its events.
-    const rows = await runCountsSql({ queries, storage, canRead: (n) => canAccess(p, n), principalId: p.id }, sql, afterMs, Date.now() + 60_000);
+    const rows = await collectRows(queries, { sql, startMs: afterMs, endMs: Date.now() + 60_000, principalId: p.id, canRead: (n) => canAccess(p, n), signal });
     return c.json({ cursor, timeColumn: meta.timeColumn, rows });
   });
 }

@@ -30,7 +30,9 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const [lines, setLines] = useState<Lines | null>(null);
   const [error, setError] = useState('');
   const [showAll, setShowAll] = useState(false);
-  const [hidden, setHidden] = useState<Set<string>>(new Set());
+  // A legend click overrides the top-N rule for that series (shown or hidden), until the lines change.
+  const [overrides, setOverrides] = useState<Map<string, boolean>>(new Map());
+  const [ran, setRan] = useState('');
   const plot = useRef<uPlot | null>(null);
   const [focused, setFocused] = useState('');
   const metric = metrics.find((m) => m.name === params.metric) ?? metrics[0];
@@ -75,8 +77,10 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
     const ctl = new AbortController();
     setError('');
     setLines(null);
-    setHidden(new Set());
-    s.api.query({ query: pointsSql(dataset, metric.name, kind, labels.list, group, (c) => columns.has(c), MAX_POINTS), ...req() }, ctl.signal).then(
+    setOverrides(new Map());
+    const query = pointsSql(dataset, metric.name, kind, labels.list, group, (c) => columns.has(c), MAX_POINTS);
+    setRan(query);
+    s.api.query({ query, ...req() }, ctl.signal).then(
       ({ records }) => {
         const b = bounds();
         setLines(computeLines(toPoints(records, kind, parseTimestamp), agg, autoBucketSeconds(b.startMs, b.endMs, 120), b.startMs, b.endMs, quantile));
@@ -98,7 +102,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
     return { means, top };
   }, [lines]);
   const colors = useMemo(() => seriesColors(themeColors().palette, lines?.series.length ?? 0, theme === 'dark'), [lines, theme]);
-  const isShown = (i: number) => !hidden.has(lines!.series[i].label) && (showAll || ranked.top.has(i));
+  const isShown = (i: number) => overrides.get(lines!.series[i].label) ?? (showAll || ranked.top.has(i));
   const shape = `${theme}:${lines?.series.map((x) => x.label).join(',')}`;
   const options = () => {
     const c = themeColors();
@@ -120,7 +124,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
     const u = plot.current;
     if (!u || !lines) return;
     lines.series.forEach((_, i) => u.series[i + 1] && u.series[i + 1].show !== isShown(i) && u.setSeries(i + 1, { show: isShown(i) }));
-  }, [showAll, hidden, lines]);
+  }, [showAll, overrides, lines]);
 
   if (!dataset) return <section class="page"><h1>Metrics</h1><p>No <code>otel-metrics</code> dataset yet. Send OTLP metrics to <code>{location.origin}/v1/metrics</code> or point Prometheus remote write at <code>{location.origin}/v1/prometheus/write</code>.</p></section>;
 
@@ -176,18 +180,11 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
             items={lines.series.map((x, i) => ({ label: x.label, color: colors[i], value: ranked.means[i], shown: isShown(i) }))}
             top={TOP_SERIES}
             showAll={showAll}
-            onShowAll={setShowAll}
-            onToggle={(i) => {
-              const label = lines.series[i].label;
-              // A series outside the top N is shown by taking it out of "hidden" and showing all.
-              if (!isShown(i) && !ranked.top.has(i) && !showAll) setShowAll(true);
-              setHidden((h) => {
-                const n = new Set(h);
-                if (isShown(i)) n.add(label);
-                else n.delete(label);
-                return n;
-              });
+            onShowAll={(all) => {
+              setOverrides(new Map());
+              setShowAll(all);
             }}
+            onToggle={(i) => setOverrides((o) => new Map(o).set(lines.series[i].label, !isShown(i)))}
             onHover={(i) => {
               plot.current?.setSeries(i === null ? null : i + 1, { focus: true });
               setFocused(i === null ? '' : lines.series[i].label);
@@ -197,6 +194,12 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
         </>
       )}
       {lines && lines.series.length === 0 && <p class="muted">No points to draw for this metric.</p>}
+      {ran && (
+        <details class="ran-query" data-testid="metric-query">
+          <summary>Query</summary>
+          <pre>{ran}</pre>
+        </details>
+      )}
     </section>
   );
 }
