@@ -39,7 +39,7 @@ describe('a dataset with a time field of its events', () => {
   const perDay = [5, 7, 9];
 
   beforeAll(async () => {
-    server = await startServer({ env: { P_FLUSH_INTERVAL: '500ms' } });
+    server = await startServer({ env: { P_FLUSH_INTERVAL: '500ms', P_COMPACTION_INTERVAL: '1s' } });
   });
   afterAll(async () => {
     await server?.kill();
@@ -132,9 +132,25 @@ describe('a dataset with a time field of its events', () => {
     expect(info).not.toHaveProperty('timePartition');
   });
 
+  it('retention deletes by event time: a backfilled day past the rule goes, the days within stay', async () => {
+    expect((await createDataset(server, 'aged', { 'x-p-time-partition': 'at_time' })).status).toBe(200);
+    const retention = await server.request('/api/v1/logstream/aged/retention', { method: 'PUT', json: [{ description: 'two days', action: 'delete', duration: '2d' }] });
+    expect(retention.status, await retention.text()).toBe(200);
+    const old = dayAgo(3);
+    const recent = dayAgo(1);
+    const res = await ingest(server, 'aged', [
+      { at_time: iso(old.noon), n: 1 },
+      { at_time: iso(old.noon + 1000), n: 2 },
+      { at_time: iso(recent.noon), n: 3 },
+    ]);
+    expect(res.status, await res.text()).toBe(200);
+    await until('the old day removed by retention', async () => (await count(server, 'SELECT count(*) AS n FROM aged')) === 1, 40_000);
+    expect(await query(server, 'SELECT n FROM aged')).toEqual([{ n: 3 }]);
+  });
+
   it('keeps its time field across a restart', async () => {
     await server.stop();
-    server = await startServer({ dataDir: server.dataDir, env: { P_FLUSH_INTERVAL: "500ms" } });
+    server = await startServer({ dataDir: server.dataDir, env: { P_FLUSH_INTERVAL: '500ms', P_COMPACTION_INTERVAL: '1s' } });
     expect(await expectError(await ingest(server, 'backfill', { msg: 'no time' }), 400)).toMatch(/"event_time" is missing/);
     const d = days[1];
     expect(await count(server, 'SELECT count(*) AS n FROM backfill', { startTime: d.start, endTime: d.end })).toBe(perDay[1]);
