@@ -12,6 +12,8 @@
  *
  * Flattened names are resolved through a small trie per batch (object → member → slot), so the
  * prefixed name (`http_method`) and its quoted key are built once per batch, not once per event.
+ * Whether a slot's strings are tried as times (its name, docs/time.md) is decided once per batch too;
+ * a time is written in its ISO form, and the dataset's time field is checked on every event.
  */
 import { eventTime, isoOf, parseTimestamp, type TimeRule } from './eventTime.ts';
 import { JSON_KNOWN_TYPES, type EventStamp } from './jsonEvents.ts';

@@ -3,7 +3,8 @@
  * schema (README "Schema inference and evolution"). Nothing a client sends is refused for its names or
  * types; a value that does not fit is moved, never dropped:
  *
- * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE;
+ * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE; a JSON string
+ *   holding a time under a time-like name is a TIMESTAMP value (docs/time.md, `TimeGuess`);
  * - any value into a VARCHAR column is stored as its text;
  * - a value whose type conflicts with its column goes to the typed sibling `<name>_<type>` (Parseable's
  *   naming: `_utf8`, `_int64`, `_float64`, `_bool`, `_list`, `_timestamp_ms`, `_timestamp_ns`);
