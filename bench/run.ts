@@ -10,6 +10,7 @@ import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, js
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchS3 } from './s3.ts';
+import { benchTimeField } from './timeField.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -205,6 +206,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_OTEL !== '1') {
     console.log('\n## OTLP and Prometheus remote write through HTTP (8 clients, 1,000 records per request)');
     table(await benchOtel());
+  }
+  if (process.env.BENCH_SKIP_TIME !== '1') {
+    console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
+    table(await benchTimeField());
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
 }

@@ -1,14 +1,14 @@
 import type { Config } from '../config.ts';
 import { invalidInput, notFound, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
-import { TIME_COLUMN, type DatasetKind } from '../model.ts';
-import type { StorageEngine } from '../storage/engine.ts';
+import type { DatasetKind } from '../model.ts';
+import type { DatasetMeta, StorageEngine } from '../storage/engine.ts';
 import { emptySchema } from '../storage/schema.ts';
 import { DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
 import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
-import type { IngestInfo, IngestJob } from './pipeline.ts';
+import { datasetTime, type IngestInfo, type IngestJob, type PlacementTarget } from './pipeline.ts';
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;
@@ -75,7 +75,8 @@ export class IngestService {
     const decoded = identity ? 0 : Math.min(job.maxDecompressedBytes, declaredDecodedSize(job.body, job.contentEncoding) ?? job.maxDecompressedBytes);
     await lease.resize(rawBytes + decoded);
     if (!identity) job.decodeBudget = decoded;
-    const initial = { schema: this.storage.find(name) ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns };
+    const seen = this.storage.find(name);
+    const initial: PlacementTarget = { schema: seen ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns, time: datasetTime(seen) };
     let serialized;
     try {
       serialized = await this.pool.serialize(job, initial);
@@ -86,7 +87,10 @@ export class IngestService {
       job.decodeBudget = undefined;
       serialized = await this.pool.serialize(job, initial);
     }
-    await this.resolve(target);
+    const meta = await this.resolve(target);
+    // A dataset another worker created with a time field: its events are checked for that field now.
+    const time = datasetTime(meta);
+    if (time?.field !== initial.time?.field) serialized = await this.pool.serialize(job, { ...initial, time });
     for (let placements = 1; ; placements++) {
       const stored = await this.storage.append(name, serialized, rawBytes);
       if ('count' in stored) {
@@ -95,20 +99,21 @@ export class IngestService {
         return { count: stored.count, info: serialized.info };
       }
       if (placements >= MAX_PLACEMENTS) throw unavailable(`the schema of dataset "${name}" kept changing while this request was stored (${stored.conflict}); retry`, 1);
-      serialized = await this.pool.serialize(job, { schema: stored.schema, maxColumns });
+      serialized = await this.pool.serialize(job, { schema: stored.schema, maxColumns, time });
     }
   }
 
   /** Finds (or creates) the dataset; a dataset keeps the one kind it was created with. */
-  private async resolve({ name, kind, create, authorizeCreate }: IngestTarget): Promise<void> {
+  private async resolve({ name, kind, create, authorizeCreate }: IngestTarget): Promise<DatasetMeta> {
     let meta = await this.storage.resolve(name);
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
       authorizeCreate();
-      meta = (await this.storage.create(name, kind, TIME_COLUMN[kind])).meta;
+      meta = (await this.storage.create(name, kind)).meta;
     }
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);
     }
+    return meta;
   }
 }
