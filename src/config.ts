@@ -93,6 +93,10 @@ const envSchema = z.object({
   P_COMPACTION_TARGET_BYTES: bytes('128MiB'),
   P_ORPHAN_SWEEP_INTERVAL: duration('10m'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional(),
+  P_FILTER_MAX_BYTES: bytes('256KiB').describe(
+    'Largest saved filter (its JSON), in bytes: room for a query at P_QUERY_MAX_SQL_BYTES and a console builder, small enough that listing every key\'s filters stays cheap.',
+  ),
+  P_FILTERS_PER_KEY: int(100).describe('Most saved filters one API key may own: any reader may save, so the total stays bounded by keys x this.'),
   P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
@@ -161,6 +165,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
     orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
     logLevel: e.P_LOG_LEVEL,
+    filterMaxBytes: e.P_FILTER_MAX_BYTES,
+    filtersPerKey: e.P_FILTERS_PER_KEY,
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
     // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
     // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
