@@ -97,6 +97,15 @@ const envSchema = z.object({
     'Largest saved filter (its JSON), in bytes: room for a query at P_QUERY_MAX_SQL_BYTES and a console builder, small enough that listing every key\'s filters stays cheap.',
   ),
   P_FILTERS_PER_KEY: int(100).describe('Most saved filters one API key may own: any reader may save, so the total stays bounded by keys x this.'),
+  P_MAX_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Most TCP connections open at once; default half the open-files limit (at most 8192), so the WAL, flushes, query workers and S3 keep their file descriptors.'),
+  P_HEADERS_TIMEOUT: duration('10s').describe(
+    'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
+  ),
   P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
@@ -165,6 +174,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
     orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
     logLevel: e.P_LOG_LEVEL,
+    maxConnections: e.P_MAX_CONNECTIONS,
+    headersTimeoutMs: e.P_HEADERS_TIMEOUT,
     filterMaxBytes: e.P_FILTER_MAX_BYTES,
     filtersPerKey: e.P_FILTERS_PER_KEY,
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k

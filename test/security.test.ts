@@ -1,4 +1,6 @@
 import * as fs from 'node:fs/promises';
+import * as http from 'node:http';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
@@ -65,5 +67,76 @@ describe('saved filters are bounded', () => {
     const own = mine.find((f) => f.filter_name !== 'admin')!;
     expect((await server.request(`/api/v1/filters/${own.filter_id}`, { method: 'DELETE', ...as(READER) })).status).toBe(200);
     expect((await server.request('/api/v1/filters', { method: 'POST', json: filter('again'), ...as(READER) })).status).toBe(200);
+  });
+});
+
+describe('connections are bounded', () => {
+  let server: TestServer;
+  const sockets: net.Socket[] = [];
+  const port = () => Number(new URL(server.url).port);
+  /** Opens a TCP connection and resolves once it is connected (or refused/reset). */
+  const connect = () =>
+    new Promise<net.Socket>((resolve) => {
+      const s = net.connect(port(), '127.0.0.1');
+      s.on('error', () => undefined);
+      s.once('connect', () => resolve(s));
+      s.once('close', () => resolve(s));
+      sockets.push(s);
+    });
+  const allClosed = async (list: net.Socket[], what: string) => {
+    const deadline = Date.now() + 30_000;
+    while (list.some((s) => !s.destroyed)) {
+      if (Date.now() > deadline) throw new Error(`${list.filter((s) => !s.destroyed).length} ${what} still open`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  };
+
+  beforeAll(async () => {
+    server = await startServer({ env: { P_MAX_CONNECTIONS: '40', P_HEADERS_TIMEOUT: '1s' } });
+  });
+  afterAll(async () => {
+    for (const s of sockets) s.destroy();
+    await server?.stop();
+  });
+
+  it('connections that never send a byte are closed after P_HEADERS_TIMEOUT, beyond the cap at once; the service stays reachable', async () => {
+    const silent = await Promise.all(Array.from({ length: 60 }, connect));
+    for (const s of silent) s.on('data', () => undefined);
+    // Reachable while they are open: a probe may be dropped at the cap, but one gets through once the
+    // silent ones have had their second.
+    const deadline = Date.now() + 30_000;
+    for (;;) {
+      const ok = await fetch(`${server.url}/api/v1/liveness`).then((r) => r.ok, () => false);
+      if (ok) break;
+      if (Date.now() > deadline) throw new Error('liveness never answered');
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await allClosed(silent, 'silent connections');
+  });
+
+  it('idle keep-alive connections (a request without a key, then nothing) give way to new clients near the cap', async () => {
+    const idle: net.Socket[] = [];
+    for (let i = 0; i < 30; i++) {
+      const s = await connect();
+      await new Promise<void>((resolve) => {
+        s.once('data', () => resolve());
+        s.write(`GET /api/v1/about HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n`);
+      });
+      idle.push(s);
+    }
+    await new Promise((r) => setTimeout(r, 1500)); // longer than P_HEADERS_TIMEOUT: idle is not silent
+    expect(idle.filter((s) => !s.destroyed)).toHaveLength(30);
+    // Near the cap (nine tenths of 40), a new connection closes the idle ones; the new client is served.
+    const more = await Promise.all(Array.from({ length: 8 }, connect));
+    // A new connection (fetch's pool may hold one the server has just closed as idle).
+    const status = await new Promise<number>((resolve, reject) => {
+      http.get(`${server.url}/api/v1/about`, { agent: false, headers: { 'x-api-key': ADMIN_KEY } }, (res) => {
+        res.resume();
+        resolve(res.statusCode ?? 0);
+      }).on('error', reject);
+    });
+    for (const s of more) s.destroy();
+    expect(status).toBe(200);
+    await allClosed(idle, 'idle keep-alive connections');
   });
 });
