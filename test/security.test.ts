@@ -140,3 +140,42 @@ describe('connections are bounded', () => {
     await allClosed(idle, 'idle keep-alive connections');
   });
 });
+
+describe('what a scoped key learns', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_API_KEYS: `${ADMIN_KEY}:admin,${READER}:reader:app` } });
+    for (const name of ['app', 'secretstuff']) {
+      expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBeLessThan(300);
+      expect((await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: [{ msg: 'x' }] })).status).toBe(200);
+    }
+  });
+  afterAll(() => server?.stop());
+
+  it('/metrics: per-dataset series of its own datasets only (an admin: all)', async () => {
+    const mine = await (await server.request('/metrics', as(READER))).text();
+    expect(mine).toMatch(/lakehouse_ingested_rows_total\{dataset="app"\} 1/);
+    expect(mine).not.toContain('secretstuff');
+    expect(mine).toMatch(/lakehouse_http_requests_total/); // the service's own series stay
+    const all = await (await server.request('/metrics')).text();
+    expect(all).toMatch(/lakehouse_ingested_rows_total\{dataset="secretstuff"\} 1/);
+  });
+
+  it('readiness details and the data directory in /about are for admin keys only', async () => {
+    expect(await (await server.request('/api/v1/readiness', as(READER))).json()).toEqual({ ready: true });
+    expect(await (await server.request('/api/v1/readiness')).json()).toMatchObject({ ready: true, storage: 'reachable', quarantined: [] });
+    const about = await (await server.request('/api/v1/about', as(READER))).text();
+    expect(about).not.toContain(server.dataDir);
+    expect(await (await server.request('/api/v1/about')).text()).toContain(server.dataDir);
+  });
+
+  it('counts answers 403 alike for a dataset it may not read, whether it exists or not (as queries do)', async () => {
+    const range = { startTime: new Date(Date.now() - 3_600_000).toISOString(), endTime: new Date(Date.now() + 60_000).toISOString() };
+    const counts = (stream: string, key = READER) => server.request('/api/v1/counts', { method: 'POST', json: { stream, ...range }, ...as(key) });
+    const existing = await expectError(await counts('secretstuff'), 403);
+    const missing = await expectError(await counts('nosuchdataset'), 403);
+    expect(missing.replace('nosuchdataset', 'X')).toBe(existing.replace('secretstuff', 'X'));
+    await expectError(await counts('nosuchdataset', ADMIN_KEY), 404);
+    expect((await counts('app')).status).toBe(200);
+  });
+});
