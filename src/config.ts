@@ -65,6 +65,12 @@ const envSchema = z.object({
   P_QUERY_CONCURRENCY: int(4),
   P_QUERY_CONCURRENCY_PER_KEY: int(2),
   P_QUERY_QUEUE: int(16),
+  P_QUERY_RESERVE: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1)
+    .describe('Query slots only a key with no query running may take (capped at P_QUERY_CONCURRENCY - 1): keys already running queries never hold every slot, so another key always gets one.'),
   P_QUERY_MAX_ROWS: int(500_000),
   P_QUERY_MAX_RESULT_BYTES: bytes('64MiB'),
   P_QUERY_MAX_SQL_BYTES: bytes('64KiB'),
@@ -144,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     queryConcurrency: e.P_QUERY_CONCURRENCY,
     queryConcurrencyPerKey: e.P_QUERY_CONCURRENCY_PER_KEY,
     queryQueue: e.P_QUERY_QUEUE,
+    queryReserve: e.P_QUERY_RESERVE,
     queryMaxRows: e.P_QUERY_MAX_ROWS,
     queryMaxResultBytes: e.P_QUERY_MAX_RESULT_BYTES,
     queryMaxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,

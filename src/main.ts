@@ -79,6 +79,7 @@ async function main(): Promise<void> {
     workDir: path.join(tmp, 'query'),
     concurrency: config.queryConcurrency,
     perKey: config.queryConcurrencyPerKey,
+    reserve: config.queryReserve,
     queue: config.queryQueue,
     queueWaitMs: config.queryTimeoutMs,
     threads: config.queryThreads,

@@ -179,3 +179,63 @@ describe('what a scoped key learns', () => {
     expect((await counts('app')).status).toBe(200);
   });
 });
+
+describe('query admission: no set of keys takes every slot', () => {
+  let server: TestServer;
+  const A = 'heavy-reader-a-0123456789';
+  const B = 'heavy-reader-b-0123456789';
+  const C = 'light-reader-c-0123456789';
+  beforeAll(async () => {
+    server = await startServer({
+      env: {
+        P_API_KEYS: `${ADMIN_KEY}:admin,${A}:reader,${B}:reader,${C}:reader`,
+        P_QUERY_CONCURRENCY: '4',
+        P_QUERY_CONCURRENCY_PER_KEY: '2',
+        P_QUERY_THREADS: '1',
+        P_QUERY_TIMEOUT: '60s',
+      },
+    });
+  });
+  afterAll(() => server?.stop());
+
+  const ask = (key: string, sql: string, signal?: AbortSignal) =>
+    fetch(`${server.url}/api/v1/query`, {
+      method: 'POST',
+      headers: { 'x-api-key': key, 'content-type': 'application/json' },
+      body: JSON.stringify({ query: sql, startTime: '10m', endTime: 'now' }),
+      signal,
+    });
+  const gauge = async (name: string) => Number(new RegExp(`^${name} (\\d+)`, 'm').exec(await (await server.request('/metrics')).text())?.[1] ?? NaN);
+
+  it('an admin\'s and a third key\'s small queries answer while two keys run heavy queries at their limit', async () => {
+    const stop = new AbortController();
+    // Two keys, each with as many heavy queries as its limit allows (they run until cancelled).
+    const heavy = [A, A, B, B].map((key) => {
+      let settled = false;
+      const p = ask(key, 'SELECT sum(a.range * b.range) AS s FROM range(100000000) a, range(1000) b', stop.signal).then(
+        (r) => r.text(),
+        () => undefined,
+      );
+      void p.finally(() => (settled = true));
+      return { isSettled: () => settled };
+    });
+    try {
+      // Wait until the heavy queries hold what admission gives them (three running, one waiting).
+      const deadline = Date.now() + 60_000;
+      const held = async () => (await gauge('lakehouse_queries_waiting')) + (await gauge('lakehouse_query_workers{state="busy"}'));
+      while ((await held()) < 4) {
+        if (Date.now() > deadline) throw new Error(`heavy queries did not start:\n${await (await server.request('/metrics')).text()}`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      for (const key of [ADMIN_KEY, C]) {
+        const res = await ask(key, 'SELECT 42 AS answer');
+        expect(res.status, await res.clone().text()).toBe(200);
+        expect(await res.json()).toEqual([{ answer: 42 }]);
+      }
+      // Answered while every heavy query was still running or waiting.
+      expect(heavy.filter((h) => h.isSettled())).toHaveLength(0);
+    } finally {
+      stop.abort();
+    }
+  });
+});
