@@ -1,9 +1,12 @@
+import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
+import { listFiles, until } from './helpers/files.ts';
+import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { ADMIN_KEY, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 /**
@@ -237,5 +240,180 @@ describe('query admission: no set of keys takes every slot', () => {
     } finally {
       stop.abort();
     }
+  });
+});
+
+describe('S3: a damaged cached copy or a frozen bucket', () => {
+  let s3: S3TestServer;
+  const servers: TestServer[] = [];
+  let env: Record<string, string>;
+  const ROWS = 1000;
+  const RANGE = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
+  const countOn = async (server: TestServer, range = RANGE) => {
+    const res = await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT count(*) AS n FROM (SELECT DISTINCT * FROM cached)', ...range } });
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.text() };
+  };
+  /** Every cached copy of a Parquet file under a worker's data directory. */
+  const cachedCopies = async (server: TestServer) => {
+    const out: string[] = [];
+    const walk = async (d: string): Promise<void> => {
+      for (const e of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
+        const p = path.join(d, e.name);
+        if (e.isDirectory()) await walk(p);
+        else if (e.name.endsWith('.parquet')) out.push(p);
+      }
+    };
+    await walk(path.join(server.dataDir, 'cache'));
+    return out;
+  };
+
+  beforeAll(async () => {
+    s3 = await startS3Server();
+    env = { ...s3Env(s3), P_FLUSH_INTERVAL: '300ms', P_CATALOG_REFRESH: '300ms', P_QUERY_TIMEOUT: '5s' };
+    const a = await startServer({ env: { ...env, P_NODE_ID: 'sa' } });
+    servers.push(a);
+    expect((await a.request('/api/v1/logstream/cached', { method: 'PUT' })).status).toBe(200);
+    const rows = Array.from({ length: ROWS }, (_, i) => ({ i, msg: `row ${i}` }));
+    expect((await a.request('/api/v1/logstream/cached', { method: 'POST', json: rows })).status).toBe(200);
+    // Every row in Parquet in the bucket (none left in the WAL).
+    await until('flushed', async () => {
+      const s = (await (await a.request('/api/v1/logstream/cached/stats')).json()) as { storage: { files: number }; wal: { count: number } };
+      return s.storage.files > 0 && s.wal.count === 0;
+    });
+  }, 120_000);
+  afterAll(async () => {
+    s3?.thaw();
+    for (const s of servers) await s.kill();
+    await s3?.close();
+  });
+
+  it('a cached copy truncated, deleted or changed (same size) on disk is downloaded again: every query answers every row', async () => {
+    const a = servers[0];
+    expect(JSON.parse((await countOn(a)).body)).toEqual([{ n: ROWS }]);
+    const copies = await cachedCopies(a);
+    expect(copies.length).toBeGreaterThan(0);
+    for (const f of copies) await fs.truncate(f, 100);
+    expect(JSON.parse((await countOn(a)).body)).toEqual([{ n: ROWS }]);
+    for (const f of await cachedCopies(a)) await fs.rm(f);
+    expect(JSON.parse((await countOn(a)).body)).toEqual([{ n: ROWS }]);
+    // The same size, bytes of a page changed: DuckDB cannot decode it; the copy is fetched again.
+    for (const f of await cachedCopies(a)) {
+      const body = await fs.readFile(f);
+      for (let k = 0; k < 8; k++) body[60 + k] ^= 0xff;
+      await fs.writeFile(f, body);
+    }
+    const changed = await countOn(a);
+    expect(changed.status, changed.body).toBe(200);
+    expect(JSON.parse(changed.body)).toEqual([{ n: ROWS }]);
+    // The intact objects in the bucket are not blamed.
+    const ready = (await (await a.request('/api/v1/readiness')).json()) as { quarantined: unknown[] };
+    expect(ready.quarantined).toEqual([]);
+  });
+
+  it('a query that must download from a frozen bucket answers 503 with Retry-After within the time limit', async () => {
+    const b = await startServer({ env: { ...env, P_NODE_ID: 'sb' } });
+    servers.push(b);
+    // B knows the dataset and its files (from the catalog), and has downloaded none of them.
+    await until('B knows the files', async () => {
+      const res = await b.request('/api/v1/logstream/cached/stats');
+      return res.status === 200 && ((await res.json()) as { storage: { files: number } }).storage.files > 0;
+    });
+    expect((await countOn(b, { startTime: '2000-01-01T00:00:00Z', endTime: '2000-01-02T00:00:00Z' })).status).toBe(200);
+    s3.freeze();
+    try {
+      const started = Date.now();
+      const frozen = await countOn(b);
+      const ms = Date.now() - started;
+      expect(frozen.status, frozen.body).toBe(503);
+      expect(Number(frozen.retryAfter)).toBeGreaterThan(0);
+      // Within the 5 s limit, give or take a busy machine (the SDK alone waited 45-130 s).
+      expect(ms).toBeLessThan(30_000);
+    } finally {
+      s3.thaw();
+    }
+    await until('B answers again', async () => (await countOn(b)).body === JSON.stringify([{ n: ROWS }]), 60_000);
+  }, 120_000);
+});
+
+describe('a data file damaged in place (same size) is set aside; the good rows stay readable', () => {
+  let server: TestServer;
+  type Stats = { storage: { files: number }; wal: { count: number }; quarantined: { key: string; kind: string; reason: string }[] };
+  const stats = async (name: string) => (await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as Stats;
+  /** Rows, every column of them read (a bare count(*) reads only the footers). */
+  const count = async (name: string) => {
+    const res = await server.request('/api/v1/query', { method: 'POST', json: { query: `SELECT count(*) AS n FROM (SELECT DISTINCT * FROM ${name})`, startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
+    return { status: res.status, body: await res.text() };
+  };
+  /** Two batches of 500 rows in two Parquet files; returns the files. */
+  const twoFiles = async (name: string) => {
+    expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(200);
+    for (let b = 0; b < 2; b++) {
+      const rows = Array.from({ length: 500 }, (_, i) => ({ b, i, msg: `batch ${b} row ${i} ${Math.random().toString(36)}` }));
+      expect((await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: rows })).status).toBe(200);
+      await until('flushed', async () => {
+        const s = await stats(name);
+        return s.wal.count === 0 && s.storage.files === b + 1;
+      });
+    }
+    const files = await listFiles(path.join(server.dataDir, 'store', name), '.parquet');
+    expect(files).toHaveLength(2);
+    return files;
+  };
+  /** Flips bytes of a file in place: its size stays. */
+  const flip = async (file: string, at: (size: number) => number) => {
+    const body = await fs.readFile(file);
+    const pos = at(body.length);
+    for (let k = 0; k < 8; k++) body[pos + k] ^= 0xff;
+    await fs.writeFile(file, body);
+  };
+
+  beforeAll(async () => {
+    server = await startServer({ env: { P_FLUSH_INTERVAL: '200ms', P_COMPACTION_INTERVAL: '1h' } });
+  });
+  afterAll(() => server?.stop());
+
+  // A query worker caches footers it has read (DuckDB's parquet_metadata_cache): footer damage shows
+  // on files it has not read yet, page damage on any.
+  it.each([
+    ['a page, after the file was read', 'pages', true, () => 60],
+    ['the footer metadata, before the file was read', 'footer', false, (size: number) => size - 200],
+  ])('damage in %s: 200 with the other file\'s rows, the file set aside and reported', async (_what, name, readFirst, at) => {
+    const files = await twoFiles(name);
+    if (readFirst) expect(JSON.parse((await count(name)).body)).toEqual([{ n: 1000 }]);
+    await flip(files[1], at);
+    const after = await count(name);
+    expect(after.status, after.body).toBe(200);
+    expect(JSON.parse(after.body)).toEqual([{ n: 500 }]);
+    const key = path.relative(path.join(server.dataDir, 'store'), files[1]).split(path.sep).join('/');
+    expect((await stats(name)).quarantined).toEqual([expect.objectContaining({ key, kind: 'parquet' })]);
+    const ready = (await (await server.request('/api/v1/readiness')).json()) as { quarantined: { key: string }[] };
+    expect(ready.quarantined.map((q) => q.key)).toContain(key);
+    // And stays so: the next query does not trip over it again.
+    expect(JSON.parse((await count(name)).body)).toEqual([{ n: 500 }]);
+  });
+});
+
+describe('creating a dataset on a full disk', () => {
+  let server: TestServer | undefined;
+  let mnt: string | undefined;
+  afterAll(async () => {
+    await server?.kill();
+    if (mnt) execFileSync('umount', ['-l', mnt]);
+  });
+
+  it('answers 503 with Retry-After (as ingestion does), and succeeds once there is room', async () => {
+    mnt = await tempDir('lakehouse-tmpfs-');
+    // A real full file system: a small tmpfs (the suite runs as root, as disk.test.ts does).
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=16m', 'tmpfs', mnt]);
+    server = await startServer({ dataDir: mnt });
+    const ballast = path.join(mnt, 'ballast');
+    const st = await fs.statfs(mnt);
+    await fs.writeFile(ballast, Buffer.alloc(st.bavail * st.bsize)).catch(() => undefined);
+    const full = await server.request('/api/v1/logstream/newone', { method: 'PUT' });
+    expect((await expectError(full, 503)).toLowerCase()).toContain('disk');
+    expect(Number(full.headers.get('retry-after'))).toBeGreaterThan(0);
+    await fs.rm(ballast);
+    expect((await server.request('/api/v1/logstream/newone', { method: 'PUT' })).status).toBe(200);
+    expect((await server.request('/api/v1/logstream/newone', { method: 'POST', json: [{ ok: true }] })).status).toBe(200);
   });
 });
