@@ -417,3 +417,31 @@ describe('creating a dataset on a full disk', () => {
     expect((await server.request('/api/v1/logstream/newone', { method: 'POST', json: [{ ok: true }] })).status).toBe(200);
   });
 });
+
+describe('numbers that cannot be stored as sent', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer();
+    expect((await server.request('/api/v1/logstream/nums', { method: 'PUT' })).status).toBe(200);
+  });
+  afterAll(() => server?.stop());
+  const post = (body: string) => server.request('/api/v1/logstream/nums', { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+
+  it('an integer beyond ±2^53 or a number beyond the double range is refused with 400, not rounded or dropped', async () => {
+    for (const body of ['[{"id":9007199254740993}]', '[{"v":1e400}]', '[{"list":[1, -1e400]}]', '[{"ok":1},{"id":12345678901234567890}]']) {
+      expect(await expectError(await post(body), 400), body).toMatch(/without loss.*send it as a string/);
+    }
+    // Nothing of a refused request is stored.
+    const rows = await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT count(*) AS n FROM nums', startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
+    expect(await rows.json()).toEqual([{ n: 0 }]);
+  });
+
+  it('the same values as strings, the largest exact integer, and float literals are stored as sent', async () => {
+    expect((await post('[{"id":"9007199254740993","big":9007199254740991,"f":1e20,"v":"1e400"}]')).status).toBe(200);
+    const res = await server.request('/api/v1/query', {
+      method: 'POST',
+      json: { query: 'SELECT id, CAST(big AS VARCHAR) AS big, f, v FROM nums', startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' },
+    });
+    expect(await res.json()).toEqual([{ id: '9007199254740993', big: '9007199254740991', f: 1e20, v: '1e400' }]);
+  });
+});

@@ -38,8 +38,17 @@ const TYPE_BITS: Partial<Record<ColumnType, number>> = { VARCHAR: 1, BIGINT: 2, 
 /** Thrown inside the walk to give up; never leaves this module. */
 const GIVE_UP = Symbol('give up');
 
+/**
+ * A parsed number that may not be what was sent: an integral double beyond ±2^53 (an integer literal
+ * would have lost digits) or an infinity (a literal beyond the double range). The body's text decides
+ * (numbers.ts); normal numbers never get there.
+ */
+const suspect = (v: number) => !Number.isSafeInteger(v) && (Number.isInteger(v) || !Number.isFinite(v));
+
 class Batch {
   readonly names = new Map<string, NameInfo>();
+  /** A number of the batch is suspect (see `suspect`). */
+  suspectNumbers = false;
   readonly top = new Map<string, Slot>();
   constructor(
     readonly maxNames: number,
@@ -85,10 +94,14 @@ function see(info: NameInfo, row: number, type: ColumnType): void {
 }
 
 /** Whether nesting inside an array stays within `maxDepth` (the row path reports the error otherwise). */
-function withinDepth(value: unknown, depth: number, maxDepth: number): boolean {
+function withinDepth(b: Batch, value: unknown, depth: number, maxDepth: number): boolean {
+  if (typeof value === 'number') {
+    if (suspect(value)) b.suspectNumbers = true;
+    return true;
+  }
   if (value === null || typeof value !== 'object') return true;
   if (depth > maxDepth) return false;
-  for (const v of Array.isArray(value) ? value : Object.values(value)) if (!withinDepth(v, depth + 1, maxDepth)) return false;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) if (!withinDepth(b, v, depth + 1, maxDepth)) return false;
   return true;
 }
 
@@ -111,7 +124,11 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
       case 'number':
         {
           const slot = b.leafSlot(members, prefix, key);
-          see(slot.info!, row, Number.isSafeInteger(value) ? 'BIGINT' : 'DOUBLE');
+          if (Number.isSafeInteger(value)) see(slot.info!, row, 'BIGINT');
+          else {
+            if (suspect(value)) b.suspectNumbers = true;
+            see(slot.info!, row, 'DOUBLE');
+          }
           out[slot.name] = value;
         }
         break;
@@ -124,7 +141,7 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
         break;
       default:
         if (Array.isArray(value)) {
-          if (!withinDepth(value, depth + 1, b.maxDepth)) throw GIVE_UP;
+          if (!withinDepth(b, value, depth + 1, b.maxDepth)) throw GIVE_UP;
           const slot = b.leafSlot(members, prefix, key);
           see(slot.info!, row, 'VARCHAR');
           out[slot.name] = JSON.stringify(value);
@@ -140,7 +157,7 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
  * Events (already checked to be objects) → WAL lines (without the lone-surrogate fix) and the type
  * summary; undefined when the row path must run (see the module comment).
  */
-export function jsonEventsToLines(events: Record<string, unknown>[], stamp: EventStamp, maxDepth: number, maxNames: number): { text: string; types: TypeSummary } | undefined {
+export function jsonEventsToLines(events: Record<string, unknown>[], stamp: EventStamp, maxDepth: number, maxNames: number): { text: string; types: TypeSummary; suspectNumbers: boolean } | undefined {
   const b = new Batch(maxNames, maxDepth);
   // What every row gets after its own fields, in the order jsonEventsToBatch sets them.
   const stampCols: [string, string][] = [['p_timestamp', stamp.received]];
@@ -182,5 +199,5 @@ export function jsonEventsToLines(events: Record<string, unknown>[], stamp: Even
   }
   const types: TypeSummary = new Map();
   for (const [name, info] of b.names) if (info.types.length) types.set(name, info.types);
-  return { text, types };
+  return { text, types, suspectNumbers: b.suspectNumbers };
 }

@@ -9,6 +9,7 @@ import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
 import { eventsFromJson } from './flatten.ts';
 import { jsonEventsToLines } from './jsonLines.ts';
+import { checkLosslessNumbers } from './numbers.ts';
 import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
 import { rowsToLines } from './lines.ts';
 import { fixLoneSurrogates } from './names.ts';
@@ -82,6 +83,9 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       // The common case (every value stays where it is) goes from the parsed events straight to lines.
       const events = eventsFromJson(parsed);
       const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames);
+      // Numbers that would not be stored as sent are refused (numbers.ts); the text is read only when
+      // the fast path saw a suspect number, or by the rarer row path.
+      if (!fast || fast.suspectNumbers) checkLosslessNumbers(body);
       if (fast && !placeValues(target.schema, fast.types, target.maxColumns, JSON_FIXED)) {
         return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: Object.keys(JSON_KNOWN_TYPES), info: {} };
       }
