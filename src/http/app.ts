@@ -38,7 +38,7 @@ function requestMetrics(route: string, method: string, status: number) {
 }
 
 /** Prometheus text without the samples whose `dataset` label names a dataset `keep` refuses. */
-export function onlyDatasets(text: string, keep: (dataset: string) => boolean): string {
+function onlyDatasets(text: string, keep: (dataset: string) => boolean): string {
   return text
     .split('\n')
     .filter((line) => {

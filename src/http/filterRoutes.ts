@@ -15,7 +15,7 @@ import { formatIssues, requires } from './middleware.ts';
  * owns at most P_FILTERS_PER_KEY (docs/security.md).
  */
 export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
-  const filters = new FilterStore(storage.store, { maxBytes: config.filterMaxBytes, perKey: config.filtersPerKey });
+  const filters = new FilterStore(storage.store, { maxBytes: config.filterMaxBytes });
   // Objects saved before the size limit (or by hand) are moved out of the listing's way; listings skip
   // them by size meanwhile, so the service need not wait for this.
   filters.setAsideOversized().catch((err: unknown) => log.warn('filters: setting aside oversized objects failed', { error: err as Error }));

@@ -9,8 +9,8 @@ import type { ObjectStore } from './objectStore.ts';
  * with zod, and an object that does not parse is skipped with a warning rather than failing the list.
  *
  * Bounded, because any reader may save filters: each object is at most `maxBytes` (a larger one is
- * never read: skipped by its listed size, and moved to `.filters-set-aside/` at start-up), each key
- * owns at most `perKey` of them, and a listing reads them one at a time.
+ * never read: skipped by its listed size, and moved to `.filters-set-aside/` at start-up), a listing
+ * reads them one at a time, and `countOwnedBy` lets the caller bound how many one key saves.
  */
 
 /** Parseable's `FilterQuery`. */
@@ -52,8 +52,6 @@ const Stored = Filter.extend({ filter_id: z.string().regex(ID_RE), user_id: z.st
 export interface FilterLimits {
   /** Largest stored filter object, in bytes. */
   maxBytes: number;
-  /** Most filters one key may own. */
-  perKey: number;
 }
 
 export class FilterStore {
