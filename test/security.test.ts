@@ -391,6 +391,17 @@ describe('a data file damaged in place (same size) is set aside; the good rows s
     // And stays so: the next query does not trip over it again.
     expect(JSON.parse((await count(name)).body)).toEqual([{ n: 500 }]);
   });
+
+  it('a query that raises a file-like error itself sets nothing aside', async () => {
+    await twoFiles('raised');
+    const res = await server.request('/api/v1/query', {
+      method: 'POST',
+      json: { query: `SELECT error('Failed to read file "x.parquet": ZSTD Decompression failure') FROM raised`, startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' },
+    });
+    expect(res.status).not.toBe(200);
+    expect((await stats('raised')).quarantined).toEqual([]);
+    expect(JSON.parse((await count('raised')).body)).toEqual([{ n: 1000 }]);
+  });
 });
 
 describe('creating a dataset on a full disk', () => {

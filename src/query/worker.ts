@@ -135,17 +135,17 @@ function errorKind(message: string): ErrorKind {
 }
 
 /**
- * Parquet files of the job DuckDB cannot read, after an error that looks like a file's: the file the
- * message names, else each linked Parquet file read whole on its own (every column decoded), so the
- * service can set exactly the damaged ones aside and serve the rest.
+ * Parquet files of the job DuckDB cannot read, after an error that looks like a file's: each file the
+ * message names, else every linked Parquet file, read whole on its own (every column decoded). Only a
+ * file that fails that read is reported, so the service sets exactly the damaged ones aside and serves
+ * the rest; a message alone (a query can raise any text with error()) never sets a sound file aside.
  */
 async function damagedFiles(conn: DuckDBConnection, job: RunJob, message: string): Promise<{ name: string; reason: string }[]> {
   if (!FILE_ERROR.test(message)) return [];
   const parquet = job.links.filter((l) => l.name.endsWith('.parquet'));
   const named = parquet.filter((l) => message.includes(`${dir}/${l.name}`));
-  if (named.length) return named.map((l) => ({ name: l.name, reason: cleanMessage(message) }));
   const out: { name: string; reason: string }[] = [];
-  for (const l of parquet) {
+  for (const l of named.length ? named : parquet) {
     try {
       await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`);
     } catch (err) {
