@@ -65,6 +65,12 @@ const envSchema = z.object({
   P_QUERY_CONCURRENCY: int(4),
   P_QUERY_CONCURRENCY_PER_KEY: int(2),
   P_QUERY_QUEUE: int(16),
+  P_QUERY_RESERVE: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(1)
+    .describe('Query slots only a key with no query running may take (capped at P_QUERY_CONCURRENCY - 1): keys already running queries never hold every slot, so another key always gets one.'),
   P_QUERY_MAX_ROWS: int(500_000),
   P_QUERY_MAX_RESULT_BYTES: bytes('64MiB'),
   P_QUERY_MAX_SQL_BYTES: bytes('64KiB'),
@@ -93,6 +99,19 @@ const envSchema = z.object({
   P_COMPACTION_TARGET_BYTES: bytes('128MiB'),
   P_ORPHAN_SWEEP_INTERVAL: duration('10m'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional(),
+  P_FILTER_MAX_BYTES: bytes('256KiB').describe(
+    'Largest saved filter (its JSON), in bytes: room for a query at P_QUERY_MAX_SQL_BYTES and a console builder, small enough that listing every key\'s filters stays cheap.',
+  ),
+  P_FILTERS_PER_KEY: int(100).describe('Most saved filters one API key may own: any reader may save, so the total stays bounded by keys x this.'),
+  P_MAX_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe('Most TCP connections open at once; default half the open-files limit (at most 8192), so the WAL, flushes, query workers and S3 keep their file descriptors.'),
+  P_HEADERS_TIMEOUT: duration('10s').describe(
+    'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
+  ),
   P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
@@ -131,6 +150,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     queryConcurrency: e.P_QUERY_CONCURRENCY,
     queryConcurrencyPerKey: e.P_QUERY_CONCURRENCY_PER_KEY,
     queryQueue: e.P_QUERY_QUEUE,
+    queryReserve: e.P_QUERY_RESERVE,
     queryMaxRows: e.P_QUERY_MAX_ROWS,
     queryMaxResultBytes: e.P_QUERY_MAX_RESULT_BYTES,
     queryMaxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,
@@ -161,6 +181,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
     orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
     logLevel: e.P_LOG_LEVEL,
+    maxConnections: e.P_MAX_CONNECTIONS,
+    headersTimeoutMs: e.P_HEADERS_TIMEOUT,
+    filterMaxBytes: e.P_FILTER_MAX_BYTES,
+    filtersPerKey: e.P_FILTERS_PER_KEY,
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
     // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
     // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.

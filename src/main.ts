@@ -5,6 +5,7 @@ import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
 import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
+import { connectionCap, limitConnections } from './http/connections.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
@@ -78,6 +79,7 @@ async function main(): Promise<void> {
     workDir: path.join(tmp, 'query'),
     concurrency: config.queryConcurrency,
     perKey: config.queryConcurrencyPerKey,
+    reserve: config.queryReserve,
     queue: config.queryQueue,
     queueWaitMs: config.queryTimeoutMs,
     threads: config.queryThreads,
@@ -133,7 +135,8 @@ async function main(): Promise<void> {
       }
     },
   });
-  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () =>
+  // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
+  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
     log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
   );
 
@@ -141,7 +144,7 @@ async function main(): Promise<void> {
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
-  http.headersTimeout = 66_000;
+  limitConnections(http, { maxConnections: connectionCap(config.maxConnections), headersTimeoutMs: config.headersTimeoutMs });
 
   let stopping = false;
   const shutdown = async (signal: string) => {

@@ -84,7 +84,7 @@ export const planCacheLookups = new Counter({
 
 export const fileCacheLookups = new Counter({
   name: 'lakehouse_file_cache_lookups_total',
-  help: 'S3 file cache lookups for queries and compaction by result (hit, miss).',
+  help: 'S3 file cache lookups for queries and compaction by result (hit, miss, damaged: the cached copy failed its check and was downloaded again).',
   labelNames: ['result'] as const,
   registers: [registry],
 });

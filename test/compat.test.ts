@@ -239,7 +239,7 @@ describe('Parseable compatibility', () => {
 
   describe('about, home, dataset info', () => {
     it('about has Parseable\'s field names; grpcPort is null (no Flight server)', async () => {
-      const about = await json<Record<string, unknown>>(await get('/api/v1/about', READER));
+      const about = await json<Record<string, unknown>>(await get('/api/v1/about'));
       expect(about).toMatchObject({
         version: `v${VERSION}`,
         mode: 'Standalone',
@@ -253,6 +253,10 @@ describe('Parseable compatibility', () => {
       });
       for (const k of ['uiVersion', 'commit', 'deploymentId', 'latestVersion', 'llmProvider', 'license', 'analytics']) expect(about).toHaveProperty(k);
       expect(about.deploymentId).toMatch(/^[0-9A-F]{26}$/);
+      // Where data lives is for admin keys only.
+      const forReader = await json<Record<string, unknown>>(await get('/api/v1/about', READER));
+      expect(forReader).toMatchObject({ ...about, store: { type: 'Local drive', path: null }, staging: null });
+      expect(JSON.stringify(forReader)).not.toContain(server.dataDir);
       await expectError(await get('/api/v1/about', WRITER), 403);
       await expectError(await server.request('/api/v1/about', { headers: { 'X-API-Key': 'wrong' } }), 401);
     });
@@ -417,6 +421,8 @@ describe('Parseable compatibility', () => {
       await expectError(await counts({ stream: 'nosuch', ...range }), 404);
       await expectError(await counts({ stream: 'app', ...range }, ALPHA_READER), 403);
       await expectError(await counts({ stream: 'app', startTime: range.endTime, endTime: range.startTime }), 400);
+      // An empty range is an empty answer, as for queries.
+      expect((await json<Counts>(await counts({ stream: 'app', startTime: range.startTime, endTime: range.startTime }))).records).toEqual([]);
       await expectError(await counts({ stream: 'app', ...range, numBins: 0 }), 400);
       await expectError(await counts({ stream: 'app', ...range, conditions: { conditions: { conditionConfig: [{ column: 'nocolumn', operator: '=', value: '1' }] } } }), 400);
       await expectError(await counts({ stream: 'app', ...range, conditions: { conditions: { conditionConfig: [{ column: 'n', operator: 'like-ish', value: '1' }] } } }), 400);

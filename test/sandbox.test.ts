@@ -89,6 +89,12 @@ describe('SQL sandbox: a scoped reader reads nothing but its dataset', () => {
     'SELECT * FROM mine WHERE token IN (SELECT token FROM secret)',
     'SELECT * FROM mine UNION ALL SELECT * FROM secret',
     'SELECT * FROM "SECRET"',
+    // Names folded as DuckDB folds them (ASCII only): a CTE named with K (KELVIN SIGN) hid duckdb_views.
+    'WITH "duc\u212Adb_views" AS (SELECT 1) SELECT sql FROM duckdb_views',
+    // SQL text bound by a function, out of the walker's sight.
+    "SELECT json_serialize_plan('SELECT current_setting(''temp_directory'') AS d', optimize := true) AS p",
+    "SELECT json_serialize_plan('SELECT * FROM secret') AS p",
+    "SELECT json_serialize_sql('SELECT 1') AS p",
   ];
 
   it('refuses every statement that reaches another dataset, a file, a catalog view or a setting', async () => {
@@ -135,6 +141,13 @@ describe('SQL sandbox: a scoped reader reads nothing but its dataset', () => {
     expect(deep.ms).toBeLessThan(2000);
     const brackets = await ask(server, READER, `SELECT ${'('.repeat(5000)}1${')'.repeat(5000)} AS x`);
     expect(brackets.status).toBe(400);
+    // Macros copy their argument (to_timestamp six times): eight nested calls, 131 bytes, once bound
+    // 1.7 million expressions for 30 s of a core. Refused before planning; the service stays responsive.
+    const macros = await ask(server, READER, `SELECT ${'to_timestamp('.repeat(8)}1${')'.repeat(8)} AS t`);
+    expect(macros.status, macros.text).toBe(400);
+    expect(macros.text).toMatch(/macros/);
+    const after = await ask(server, READER, 'SELECT count(*) AS n FROM mine');
+    expect(after.status).toBe(200);
   });
 
   it('refuses time bounds that are out of range or not real dates with 400', async () => {

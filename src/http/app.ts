@@ -1,6 +1,6 @@
 import { Hono } from 'hono';
 import { log } from '../log.ts';
-import { authenticate } from './auth.ts';
+import { authenticate, canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
@@ -38,6 +38,17 @@ function requestMetrics(route: string, method: string, status: number) {
   return m;
 }
 
+/** Prometheus text without the samples whose `dataset` label names a dataset `keep` refuses. */
+function onlyDatasets(text: string, keep: (dataset: string) => boolean): string {
+  return text
+    .split('\n')
+    .filter((line) => {
+      const m = /[{,]dataset="([^"]*)"/.exec(line);
+      return !m || line.startsWith('#') || keep(m[1]);
+    })
+    .join('\n');
+}
+
 export function createApp(services: Services): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
 
@@ -54,18 +65,17 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   // Probes (load balancers, Docker and Kubernetes health checks) send no key: liveness and
   // readiness answer without one (GET and HEAD). Readiness details (storage reachability, damaged
-  // objects set aside, by key) are shown only to a request with a valid key.
+  // objects set aside, by key and dataset) are shown only to a request with an admin key.
   app.get('/api/v1/liveness', (c) => c.json({ status: 'ok' }));
   app.get('/api/v1/readiness', async (c) => {
     const { details, ...state } = await services.isReady();
-    let keyed = false;
+    let admin = false;
     try {
-      authenticate(services.keys, c.req.raw.headers);
-      keyed = true;
+      admin = authenticate(services.keys, c.req.raw.headers).role === 'admin';
     } catch {
       // No key or an unknown one: the probe's answer only.
     }
-    return c.json(keyed ? { ...state, ...details } : state, state.ready ? 200 : 503);
+    return c.json(admin ? { ...state, ...details } : state, state.ready ? 200 : 503);
   });
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
@@ -77,7 +87,13 @@ export function createApp(services: Services): Hono<AppEnv> {
   });
 
   // Prometheus text format; needs a key (any role), which Prometheus sends as `authorization: credentials`.
-  app.get('/metrics', async (c) => c.body(await metricsRegistry.metrics(), 200, { 'Content-Type': metricsRegistry.contentType }));
+  // Per-dataset series show only the datasets the key may access (their names and volumes are data).
+  app.get('/metrics', async (c) => {
+    const p = c.get('principal');
+    const text = await metricsRegistry.metrics();
+    const body = p.role === 'admin' ? text : onlyDatasets(text, (name) => canAccess(p, name));
+    return c.body(body, 200, { 'Content-Type': metricsRegistry.contentType });
+  });
 
   registerDatasetRoutes(app, services);
   registerIngestRoutes(app, services);

@@ -26,6 +26,8 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
   const deploymentId = createHash('sha256').update(`${store.type}:${store.path}`).digest('hex').slice(0, 26).toUpperCase();
 
   app.get('/api/v1/about', requires('read'), (c) => {
+    // Where data lives (the data directory, the bucket's address) is for admin keys only.
+    const admin = c.get('principal').role === 'admin';
     return c.json({
       version: `v${VERSION}`,
       uiVersion: null,
@@ -39,11 +41,11 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
       license: null,
       // Every worker ingests and queries: Parseable's "Standalone" (not its ingest/query split).
       mode: 'Standalone',
-      staging: path.join(config.dataDir, 'wal'),
+      staging: admin ? path.join(config.dataDir, 'wal') : null,
       hotTier: 'Disabled',
       // No Arrow Flight server: `pb tail` (live tail over gRPC) is not available.
       grpcPort: null,
-      store,
+      store: admin ? store : { type: store.type, path: null },
       analytics: { clarityTag: null },
       queryEngine: 'DuckDB',
     });

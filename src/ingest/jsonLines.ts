@@ -44,8 +44,17 @@ const TYPE_BITS: Partial<Record<ColumnType, number>> = { VARCHAR: 1, BIGINT: 2, 
 /** Thrown inside the walk to give up; never leaves this module. */
 const GIVE_UP = Symbol('give up');
 
+/**
+ * A parsed number that may not be what was sent: an integral double beyond ±2^53 (an integer literal
+ * would have lost digits) or an infinity (a literal beyond the double range). The body's text decides
+ * (numbers.ts); normal numbers never get there.
+ */
+const suspect = (v: number) => !Number.isSafeInteger(v) && (Number.isInteger(v) || !Number.isFinite(v));
+
 class Batch {
   readonly names = new Map<string, NameInfo>();
+  /** A number of the batch is suspect (see `suspect`). */
+  suspectNumbers = false;
   readonly top = new Map<string, Slot>();
   /** The current event's time from the dataset's time field, once read (NaN until then). */
   rowTimeMs = NaN;
@@ -95,10 +104,14 @@ function see(info: NameInfo, row: number, type: ColumnType): void {
 }
 
 /** Whether nesting inside an array stays within `maxDepth` (the row path reports the error otherwise). */
-function withinDepth(value: unknown, depth: number, maxDepth: number): boolean {
+function withinDepth(b: Batch, value: unknown, depth: number, maxDepth: number): boolean {
+  if (typeof value === 'number') {
+    if (suspect(value)) b.suspectNumbers = true;
+    return true;
+  }
   if (value === null || typeof value !== 'object') return true;
   if (depth > maxDepth) return false;
-  for (const v of Array.isArray(value) ? value : Object.values(value)) if (!withinDepth(v, depth + 1, maxDepth)) return false;
+  for (const v of Array.isArray(value) ? value : Object.values(value)) if (!withinDepth(b, v, depth + 1, maxDepth)) return false;
   return true;
 }
 
@@ -131,7 +144,11 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
       case 'number':
         {
           const slot = b.leafSlot(members, prefix, key);
-          see(slot.info!, row, Number.isSafeInteger(value) ? 'BIGINT' : 'DOUBLE');
+          if (Number.isSafeInteger(value)) see(slot.info!, row, 'BIGINT');
+          else {
+            if (suspect(value)) b.suspectNumbers = true;
+            see(slot.info!, row, 'DOUBLE');
+          }
           out[slot.name] = value;
         }
         break;
@@ -144,7 +161,7 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
         break;
       default:
         if (Array.isArray(value)) {
-          if (!withinDepth(value, depth + 1, b.maxDepth)) throw GIVE_UP;
+          if (!withinDepth(b, value, depth + 1, b.maxDepth)) throw GIVE_UP;
           const slot = b.leafSlot(members, prefix, key);
           see(slot.info!, row, 'VARCHAR');
           out[slot.name] = JSON.stringify(value);
@@ -166,7 +183,7 @@ export function jsonEventsToLines(
   maxDepth: number,
   maxNames: number,
   times: { guess?: TimeGuess; rule?: TimeRule } = {},
-): { text: string; types: TypeSummary } | undefined {
+): { text: string; types: TypeSummary; suspectNumbers: boolean } | undefined {
   const { rule } = times;
   const b = new Batch(maxNames, maxDepth, times.guess, rule?.field);
   // What every row gets after its own fields, in the order jsonEventsToBatch sets them.
@@ -214,5 +231,5 @@ export function jsonEventsToLines(
   }
   const types: TypeSummary = new Map();
   for (const [name, info] of b.names) if (info.types.length) types.set(name, info.types);
-  return { text, types };
+  return { text, types, suspectNumbers: b.suspectNumbers };
 }

@@ -9,6 +9,7 @@ import { decodeBody } from './compression.ts';
 import { JSON_KNOWN_TYPES, jsonEventsToBatch, type EventStamp } from './jsonEvents.ts';
 import { eventsFromJson } from './flatten.ts';
 import { jsonEventsToLines } from './jsonLines.ts';
+import { checkLosslessNumbers } from './numbers.ts';
 import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
 import { rowsToLines } from './lines.ts';
 import { fixLoneSurrogates } from './names.ts';
@@ -96,6 +97,9 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       const rule = target.time && timeFieldRule(target.time.field, target.time.limitDays, Date.parse(job.stamp.received));
       const fixed = rule ? new Set([...JSON_FIXED, rule.field]) : JSON_FIXED;
       const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames, { guess, rule });
+      // Numbers that would not be stored as sent are refused (numbers.ts); the text is read only when
+      // the fast path saw a suspect number, or by the rarer row path.
+      if (!fast || fast.suspectNumbers) checkLosslessNumbers(body);
       if (fast && !placeValues(target.schema, fast.types, target.maxColumns, fixed)) {
         return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: [...fixed], info: {} };
       }

@@ -130,7 +130,8 @@ export interface CountsPlan {
 export function planCounts(req: CountsRequest, dataset: string, timeColumn: string, now = Date.now()): CountsPlan {
   const startMs = parseTimeBound(req.startTime, 'startTime', now);
   const endMs = parseTimeBound(req.endTime, 'endTime', now);
-  if (startMs >= endMs) throw invalidInput('startTime must be before endTime');
+  // As queries: an empty range is an empty answer, a reversed one an error.
+  if (startMs > endMs) throw invalidInput('startTime must not be after endTime');
   const widthMs = binWidthMs(endMs - startMs, req.numBins);
   const bins = Math.ceil((endMs - startMs) / widthMs);
   const groupBy = req.conditions?.groupBy ?? [];
@@ -189,9 +190,11 @@ export async function runCountsSql(ctx: CountsContext, sql: string, startMs: num
 }
 
 export async function counts(ctx: CountsContext, req: CountsRequest): Promise<CountsResponse> {
+  // Permission before existence, as queries: a key that may not read a name gets the same answer
+  // whether a dataset of that name exists or not.
   const meta = await ctx.storage.resolve(req.stream, true);
+  if (!ctx.canRead(req.stream) && !(meta && ctx.canRead(meta.name))) throw forbidden(`this API key may not read dataset "${req.stream}"`);
   if (!meta) throw notFound(`dataset "${req.stream}" does not exist`);
-  if (!ctx.canRead(meta.name)) throw forbidden(`this API key may not read dataset "${meta.name}"`);
   const plan = planCounts(req, meta.name, meta.timeColumn);
   return shapeCounts(plan, await runCountsSql(ctx, plan.sql, plan.startMs, plan.endMs));
 }

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { quotedIdentifier } from '@duckdb/node-api';
-import { DomainError, forbidden, notFound, timedOut } from '../errors.ts';
+import { DomainError, forbidden, notFound, timedOut, unavailable } from '../errors.ts';
 import { withConnection } from '../duckdb.ts';
 import { planCacheLookups } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
@@ -60,6 +60,42 @@ function linkName(file: string): string {
   return name;
 }
 
+/** Times a query runs again after damaged files were set aside. */
+const MAX_DAMAGE_RETRIES = 3;
+
+/** A query failed on data files it could not decode, now set aside: run it again. */
+class DamagedFilesFound extends Error {
+  constructor(readonly error: DomainError) {
+    super(error.message);
+  }
+}
+
+/**
+ * The snapshot, or `unavailable` (503, retry later) when it is not ready by the deadline: on S3 a
+ * bucket that stopped answering would otherwise hold the query for as long as the SDK's retries last.
+ * A snapshot that arrives late is released at once.
+ */
+function withinDeadline(pending: Promise<Snapshot>, deadline: number, dataset: string): Promise<Snapshot> {
+  return new Promise<Snapshot>((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(unavailable(`the files of dataset "${dataset}" could not be fetched from the object store within the query time limit (P_QUERY_TIMEOUT); retry later`, 5));
+    }, Math.max(0, deadline - Date.now()));
+    pending.then(
+      (snap) => {
+        clearTimeout(timer);
+        if (late) snap.release();
+        else resolve(snap);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        if (!late) reject(err);
+      },
+    );
+  });
+}
+
 /**
  * Runs user SQL: plan and check it (sandbox), authorise every dataset it names, take a consistent
  * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
@@ -87,7 +123,23 @@ export class QueryExecutor {
     return plan;
   }
 
+  /**
+   * Runs the query; when DuckDB finds data files it cannot decode before any row is answered, they are
+   * set aside (storage decides how: on S3 a cached copy is first downloaded again) and the query runs
+   * again without them, so the good rows stay readable. A few times at most.
+   */
   async execute(req: QueryRequest): Promise<QueryAnswer> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.executeOnce(req);
+      } catch (err) {
+        if (!(err instanceof DamagedFilesFound)) throw err;
+        if (attempt >= MAX_DAMAGE_RETRIES) throw err.error;
+      }
+    }
+  }
+
+  private async executeOnce(req: QueryRequest): Promise<QueryAnswer> {
     const plan = await this.plan(req.sql);
     // Permission before existence: a key that may not read a name gets the same answer whether a
     // dataset of that name exists or not.
@@ -103,13 +155,28 @@ export class QueryExecutor {
     const releaseAll = () => {
       for (const r of releases.splice(0)) r();
     };
+    // The time limit covers the whole query: taking the snapshots (on S3, downloading the files) too.
+    // Waiting for a query slot is bounded on its own (the pool's queue wait) and not counted.
+    const started = Date.now();
     try {
       const snapshots: Snapshot[] = [];
       for (const name of new Set(names)) {
-        const snap = await this.source.snapshot(name, req.startMs, req.endMs);
+        const snap = await withinDeadline(this.source.snapshot(name, req.startMs, req.endMs), started + this.limits.timeoutMs, name);
         releases.push(snap.release);
         snapshots.push(snap);
       }
+      const preparedMs = Date.now() - started;
+      /** Sets aside the files a worker named as damaged; true when there were any. */
+      const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
+        if (!damaged?.length) return false;
+        for (const snap of snapshots) {
+          for (const f of snap.files) {
+            const d = damaged.find((x) => x.name === linkName(f.path));
+            if (d) await this.source.setAsideDamaged(snap.meta.name, f.key, d.reason);
+          }
+        }
+        return true;
+      };
       const build = (filesDir: string): Omit<RunJob, 'type' | 'id'> => {
         const links = new Map<string, string>();
         const pathFor = (file: string) => {
@@ -131,7 +198,10 @@ export class QueryExecutor {
         };
       };
       const exec = await this.pool.run(req.principalId, build);
-      const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
+      const timer = setTimeout(
+        () => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)),
+        Math.max(0, this.limits.timeoutMs - preparedMs),
+      );
       const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
       req.signal?.addEventListener('abort', onAbort);
       const cleanup = () => {
@@ -144,7 +214,10 @@ export class QueryExecutor {
         const first = await iterator.next();
         const m = first.value;
         if (first.done || !m) throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
-        if (m.type === 'error') throw new DomainError(m.kind, m.message);
+        if (m.type === 'error') {
+          const error = new DomainError(m.kind, m.message);
+          throw (await setAside(m.damaged)) ? new DamagedFilesFound(error) : error;
+        }
         if (m.type === 'answer') {
           // The whole answer in one message: the worker is already free.
           await iterator.return?.();
@@ -165,7 +238,11 @@ export class QueryExecutor {
                   yield e.text;
                   exec.ack();
                 } else if (e.type === 'done') return;
-                else if (e.type === 'error') throw new DomainError(e.kind, e.message);
+                else if (e.type === 'error') {
+                  // Rows were answered already: set the files aside for the next query, fail this one.
+                  await setAside(e.damaged);
+                  throw new DomainError(e.kind, e.message);
+                }
               }
             } finally {
               await iterator.return?.();

@@ -14,6 +14,11 @@ export interface QueryPoolSettings {
   concurrency: number;
   /** Queries one key may run at once. */
   perKey: number;
+  /**
+   * Slots only a key with no query running may take (at most concurrency - 1), so keys that already
+   * run queries can never hold every slot between them.
+   */
+  reserve?: number;
   /** Queries that may wait for a slot, in total. */
   queue: number;
   /** Longest wait for a slot before 503. */
@@ -129,13 +134,31 @@ export class QueryPool {
     return slot;
   }
 
+  private get total(): number {
+    let n = 0;
+    for (const v of this.running.values()) n += v;
+    return n;
+  }
+
+  /**
+   * Whether a query of `key` may take a slot now: a free slot, the key under its own limit, and — for a
+   * key that already runs a query — a free slot beyond the reserve. Keys with nothing running may take
+   * the reserve: so however many keys run heavy queries, another key's query finds a slot.
+   */
+  private mayRun(key: string): boolean {
+    const mine = this.running.get(key) ?? 0;
+    const total = this.total;
+    if (total >= this.s.concurrency || mine >= this.s.perKey) return false;
+    const reserve = Math.max(0, Math.min(this.s.reserve ?? 0, this.s.concurrency - 1));
+    return mine === 0 || total < this.s.concurrency - reserve;
+  }
+
   /** Waits for a slot under the limits: 429 when this key has too much in flight, 503 when all is full. */
   private async admit(key: string): Promise<void> {
-    const total = () => [...this.running.values()].reduce((a, b) => a + b, 0);
     const mine = () => this.running.get(key) ?? 0;
-    // Waiters wait for a reason this request may not share (their key's limit); release() wakes them
-    // as soon as they can run, so a request under both limits need not queue behind them.
-    if (total() < this.s.concurrency && mine() < this.s.perKey) {
+    // Waiters wait for a reason this request may not share (their key's limit or share); release()
+    // wakes them as soon as they can run, so a request that may run need not queue behind them.
+    if (this.mayRun(key)) {
       this.running.set(key, mine() + 1);
       return;
     }
@@ -162,10 +185,10 @@ export class QueryPool {
     const n = (this.running.get(key) ?? 1) - 1;
     if (n > 0) this.running.set(key, n);
     else this.running.delete(key);
-    // Wake the first waiter whose key is under its limit.
-    const total = [...this.running.values()].reduce((a, b) => a + b, 0);
-    if (total >= this.s.concurrency) return;
-    const i = this.waiting.findIndex((w) => (this.running.get(w.key) ?? 0) < this.s.perKey);
+    // Wake the first waiter of a key with nothing running, else the first that may run.
+    if (this.total >= this.s.concurrency) return;
+    let i = this.waiting.findIndex((w) => !this.running.has(w.key));
+    if (i < 0) i = this.waiting.findIndex((w) => this.mayRun(w.key));
     if (i < 0) return;
     const [w] = this.waiting.splice(i, 1);
     clearTimeout(w.timer);

@@ -36,7 +36,11 @@ export type FromWorker =
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
   | { type: 'done'; id: number; rows: number }
-  | { type: 'error'; id: number; kind: ErrorKind; message: string };
+  /**
+   * `damaged`: link names of Parquet files DuckDB could not decode (a checksum, decompression or
+   * metadata error naming the file, or found by reading each file after an error that named none).
+   */
+  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] };
 
 /** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
 export const STREAM_WINDOW = 4;

@@ -1,5 +1,6 @@
-import type { DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { invalidInput, tooLarge } from '../errors.ts';
+import { DIALECT_SQL } from './dialect.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -17,7 +18,11 @@ import { invalidInput, tooLarge } from '../errors.ts';
  * - no scalar function that reads settings, the environment or catalog metadata;
  * - bounded size and nesting (DuckDB's optimiser is exponential in scalar-subquery depth: depth 20
  *   plans in ~0.3 s, 30 in minutes), checked before parsing for size and bracket depth, after for the
- *   depth of nested queries.
+ *   depth of nested queries and for the size of the statement once macros are expanded (a macro
+ *   copies its argument once per use of its parameter: `to_timestamp` six times, so eight nested calls
+ *   in 131 bytes bind 1.7 million copies);
+ * - names (tables, CTEs, functions) are ASCII and compared with ASCII case folding, as DuckDB compares
+ *   them: with Unicode folding a CTE named with K (KELVIN SIGN) would hide the catalog view `duckdb_views`.
  */
 
 export interface SandboxLimits {
@@ -43,8 +48,53 @@ const ALLOWED_TABLE_FUNCTIONS = new Set(['unnest', 'range', 'generate_series']);
  * Scalar functions refused anywhere in a statement: they disclose settings (and with them the data
  * directory), the environment, or catalog objects whose definitions name files.
  */
-const DENIED_FUNCTIONS = new Set(['current_setting', 'getenv', 'getvariable', 'current_query', 'txid_current', 'col_description', 'obj_description', 'shobj_description', 'format_type']);
-const DENIED_FUNCTION_PREFIXES = ['duckdb_', 'pg_', 'sqlite_', 'has_', 'pragma_', 'parquet_', 'read_', 'sniff_', 'glob', 'json_execute'];
+const DENIED_FUNCTIONS = new Set([
+  'current_setting',
+  'getenv',
+  'getvariable',
+  'current_query',
+  'txid_current',
+  'col_description',
+  'obj_description',
+  'shobj_description',
+  'format_type',
+  // Functions that bind SQL text given as a value, out of this walker's sight.
+  'query',
+  'query_table',
+  'sql_auto_complete',
+  'which_secret',
+]);
+const DENIED_FUNCTION_PREFIXES = [
+  'duckdb_',
+  'pg_',
+  'sqlite_',
+  'has_',
+  'pragma_',
+  'parquet_',
+  'read_',
+  'sniff_',
+  'glob',
+  // json_serialize_sql/_plan, json_deserialize_sql, json_execute_serialized_sql bind SQL text.
+  'json_execute',
+  'json_serialize',
+  'json_deserialize',
+];
+
+/** DuckDB folds identifiers' case in ASCII only; JavaScript's toLowerCase folds Unicode too. */
+export const asciiLower = (s: string) => s.replace(/[A-Z]+/g, (m) => m.toLowerCase());
+
+/** A name compared with the rules here must be ASCII, so no folding rule can tell two apart differently. */
+function asciiName(kind: string, name: string): string {
+  if (/[^\x00-\x7f]/.test(name)) throw invalidInput(`${kind} names must be ASCII: "${name}"`);
+  return asciiLower(name);
+}
+
+/**
+ * Most expressions a statement may bind once macros are expanded: ~8 µs of DuckDB's binder each, so
+ * about half a second at worst. A statement without macros stays far below it (64 KiB of SQL is at
+ * most ~30,000 expressions); four nested `to_timestamp` are ~18,000, five ~110,000.
+ */
+export const MAX_EXPANDED_EXPRESSIONS = 50_000;
 
 /** Query nodes: each level of these counts towards the nesting limit. */
 const QUERY_NODES = new Set(['SELECT_NODE', 'SET_OPERATION_NODE', 'RECURSIVE_CTE_NODE', 'CTE_NODE']);
@@ -91,10 +141,126 @@ async function aggregates(conn: DuckDBConnection): Promise<ReadonlySet<string>> 
   return aggregateNames;
 }
 
+/** What expanding a macro costs: copies of each argument, and expressions of its own body. */
+export interface MacroCost {
+  /** The most times any parameter appears in the body, nested macros expanded (at least 1). */
+  factor: number;
+  /** Expressions in the body, nested macros expanded. */
+  size: number;
+}
+
+const isExpression = (n: Node) => typeof n.class === 'string' || typeof n.type === 'string';
+
+/** The macro a function node calls, if any (unqualified or in DuckDB's own schemas). */
+function macroCalled(n: Node, costs: ReadonlyMap<string, MacroCost>): MacroCost | undefined {
+  if (n.class !== 'FUNCTION') return undefined;
+  const schema = String(n.schema ?? '');
+  if (schema && schema !== 'main') return undefined;
+  return costs.get(asciiLower(String(n.function_name ?? '')));
+}
+
+/** Costs of macros from their parsed bodies (table-driven tests feed this directly). */
+export function macroCosts(defs: ReadonlyMap<string, { params: string[]; body: Node }[]>): Map<string, MacroCost> {
+  const costs = new Map<string, MacroCost>();
+  const pending = new Set<string>();
+  const cost = (name: string): MacroCost => {
+    const known = costs.get(name);
+    if (known) return known;
+    // A macro that reaches itself (DuckDB refuses to run one) is taken as a plain function.
+    if (pending.has(name)) return { factor: 1, size: 1 };
+    pending.add(name);
+    let factor = 1;
+    let size = 1;
+    for (const { params, body } of defs.get(name) ?? []) {
+      for (const p of params) factor = Math.max(factor, uses(asciiLower(p), body));
+      size = Math.max(size, sizeOf(body));
+    }
+    pending.delete(name);
+    const c = { factor, size };
+    costs.set(name, c);
+    return c;
+  };
+  const callee = (n: Node) => (n.class === 'FUNCTION' && defs.has(asciiLower(String(n.function_name ?? ''))) ? cost(asciiLower(String(n.function_name))) : undefined);
+  const uses = (param: string, value: unknown): number => {
+    if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + uses(param, v), 0);
+    if (value === null || typeof value !== 'object') return 0;
+    const n = value as Node;
+    const names = n.column_names as string[] | undefined;
+    if (n.class === 'COLUMN_REF' && names?.length === 1 && asciiLower(names[0]) === param) return 1;
+    const inner = Object.values(n).reduce((sum: number, v) => sum + uses(param, v), 0);
+    return inner * (callee(n)?.factor ?? 1);
+  };
+  const sizeOf = (value: unknown): number => {
+    if (Array.isArray(value)) return value.reduce((sum: number, v) => sum + sizeOf(v), 0);
+    if (value === null || typeof value !== 'object') return 0;
+    const n = value as Node;
+    const c = callee(n);
+    const inner = Object.values(n).reduce((sum: number, v) => sum + sizeOf(v), 0);
+    return c ? c.size + c.factor * inner : (isExpression(n) ? 1 : 0) + inner;
+  };
+  for (const name of defs.keys()) cost(name);
+  return costs;
+}
+
+/** Expressions a parsed statement binds once its macros are expanded (stops counting past `limit`). */
+export function expandedSize(statement: Node, costs: ReadonlyMap<string, MacroCost>, limit: number): number {
+  let total = 0;
+  const walk = (value: unknown, copies: number): void => {
+    if (total > limit) return;
+    if (Array.isArray(value)) {
+      for (const v of value) walk(v, copies);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    const m = macroCalled(n, costs);
+    total += copies * (m ? m.size : isExpression(n) ? 1 : 0);
+    for (const v of Object.values(n)) walk(v, m ? copies * m.factor : copies);
+  };
+  walk(statement, 1);
+  return total;
+}
+
+/** Costs of every macro a query worker has: DuckDB's own and the dialect's (read once, in a scratch instance). */
+let macroCostsOnce: Promise<ReadonlyMap<string, MacroCost>> | undefined;
+
+async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
+  const instance = await DuckDBInstance.create(':memory:');
+  const conn = await instance.connect();
+  try {
+    for (const sql of DIALECT_SQL) await conn.run(sql);
+    const rows = (
+      await conn.runAndReadAll(
+        `SELECT lower(function_name) AS name, to_json(parameters)::VARCHAR AS params, macro_definition AS body FROM duckdb_functions() WHERE function_type = 'macro'`,
+      )
+    ).getRowObjects();
+    const defs = new Map<string, { params: string[]; body: Node }[]>();
+    for (const row of rows) {
+      const parsed = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [`SELECT ${String(row.body)}`]);
+      const ast = JSON.parse(String(parsed.getRowObjects()[0].ast)) as { error: boolean; statements?: Node[] };
+      const name = String(row.name);
+      // A body this parser cannot read (none today) still counts as a macro of factor 1.
+      const body = ast.error ? {} : (ast.statements?.[0] ?? {});
+      defs.set(name, [...(defs.get(name) ?? []), { params: JSON.parse(String(row.params)) as string[], body }]);
+    }
+    return macroCosts(defs);
+  } finally {
+    conn.closeSync();
+    instance.closeSync();
+  }
+}
+
+function macros(): Promise<ReadonlyMap<string, MacroCost>> {
+  macroCostsOnce ??= loadMacroCosts();
+  macroCostsOnce.catch(() => (macroCostsOnce = undefined));
+  return macroCostsOnce;
+}
+
 /** Parses with DuckDB's parser and applies the rules above. */
 export async function planStatement(conn: DuckDBConnection, sql: string, limits: SandboxLimits): Promise<QueryPlan> {
   checkSqlText(sql, limits);
   const aggregateFunctions = await aggregates(conn);
+  const macroCostMap = await macros();
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
   const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { error: boolean; error_type?: string; error_message?: string; statements?: Node[] };
   if (ast.error) {
@@ -104,6 +270,10 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   const statements = ast.statements ?? [];
   if (statements.length !== 1) throw invalidInput('exactly one SELECT statement is allowed per query');
   const plan = analyzeStatement(statements[0], limits.maxDepth);
+  const expanded = expandedSize(statements[0], macroCostMap, MAX_EXPANDED_EXPRESSIONS);
+  if (expanded > MAX_EXPANDED_EXPRESSIONS) {
+    throw invalidInput(`the statement is too large once its macros (such as to_timestamp) are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions; nest such functions less deeply`);
+  }
   const bound = rowBound(statements[0], aggregateFunctions);
   return bound === undefined ? plan : { ...plan, rowBound: bound };
 }
@@ -140,7 +310,7 @@ export function rowBound(statement: Node, aggregateFunctions: ReadonlySet<string
     if (typeof n.type === 'string' && QUERY_NODES.has(n.type)) return false;
     return test(n) || Object.values(n).some((v) => has(v, test));
   };
-  const fn = (n: Node) => (n.class === 'FUNCTION' ? String(n.function_name ?? '').toLowerCase() : '');
+  const fn = (n: Node) => (n.class === 'FUNCTION' ? asciiLower(String(n.function_name ?? '')) : '');
   if (items.some((e) => has(e, (n) => n.class === 'WINDOW' || ROW_MULTIPLIERS.has(fn(n))))) return bound;
   const from = node.from_table as Node | undefined;
   const noFrom = !from || from.type === 'EMPTY';
@@ -153,7 +323,7 @@ export function analyzeStatement(statement: Node, maxDepth: number): QueryPlan {
   const tables = new Set<string>();
 
   const checkFunction = (node: Node) => {
-    const name = String(node.function_name ?? '').toLowerCase();
+    const name = asciiName('function', String(node.function_name ?? ''));
     // DuckDB itself qualifies some built-ins it expands syntax into (`[1, 2]` → main.list_value).
     const schema = String(node.schema ?? '');
     const catalog = String(node.catalog ?? '');
@@ -173,10 +343,10 @@ export function analyzeStatement(statement: Node, maxDepth: number): QueryPlan {
       }
       // A name that is not a CTE in scope must be a dataset: anything else (a file path DuckDB would
       // read by replacement scan, a catalog view) fails the dataset lookup later.
-      if (!scope.has(name.toLowerCase())) tables.add(name);
+      if (!scope.has(asciiName('table', name))) tables.add(name);
     } else if (type === 'TABLE_FUNCTION') {
       const fn = ref.function as Node | undefined;
-      const name = String(fn?.function_name ?? '').toLowerCase();
+      const name = asciiName('function', String(fn?.function_name ?? ''));
       if (!ALLOWED_TABLE_FUNCTIONS.has(name) || fn?.schema || fn?.catalog) throw invalidInput(`table function "${name}" is not allowed; read datasets by name in FROM`);
     }
     for (const key of Object.keys(ref)) {
@@ -213,7 +383,7 @@ export function analyzeStatement(statement: Node, maxDepth: number): QueryPlan {
     const ctes = (node.cte_map as { map?: { key: string; value: { query?: { node?: Node } } }[] } | undefined)?.map ?? [];
     for (const { key, value } of ctes) {
       const body = value.query?.node;
-      const name = key.toLowerCase();
+      const name = asciiName('CTE', key);
       // A CTE sees the ones before it; itself only when recursive (DuckDB parses a recursive CTE's
       // body as RECURSIVE_CTE_NODE; a self-reference anywhere else is an error, not a CTE).
       if (body) visitQuery(body, body.type === 'RECURSIVE_CTE_NODE' ? new Set([...scope, name]) : scope, depth + 1);

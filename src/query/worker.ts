@@ -126,10 +126,33 @@ function cleanMessage(message: string): string {
   return message.replaceAll(`${dir}/`, '').replaceAll(dir, '').replaceAll(spill, '');
 }
 
+/** Errors of a stored file that cannot be read: the service's fault, not the query's. */
+const FILE_ERROR = /^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file|Failed to read file|TProtocolException|Decompression|decompress|Page sizes|Invalid Error/i;
+
 function errorKind(message: string): ErrorKind {
-  // A stored file that cannot be read is the service's fault, not the query's.
-  if (/^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file/i.test(message)) return 'storage';
+  if (FILE_ERROR.test(message)) return 'storage';
   return 'invalid';
+}
+
+/**
+ * Parquet files of the job DuckDB cannot read, after an error that looks like a file's: each file the
+ * message names, else every linked Parquet file, read whole on its own (every column decoded). Only a
+ * file that fails that read is reported, so the service sets exactly the damaged ones aside and serves
+ * the rest; a message alone (a query can raise any text with error()) never sets a sound file aside.
+ */
+async function damagedFiles(conn: DuckDBConnection, job: RunJob, message: string): Promise<{ name: string; reason: string }[]> {
+  if (!FILE_ERROR.test(message)) return [];
+  const parquet = job.links.filter((l) => l.name.endsWith('.parquet'));
+  const named = parquet.filter((l) => message.includes(`${dir}/${l.name}`));
+  const out: { name: string; reason: string }[] = [];
+  for (const l of named.length ? named : parquet) {
+    try {
+      await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`);
+    } catch (err) {
+      out.push({ name: l.name, reason: cleanMessage((err as Error).message) });
+    }
+  }
+  return out;
 }
 
 /**
@@ -148,8 +171,10 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   } catch (err) {
     if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
     else {
-      const message = cleanMessage((err as Error).message);
-      send({ type: 'error', id: job.id, kind: errorKind(message), message });
+      const raw = (err as Error).message;
+      const message = cleanMessage(raw);
+      const damaged = await damagedFiles(conn, job, raw).catch(() => []);
+      send({ type: 'error', id: job.id, kind: errorKind(message), message, ...(damaged.length ? { damaged } : {}) });
     }
   } finally {
     current = undefined;

@@ -206,6 +206,14 @@ export class DatasetSet {
     this.creating.set(name, work);
     try {
       return { meta: await work, created };
+    } catch (err) {
+      // A full local disk is temporary, as it is for ingestion into existing datasets: 503, retry later.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOSPC' || code === 'EDQUOT') {
+        log.error('dataset creation failed: the local disk is full', { dataset: name, error: err as Error });
+        throw unavailable(`dataset "${name}" could not be created: the local disk is full; retry later`, 10);
+      }
+      throw err;
     } finally {
       this.creating.delete(name);
     }

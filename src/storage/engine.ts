@@ -142,6 +142,25 @@ export class StorageEngine {
     return takeSnapshot(this.ctx, () => this.datasets.dataset(name), startMs, endMs, (ds) => this.datasets.stillCurrent(ds));
   }
 
+  /** Data files a query found damaged and whose cached copy was dropped once already (S3). */
+  private readonly refetched = new Set<string>();
+
+  /**
+   * A data file a query could not decode (DuckDB's checksum, decompression or metadata errors). On a
+   * store with a local cache the copy is dropped first and the object downloaded again by the next
+   * query; a file that fails again (or any on local disk) is set aside like other damaged objects:
+   * left out of what is served, listed in readiness details and the dataset's stats.
+   */
+  async setAsideDamaged(name: string, key: string, reason: string): Promise<void> {
+    if (this.store.dropCached && !this.refetched.has(key)) {
+      this.refetched.add(key);
+      await this.store.dropCached(key);
+      return;
+    }
+    this.refetched.delete(key);
+    this.quarantine.add({ key, kind: 'parquet', dataset: name, reason });
+  }
+
   /** Counts and sizes of a dataset, as numbers (see stats.ts). */
   stats(name: string): DatasetStats {
     return datasetStats(this.datasets.dataset(name), this.quarantine.list(name));

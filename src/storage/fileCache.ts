@@ -30,6 +30,47 @@ export interface FileCacheStats {
 
 /** Temporary download names; matched at startup to sweep what a crash left behind. */
 const PARTIAL = /\.partial-\d+-[0-9a-z]+$/;
+/**
+ * Suffix that makes each download's file name unique: a query worker keeps links by name across
+ * queries, so a copy downloaded after a damaged one must never take the damaged one's name.
+ */
+const DOWNLOAD_TAG = /~r[0-9a-z]+(\.[^./]*)?$/;
+/** `dir/x.parquet` → `dir/x~r<tag>.parquet` (the extension stays last: readers go by it). */
+const tagged = (file: string, tag: string) => {
+  const ext = path.extname(file);
+  return `${file.slice(0, file.length - ext.length)}~r${tag}${ext}`;
+};
+let downloadSeq = 0;
+
+/**
+ * Why a cached file cannot stand for its object, or undefined when it can: it is gone, its size is not
+ * the downloaded size, or (Parquet) it lacks the magic at either end or its footer length points
+ * outside the file. Cheap: one open, one stat and two small reads.
+ */
+export async function cachedFileProblem(file: string, size: number, parquet: boolean): Promise<string | undefined> {
+  let handle: fs.FileHandle;
+  try {
+    handle = await fs.open(file, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'the cached file is gone';
+    throw err;
+  }
+  try {
+    const actual = (await handle.stat()).size;
+    if (actual !== size) return `the cached file has ${actual} bytes, ${size} were downloaded`;
+    if (!parquet) return undefined;
+    if (size < 12) return 'the cached file is too short for Parquet';
+    const head = Buffer.alloc(4);
+    const tail = Buffer.alloc(8);
+    await handle.read(head, 0, 4, 0);
+    await handle.read(tail, 0, 8, size - 8);
+    if (head.toString('latin1') !== 'PAR1' || tail.toString('latin1', 4) !== 'PAR1') return 'the cached file lacks the Parquet magic';
+    if (tail.readUInt32LE(0) + 12 > size) return 'the cached file\'s Parquet footer length points outside it';
+    return undefined;
+  } finally {
+    await handle.close();
+  }
+}
 
 /** How many objects one acquire() downloads at once. */
 const DOWNLOAD_CONCURRENCY = 4;
@@ -45,11 +86,14 @@ const DOWNLOAD_CONCURRENCY = 4;
  * - Downloads land under a temporary name, are fsynced, then renamed: a crash or power loss never
  *   leaves a partial file under a real name (which would be trusted forever after).
  * - On startup the index is rebuilt from the directory; stray temporary files are deleted.
+ * - Each use checks the cached file first (size, and a Parquet file's magic and footer length): one
+ *   truncated, deleted or overwritten on disk is dropped and downloaded again under a new name, so a
+ *   query never reads a damaged copy (and never silently loses its rows) while the object is sound.
  */
 export class FileCache {
   private readonly entries = new Map<string, Entry>();
   private readonly flights = new Map<string, Flight>();
-  /** Unlinks of evicted files still in progress: a new download of that key waits for its own unlink. */
+  /** Unlinks of evicted files still in progress (settle() waits for them). */
   private readonly removals = new Map<string, Promise<void>>();
   private total = 0;
   private clock = 0;
@@ -91,7 +135,7 @@ export class FileCache {
         else if (PARTIAL.test(e.name)) await fs.rm(p, { force: true });
         else if (e.isFile()) {
           const stat = await fs.stat(p);
-          const key = path.relative(this.dir, p).split(path.sep).join('/');
+          const key = path.relative(this.dir, p).split(path.sep).join('/').replace(DOWNLOAD_TAG, '$1');
           // atime is only as fresh as the mount's atime policy allows; mtime is the download time.
           found.push({ key, file: p, size: stat.size, used: Math.max(stat.atimeMs, stat.mtimeMs) });
         }
@@ -100,7 +144,12 @@ export class FileCache {
     await walk(this.dir);
     found.sort((a, b) => a.used - b.used);
     for (const f of found) {
-      if (this.entries.has(f.key)) continue;
+      // Two copies of one key (a refetch and the damaged original a crash left): the newer one stays.
+      const older = this.entries.get(f.key);
+      if (older) {
+        this.total -= older.size;
+        await fs.rm(older.file, { force: true });
+      }
       this.entries.set(f.key, { key: f.key, file: f.file, size: f.size, pins: 0, lastUsed: ++this.clock });
       this.total += f.size;
     }
@@ -126,7 +175,7 @@ export class FileCache {
    * Pins the keys (downloading what is missing) and returns their local paths in the same order.
    * The files stay until `release` is called; on failure nothing stays pinned.
    */
-  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+  async acquire(keys: string[]): Promise<{ paths: string[]; sizes: number[]; release: () => void }> {
     await this.init();
     const pinned: (Entry | undefined)[] = new Array(keys.length);
     let failure: { err: unknown } | undefined;
@@ -151,6 +200,7 @@ export class FileCache {
     let released = false;
     return {
       paths: entries.map((e) => e.file),
+      sizes: entries.map((e) => e.size),
       release: () => {
         if (released) return;
         released = true;
@@ -174,11 +224,22 @@ export class FileCache {
     if (have) {
       have.pins++;
       have.lastUsed = ++this.clock;
-      this.counters.hits++;
-      fileCacheLookups.inc({ result: 'hit' });
-      return have;
-    }
-    fileCacheLookups.inc({ result: 'miss' });
+      const problem = await cachedFileProblem(have.file, have.size, key.endsWith('.parquet'));
+      if (!problem) {
+        this.counters.hits++;
+        fileCacheLookups.inc({ result: 'hit' });
+        return have;
+      }
+      have.pins--;
+      fileCacheLookups.inc({ result: 'damaged' });
+      if (this.entries.get(key) === have) {
+        log.warn('cached copy damaged: downloading the object again', { key, file: have.file, problem });
+        this.entries.delete(key);
+        this.total -= have.size;
+        // Queries holding it keep their links; the new download takes a new name.
+        await fs.rm(have.file, { force: true });
+      }
+    } else fileCacheLookups.inc({ result: 'miss' });
     let flight = this.flights.get(key);
     if (!flight) {
       const f: Flight = { waiters: 0, done: undefined as unknown as Promise<Entry> };
@@ -190,8 +251,7 @@ export class FileCache {
   }
 
   private async download(key: string, flight: Flight): Promise<Entry> {
-    const file = this.fileFor(key);
-    await this.removals.get(key);
+    const file = tagged(this.fileFor(key), `${(++downloadSeq).toString(36)}${Date.now().toString(36)}`);
     // The cache can be fetched again, so its directory is not fsynced; a partial file never gets the real name.
     const size = await replaceFile(file, `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`, (tmp) => this.fetch(key, tmp), false);
     this.counters.downloads++;
@@ -200,6 +260,18 @@ export class FileCache {
     this.entries.set(key, entry);
     this.total += size;
     return entry;
+  }
+
+  /**
+   * Forgets the key's copy (a reader found it damaged): the next pin downloads the object again, under
+   * a new name. Queries holding the old copy keep their links to it.
+   */
+  async drop(key: string): Promise<void> {
+    const e = this.entries.get(key);
+    if (!e) return;
+    this.entries.delete(key);
+    this.total -= e.size;
+    await fs.rm(e.file, { force: true });
   }
 
   /** Drops unpinned files, least recently used first, until the cache is within budget. */

@@ -7,6 +7,10 @@ import type { ObjectStore } from './objectStore.ts';
  * the object store, so every worker on the bucket sees the same set. Reads go to the store each
  * time (there are few, and a cache would go stale across workers); what is read back is checked
  * with zod, and an object that does not parse is skipped with a warning rather than failing the list.
+ *
+ * Bounded, because any reader may save filters: each object is at most `maxBytes` (a larger one is
+ * never read: skipped by its listed size, and moved to `.filters-set-aside/` at start-up), a listing
+ * reads them one at a time, and `countOwnedBy` lets the caller bound how many one key saves.
  */
 
 /** Parseable's `FilterQuery`. */
@@ -38,22 +42,62 @@ export type SavedFilter = Filter & { filter_id: string; user_id: string; version
 
 export const CURRENT_FILTER_VERSION = 'v2';
 const PREFIX = '.filters/';
+/** Where start-up moves filter objects over the size limit (kept for an operator, never read). */
+const SET_ASIDE_PREFIX = '.filters-set-aside/';
 const ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const keyOf = (id: string) => `${PREFIX}${id}.json`;
 
 const Stored = Filter.extend({ filter_id: z.string().regex(ID_RE), user_id: z.string(), version: z.string() });
 
-export class FilterStore {
-  constructor(private readonly store: ObjectStore) {}
+export interface FilterLimits {
+  /** Largest stored filter object, in bytes. */
+  maxBytes: number;
+}
 
-  async list(): Promise<SavedFilter[]> {
-    const out: SavedFilter[] = [];
-    for (const { key } of await this.store.list(PREFIX)) {
+export class FilterStore {
+  constructor(
+    private readonly store: ObjectStore,
+    readonly limits: FilterLimits,
+  ) {}
+
+  /**
+   * The stored filters, read one at a time as the caller consumes them, so a listing holds one
+   * filter's body at once however many there are. Objects over the size limit are skipped unread.
+   */
+  async *list(): AsyncGenerator<SavedFilter> {
+    for (const { key, size } of await this.store.list(PREFIX)) {
       if (!key.endsWith('.json')) continue;
+      if (size > this.limits.maxBytes) {
+        log.warn('filters: skipping an object over the size limit', { key, size, limit: this.limits.maxBytes });
+        continue;
+      }
       const filter = await this.read(key);
-      if (filter) out.push(filter);
+      if (filter) yield filter;
     }
-    return out;
+  }
+
+  /** How many filters `owner` has saved. */
+  async countOwnedBy(owner: string): Promise<number> {
+    let n = 0;
+    for await (const f of this.list()) if (f.user_id === owner) n++;
+    return n;
+  }
+
+  /**
+   * Moves filter objects over the size limit to `.filters-set-aside/` (one at a time), so no listing
+   * ever loads them; returns their keys. Run at start-up: such objects were saved before the limit.
+   */
+  async setAsideOversized(): Promise<string[]> {
+    const moved: string[] = [];
+    for (const { key, size } of await this.store.list(PREFIX)) {
+      if (size <= this.limits.maxBytes) continue;
+      const body = await this.store.getBytes(key);
+      if (body) await this.store.putBytes(`${SET_ASIDE_PREFIX}${key.slice(PREFIX.length)}`, body);
+      await this.store.delete([key]);
+      log.warn('filters: object over the size limit set aside', { key, size, limit: this.limits.maxBytes, to: `${SET_ASIDE_PREFIX}${key.slice(PREFIX.length)}` });
+      moved.push(key);
+    }
+    return moved;
   }
 
   /** The filter with this id, or undefined (also for ids that could never name one). */
@@ -61,10 +105,13 @@ export class FilterStore {
     return ID_RE.test(id) ? this.read(keyOf(id)) : undefined;
   }
 
-  async put(filter: SavedFilter): Promise<SavedFilter> {
+  /** Stores a filter; false (nothing stored) when its JSON is over the size limit. */
+  async put(filter: SavedFilter): Promise<boolean> {
     if (!ID_RE.test(filter.filter_id)) throw new Error(`invalid filter id "${filter.filter_id}"`);
-    await this.store.putBytes(keyOf(filter.filter_id), JSON.stringify(filter));
-    return filter;
+    const body = JSON.stringify(filter);
+    if (Buffer.byteLength(body) > this.limits.maxBytes) return false;
+    await this.store.putBytes(keyOf(filter.filter_id), body);
+    return true;
   }
 
   async delete(id: string): Promise<void> {

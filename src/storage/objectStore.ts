@@ -50,6 +50,11 @@ export interface ObjectStore {
   acquire(keys: string[]): Promise<{ paths: string[]; sizes?: number[]; release: () => void }>;
   /** Cheap reachability probe for readiness. */
   ping(): Promise<void>;
+  /**
+   * Forgets a local copy the reader found damaged, so the next acquire downloads the object again
+   * (stores that cache; a local store has no copy to forget).
+   */
+  dropCached?(key: string): Promise<void>;
 }
 
 /** Up to this many files, acquire() looks at them synchronously (see there). */

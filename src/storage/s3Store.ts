@@ -290,14 +290,18 @@ export class S3ObjectStore implements ObjectStore {
     return held.paths[0];
   }
 
-  /** Cached local copies, pinned against eviction until `release` is called. */
-  async acquire(keys: string[]): Promise<{ paths: string[]; release: () => void }> {
+  /** Cached local copies (each checked before use), pinned against eviction until `release` is called. */
+  async acquire(keys: string[]): Promise<{ paths: string[]; sizes: number[]; release: () => void }> {
     try {
       return await this.cache.acquire(keys);
     } catch (err) {
       // The cache reports the SDK's error; which key failed is in its message only when it is ours.
       throw storeError(err, 'GetObject', (err as { key?: string }).key ?? keys.join(', '));
     }
+  }
+
+  async dropCached(key: string): Promise<void> {
+    await this.cache.drop(key);
   }
 
   cacheStats(): FileCacheStats {

@@ -14,6 +14,8 @@ export interface TableSource {
   /** By name (SQL names are case-insensitive); a miss looks in the store for one created elsewhere. */
   resolve(name: string, caseInsensitive?: boolean): Promise<DatasetMeta | undefined>;
   snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot>;
+  /** A data file of a snapshot that could not be decoded: set it aside (see StorageEngine). */
+  setAsideDamaged(name: string, key: string, reason: string): Promise<void>;
 }
 
 /** A timestamp literal DuckDB reads exactly, from epoch milliseconds. */

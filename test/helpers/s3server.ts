@@ -17,6 +17,10 @@ export interface S3TestServer {
   stop: () => Promise<void>;
   /** Ends the outage: the same endpoint answers again, with every object it had. */
   start: () => Promise<void>;
+  /** A frozen server (SIGSTOP): connections are accepted by the relay but nothing answers. */
+  freeze: () => void;
+  /** Ends the freeze (SIGCONT). */
+  thaw: () => void;
   /** Stops the server for good (end of the test file). */
   close: () => Promise<void>;
 }
@@ -193,7 +197,10 @@ export async function startS3Server(): Promise<S3TestServer> {
     port,
     stop,
     start,
+    freeze: () => void child.kill('SIGSTOP'),
+    thaw: () => void child.kill('SIGCONT'),
     close: async () => {
+      child.kill('SIGCONT');
       await stop();
       child.stdin!.end();
       const timer = setTimeout(() => child.kill('SIGKILL'), 3000);

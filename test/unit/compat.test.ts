@@ -94,7 +94,7 @@ describe('counts plan and shape', () => {
   });
 
   it.each([
-    [{ ...req, startTime: req.endTime, endTime: req.startTime }, /before endTime/],
+    [{ ...req, startTime: req.endTime, endTime: req.startTime }, /must not be after endTime/],
     [{ ...req, startTime: 'whenever' }, /startTime/],
   ])('rejects %j', (r, message) => expect(() => planCounts(r, 'app', 'p_timestamp')).toThrow(message));
 });

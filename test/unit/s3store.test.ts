@@ -10,11 +10,17 @@ import { tempDir } from '../helpers/server.ts';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const sha = (b: Buffer) => createHash('sha256').update(b).digest('hex');
 
+/** Whether the cache holds a copy of `file` (each download's name carries a unique `~r…` suffix). */
 async function exists(file: string): Promise<boolean> {
-  return fs.access(file).then(
-    () => true,
-    () => false,
-  );
+  const names = await fs.readdir(path.dirname(file)).catch(() => [] as string[]);
+  return names.some((n) => n === path.basename(file) || n.replace(/~r[0-9a-z]+(\.[^./]*)?$/, '$1') === path.basename(file));
+}
+
+/** A body shaped like a Parquet file (magic at both ends, a footer length inside it), as the cache checks. */
+function parquetLike(inner: Buffer): Buffer {
+  const len = Buffer.alloc(4);
+  len.writeUInt32LE(Math.min(inner.length, 16));
+  return Buffer.concat([Buffer.from('PAR1'), inner, len, Buffer.from('PAR1')]);
 }
 
 /** Evicted files are unlinked asynchronously; wait for the disk to agree. */
@@ -31,7 +37,7 @@ async function filesUnder(dir: string): Promise<string[]> {
   const walk = async (d: string): Promise<void> => {
     for (const e of await fs.readdir(d, { withFileTypes: true })) {
       if (e.isDirectory()) await walk(path.join(d, e.name));
-      else out.push(path.relative(dir, path.join(d, e.name)).split(path.sep).join('/'));
+      else out.push(path.relative(dir, path.join(d, e.name)).split(path.sep).join('/').replace(/~r[0-9a-z]+(\.[^./]*)?$/, '$1'));
     }
   };
   await walk(dir);
@@ -202,9 +208,9 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
 
   it('serves localPath from the cache after one download, shared by concurrent callers', async () => {
     const { store, count } = await makeStore();
-    const body = randomBytes(200_000);
+    const body = parquetLike(randomBytes(200_000));
     await store.putBytes('cache/a.parquet', body);
-    await store.putBytes('cache/b.parquet', 'bee');
+    await store.putBytes('cache/b.parquet', parquetLike(Buffer.from('bee')));
 
     const p1 = await store.localPath('cache/a.parquet');
     expect((await fs.readFile(p1)).equals(body)).toBe(true);
@@ -215,7 +221,7 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
     const all = await Promise.all(Array.from({ length: 8 }, () => store.localPath('cache/b.parquet')));
     expect(new Set(all).size).toBe(1);
     expect(count('GetObjectCommand')).toBe(2);
-    expect(await fs.readFile(all[0], 'utf8')).toBe('bee');
+    expect((await fs.readFile(all[0])).equals(parquetLike(Buffer.from('bee')))).toBe(true);
 
     // acquire returns paths in order, and a failed acquire (a missing object) pins nothing and leaves no temp files.
     const held = await store.acquire(['cache/b.parquet', 'cache/a.parquet']);
@@ -227,6 +233,40 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
     const cacheDir = path.dirname(path.dirname(p1));
     expect(await filesUnder(cacheDir)).toEqual(['cache/a.parquet', 'cache/b.parquet']);
     await expect(store.localPath('../escape')).rejects.toThrow(/not cacheable/);
+  });
+
+  it('a cached copy truncated, deleted or without its Parquet footer is downloaded again under a new name', async () => {
+    const { store, count } = await makeStore();
+    const body = parquetLike(randomBytes(50_000));
+    await store.putBytes('damage/x.parquet', body);
+    let held = await store.acquire(['damage/x.parquet']);
+    let file = held.paths[0];
+    held.release();
+    expect(count('GetObjectCommand')).toBe(1);
+    const damages: [string, (f: string) => Promise<void>][] = [
+      ['truncated', (f) => fs.truncate(f, 1000)],
+      ['deleted', (f) => fs.rm(f)],
+      ['footer overwritten', async (f) => {
+        const h = await fs.open(f, 'r+');
+        await h.write(Buffer.from('XXXX'), 0, 4, body.length - 4);
+        await h.close();
+      }],
+    ];
+    for (const [i, [what, damage]] of damages.entries()) {
+      await damage(file);
+      held = await store.acquire(['damage/x.parquet']);
+      expect(held.paths[0], what).not.toBe(file);
+      expect((await fs.readFile(held.paths[0])).equals(body), what).toBe(true);
+      expect(held.sizes, what).toEqual([body.length]);
+      expect(count('GetObjectCommand'), what).toBe(i + 2);
+      file = held.paths[0];
+      held.release();
+    }
+    // A sound copy is used as it is.
+    held = await store.acquire(['damage/x.parquet']);
+    expect(held.paths[0]).toBe(file);
+    held.release();
+    expect(count('GetObjectCommand')).toBe(damages.length + 1);
   });
 
   it('evicts least recently used files beyond cacheBytes, never pinned ones, and adopts its directory on restart', async () => {
@@ -259,7 +299,7 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
     // A new process on the same directory: adopts the files, drops a crash's temp file, no downloads.
     await fs.writeFile(`${file('b')}.partial-12345-abc123`, 'half');
     const { store: again, count: countAgain } = await makeStore({ cacheDir, cacheBytes: 3000 });
-    for (const f of onDisk) expect(await again.localPath(f)).toBe(path.join(cacheDir, f));
+    for (const f of onDisk) expect((await again.localPath(f)).replace(/~r[0-9a-z]+(\.[^./]*)?$/, '$1')).toBe(path.join(cacheDir, f));
     expect(countAgain('GetObjectCommand')).toBe(0);
     expect(await filesUnder(cacheDir)).toEqual(onDisk);
 

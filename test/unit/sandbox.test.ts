@@ -1,7 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { checkSqlText, PlanCache, planStatement } from '../../src/query/sandbox.ts';
+import { asciiLower, checkSqlText, expandedSize, macroCosts, MAX_EXPANDED_EXPRESSIONS, PlanCache, planStatement } from '../../src/query/sandbox.ts';
 import { parseTimeBound } from '../../src/query/time.ts';
 
 const LIMITS = { maxSqlBytes: 64 * 1024, maxDepth: 16 };
@@ -58,9 +58,30 @@ describe('planStatement: scopes, names and functions', () => {
     'SET threads = 1',
     'SELECT 1; SELECT 2',
     'PRAGMA version',
+    // Names compared as DuckDB compares them: a CTE named with K (KELVIN SIGN) is not duckdb_views.
+    'WITH "duc\u212Adb_views" AS (SELECT 1) SELECT * FROM duckdb_views',
+    'WITH "\u212A" AS (SELECT 1) SELECT * FROM k',
+    'SELECT * FROM "ﬁle"',
+    // Functions that bind SQL text given as a value.
+    "SELECT json_serialize_plan('SELECT current_setting(''temp_directory'')', optimize := true)",
+    "SELECT json_serialize_sql('SELECT 1')",
+    "SELECT json_deserialize_sql(json_serialize_sql('SELECT 1'))",
+    "SELECT * FROM json_execute_serialized_sql(json_serialize_sql('SELECT 1'))",
+    "SELECT * FROM query_table('a')",
+    "SELECT * FROM sql_auto_complete('SEL')",
+    "SELECT which_secret('s3://b/x', 's3')",
+    // Macros copy their arguments: eight nested to_timestamp bind 1.7 million expressions.
+    `SELECT ${'to_timestamp('.repeat(8)}1${')'.repeat(8)}`,
   ];
   it.each(refused)('refuses %s', async (sql) => {
     await expect(planStatement(conn, sql, LIMITS)).rejects.toBeInstanceOf(DomainError);
+  });
+
+  it('accepts macros nested a few levels and large statements without macros', async () => {
+    await expect(planStatement(conn, `SELECT ${'to_timestamp('.repeat(3)}1${')'.repeat(3)}`, LIMITS)).resolves.toBeDefined();
+    await expect(planStatement(conn, `SELECT ${'nvl('.repeat(12)}1${', 2)'.repeat(12)}`, LIMITS)).resolves.toBeDefined();
+    const inList = `SELECT count(*) FROM a WHERE x IN (${Array.from({ length: 10_000 }, (_, i) => i).join(',')})`;
+    await expect(planStatement(conn, inList, LIMITS)).resolves.toMatchObject({ tables: ['a'] });
   });
 
   it('bounds nesting of queries', async () => {
@@ -96,6 +117,46 @@ describe('planStatement: row bound (small results run whole in the worker)', () 
   ];
   it.each(cases)('%s → %j', async (sql, bound) => {
     expect((await planStatement(conn, sql, LIMITS)).rowBound).toBe(bound);
+  });
+});
+
+describe('macro expansion', () => {
+  let conn: DuckDBConnection;
+  beforeAll(async () => {
+    conn = await (await DuckDBInstance.create(':memory:')).connect();
+  });
+  afterAll(() => conn.closeSync());
+  const parse = async (expr: string) => {
+    const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [`SELECT ${expr}`]);
+    return (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Record<string, unknown>[] }).statements[0];
+  };
+
+  // [macro bodies, macro, copies of its argument the expansion makes]
+  const cases: [Record<string, [string[], string]>, string, number][] = [
+    [{ id: [['x'], 'x'] }, 'id', 1],
+    [{ twice: [['x'], 'x + x'] }, 'twice', 2],
+    [{ twice: [['x'], 'x + x'], quad: [['y'], 'twice(y) * twice(y)'] }, 'quad', 4],
+    [{ twice: [['x'], 'x + x'], nested: [['y'], 'twice(twice(y))'] }, 'nested', 4],
+    [{ pick: [['a', 'b'], 'CASE WHEN a THEN b ELSE a END'] }, 'pick', 2],
+    [{ Mixed: [['X'], 'x * X'] }, 'mixed', 2],
+  ];
+  it.each(cases)('%j: %s copies its argument %i times', async (bodies, name, factor) => {
+    const defs = new Map<string, { params: string[]; body: Record<string, unknown> }[]>();
+    for (const [n, [params, body]] of Object.entries(bodies)) defs.set(asciiLower(n), [{ params, body: await parse(body) }]);
+    expect(macroCosts(defs).get(name)?.factor).toBe(factor);
+  });
+
+  it('counts a statement\'s expressions with every macro call expanded', async () => {
+    const defs = new Map([['twice', [{ params: ['x'], body: await parse('x + x') }]]]);
+    const costs = macroCosts(defs);
+    const plain = expandedSize(await parse('1 + 2'), costs, Infinity);
+    const once = expandedSize(await parse('twice(1 + 2)'), costs, Infinity);
+    const twice = expandedSize(await parse('twice(twice(1 + 2))'), costs, Infinity);
+    expect(once).toBeGreaterThan(plain);
+    expect(twice).toBeGreaterThan(2 * plain);
+    // Deep nesting grows as 2^depth and stops counting past the limit.
+    const deep = expandedSize(await parse(`${'twice('.repeat(30)}1${')'.repeat(30)}`), costs, MAX_EXPANDED_EXPRESSIONS);
+    expect(deep).toBeGreaterThan(MAX_EXPANDED_EXPRESSIONS);
   });
 });
 
