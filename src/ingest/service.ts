@@ -49,7 +49,7 @@ export interface IngestRights {
 /** Everything a front door (HTTP, gRPC) knows about one ingest request. */
 export interface IngestRequest {
   format: IngestFormat;
-  /** The dataset the client named; undefined: the signal's default dataset (OTLP and remote write), else 400. */
+  /** The dataset the client named; undefined: OTLP's default dataset of the signal (DEFAULT_DATASET), else 400. */
   dataset: string | undefined;
   /** Request headers (HTTP) or metadata (gRPC): Content-Encoding, Content-Length, X-P-Log-Source, JSON's X-P-Meta-* etc. */
   headers: Headers;
@@ -76,6 +76,12 @@ export function kindOf(format: IngestFormat): DatasetKind {
 }
 
 const OTLP_KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel-traces', metrics: 'otel-metrics' };
+
+/**
+ * Where OTLP goes when the client names no dataset: one per signal, so a Collector or SDK whose only
+ * header is the key stores all three signals (one dataset holds one kind).
+ */
+export const DEFAULT_DATASET: Record<OtlpSignal, string> = { logs: 'otel_logs', traces: 'otel_traces', metrics: 'otel_metrics' };
 
 /**
  * The one ingest path every protocol and front door takes (JSON, OTLP over HTTP and gRPC, remote
@@ -116,7 +122,7 @@ export class IngestService {
     if (source !== null && format.kind !== 'json' && source !== kind) {
       throw invalidInput(`X-P-Log-Source "${source}" does not match this endpoint, which takes ${kind}`);
     }
-    const name = req.dataset;
+    const name = req.dataset || (format.kind === 'otlp' ? DEFAULT_DATASET[format.signal] : undefined);
     if (!name) throw invalidInput('missing dataset: send the X-P-Stream header (or the ?stream= query parameter)');
     checkRight(rights, 'ingest', name);
     if (format.kind === 'json' && format.existingOnly && !(await this.sink.resolve(name))) throw notFound(`dataset "${name}" does not exist`);
