@@ -133,6 +133,7 @@ export class IngestService {
     // declared: chunked), and it gives the reservation back when the batch is stored or refused.
     const lease = await this.inflight.acquire(declared ?? this.config.maxBodyBytes);
     try {
+      req.signal?.throwIfAborted();
       const body = await readBody(req.body, this.config.maxBodyBytes);
       const job = this.job(req, body);
       return { dataset: name, ...(await this.store(name, kind, !(format.kind === 'json' && format.existingOnly), rights, job, lease, req.signal)) };
@@ -188,9 +189,11 @@ export class IngestService {
       job.decodeBudget = undefined;
       serialized = await this.pool.serialize(job, initial);
     }
+    // A client that went away is not answered: no dataset is created and nothing of its batch is stored
+    // (it will send it again).
+    signal?.throwIfAborted();
     await this.resolve(name, kind, create, rights);
     for (let placements = 1; ; placements++) {
-      // A client that went away is not answered: nothing of its batch is stored (it will send it again).
       signal?.throwIfAborted();
       const stored = await this.sink.append(name, serialized, rawBytes);
       if ('count' in stored) {
