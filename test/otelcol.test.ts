@@ -1,4 +1,6 @@
+import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
+import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OTLPLogExporter } from '@opentelemetry/exporter-logs-otlp-grpc';
 import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-grpc';
@@ -15,7 +17,7 @@ import { ADMIN_KEY, freePort, query, startServer, tempDir, type TestServer } fro
 /**
  * The OpenTelemetry Collector (built by scripts/test-setup.d/40-otelcol.sh) with its default `otlp`
  * exporter, whose only header is the key, sending through nginx (`grpc_pass`) to two workers on one
- * bucket: every signal lands in its default dataset, exactly once, while workers stop and come back and
+ * bucket (the gRPC block of minio/nginx.conf as shipped): every signal lands in its default dataset, exactly once, while workers stop and come back and
  * while the in-flight budget is full (the Collector retries UNAVAILABLE, nginx's 502 included).
  */
 describe('the OpenTelemetry Collector through nginx to two workers on S3', () => {
@@ -52,20 +54,17 @@ describe('the OpenTelemetry Collector through nginx to two workers on S3', () =>
 
     const dir = await tempDir('lakehouse-otelcol-');
     const nginxPort = await freePort();
+    // The gRPC block of the shipped minio/nginx.conf, pointed at this test's workers and port.
+    const shipped = await fs.readFile(path.join(import.meta.dirname, '../minio/nginx.conf'), 'utf8');
+    const grpcBlock = shipped
+      .slice(shipped.indexOf('upstream lakehouse_grpc'))
+      .replace('worker-1:4317', `127.0.0.1:${grpcPorts[0]}`)
+      .replace('worker-2:4317', `127.0.0.1:${grpcPorts[1]}`)
+      .replace(/listen 4317 http2;/, `listen 127.0.0.1:${nginxPort} http2;`);
+    expect(grpcBlock).toContain(`127.0.0.1:${nginxPort}`);
+    expect(grpcBlock).not.toMatch(/worker-\d/);
     nginx = await startNginx(
-      `
-  upstream otlp_grpc {
-    server 127.0.0.1:${grpcPorts[0]} max_fails=1 fail_timeout=1s;
-    server 127.0.0.1:${grpcPorts[1]} max_fails=1 fail_timeout=1s;
-  }
-  server {
-    listen 127.0.0.1:${nginxPort} http2;
-    client_max_body_size 16m;
-    location / {
-      grpc_pass grpc://otlp_grpc;
-      grpc_next_upstream error timeout;
-    }
-  }`,
+      grpcBlock,
       dir,
       nginxPort,
     );
