@@ -77,6 +77,20 @@ const envSchema = z.object({
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
   P_MAX_INFLIGHT_BYTES: bytes('64MiB'),
   P_INFLIGHT_WAIT: duration('2s'),
+  P_INGEST_KEY_SHARE: z.coerce
+    .number()
+    .gt(0)
+    .max(1)
+    .default(0.5)
+    .describe(
+      'The fraction of P_MAX_INFLIGHT_BYTES one key may hold while another key sends too (alone, a key may use all of it). Default 0.5: one key cannot starve the others, and a single-key deployment loses nothing.',
+    ),
+  P_INGEST_BODY_TIMEOUT: duration('10s').describe(
+    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. Default 10s: any client on a working network sends its first bytes well within it.',
+  ),
+  P_INGEST_MIN_BODY_RATE: bytes('16KiB').describe(
+    'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
+  ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000),
   P_WAL_MAX_BYTES: bytes('1GiB'),
@@ -153,6 +167,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
     maxInflightBytes: e.P_MAX_INFLIGHT_BYTES,
     inflightWaitMs: e.P_INFLIGHT_WAIT,
+    ingestKeyShare: e.P_INGEST_KEY_SHARE,
+    ingestBodyTimeoutMs: e.P_INGEST_BODY_TIMEOUT,
+    ingestMinBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     walMaxBytes: e.P_WAL_MAX_BYTES,

@@ -812,9 +812,10 @@ describe('OpenTelemetry JS SDK exporters → OTLP/HTTP endpoints', () => {
       expect(await query(server, 'SELECT body FROM otel_kind')).toEqual([{ body: 'first' }]);
     });
 
-    it('without X-P-Stream or ?stream= the request is 400', async () => {
-      const res = await otlpPost(server, 'otel-logs', jsonLogs([{ body: { stringValue: 'x' } }]), { 'content-type': 'application/json' });
-      expect(await expectError(res, 400)).toMatch(/X-P-Stream/);
+    it('without X-P-Stream or ?stream=, OTLP/JSON logs go to the default dataset otel_logs', async () => {
+      const res = await otlpPost(server, 'otel-logs', jsonLogs([{ timeUnixNano: nowNanos(), body: { stringValue: 'no stream named' } }]), { 'content-type': 'application/json' });
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(await query(server, "SELECT count(*) AS n FROM otel_logs WHERE body = 'no stream named'")).toEqual([{ n: 1 }]);
     });
 
     it('?stream= without X-P-Log-Source works', async () => {

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { forbidden, invalidInput, notFound, tooLarge, unavailable } from '../errors.ts';
+import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import { TIME_COLUMN, type ColumnType, type DatasetKind } from '../model.ts';
 import type { DatasetMeta } from '../storage/codec.ts';
@@ -56,7 +56,7 @@ export interface IngestRequest {
   /** The client's address. */
   peer?: string;
   /** The body: a buffer already received (gRPC), or the stream still arriving (HTTP). */
-  body: Uint8Array | AsyncIterable<Uint8Array>;
+  body: Uint8Array | IngestBody;
   rights: IngestRights;
   /** Aborted when the client goes away: the batch is then not stored. */
   signal?: AbortSignal;
@@ -101,7 +101,7 @@ export class IngestService {
     private readonly sink: IngestSink,
     private readonly config: Config,
   ) {
-    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs);
+    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs, config.ingestKeyShare);
   }
 
   /** The per-request work limits of a job (README "Limits"). */
@@ -129,17 +129,59 @@ export class IngestService {
     const declared = declaredLength(headers.get('content-length'), req.body);
     if (declared !== undefined && declared > this.config.maxBodyBytes) throw bodyTooLarge(this.config.maxBodyBytes);
 
-    // Before its body is read a request reserves the declared length (P_MAX_BODY_BYTES when not
-    // declared: chunked), and it gives the reservation back when the batch is stored or refused.
-    const lease = await this.inflight.acquire(declared ?? this.config.maxBodyBytes);
+    // A body already received (gRPC) is reserved whole; one still arriving (HTTP) is reserved as it
+    // arrives (readBody), so a slow client holds only what it has sent. The reservation is given back
+    // when the batch is stored or refused.
+    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, rights.key);
     try {
       req.signal?.throwIfAborted();
-      const body = await readBody(req.body, this.config.maxBodyBytes);
+      const body = req.body instanceof Uint8Array ? req.body : await this.readBody(req.body, lease, declared);
       const job = this.job(req, body);
       return { dataset: name, ...(await this.store(name, kind, !(format.kind === 'json' && format.existingOnly), rights, job, lease, req.signal)) };
     } finally {
       lease.release();
     }
+  }
+
+  /**
+   * Reads a body as it arrives, growing its reservation in steps of RESERVE_STEP (never past what it
+   * declared); a body larger than P_MAX_BODY_BYTES is 413 without being buffered. A request the
+   * budget refuses mid-body reads the rest without keeping it (so its answer reaches the client) and
+   * holds nothing meanwhile. A body slower than P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT is
+   * cut: its stream is destroyed (closing the connection), as a client that trickles bytes to hold a
+   * connection deserves no answer.
+   */
+  private async readBody(source: IngestBody, lease: InflightLease, declared: number | undefined): Promise<Buffer> {
+    const max = this.config.maxBodyBytes;
+    const ceiling = declared ?? max;
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    let refusal: unknown;
+    const deadline = new BodyDeadline(source, this.config.ingestBodyTimeoutMs, this.config.ingestMinBodyRate, () => size);
+    try {
+      for await (const chunk of source) {
+        size += chunk.byteLength;
+        if (refusal !== undefined || size > max) continue;
+        if (size > lease.bytes) {
+          try {
+            await lease.resize(Math.max(size, Math.min(ceiling, Math.ceil(size / RESERVE_STEP) * RESERVE_STEP)));
+          } catch (err) {
+            refusal = err;
+            chunks.length = 0;
+            await lease.resize(0);
+            continue;
+          }
+        }
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      throw deadline.expired ?? err;
+    } finally {
+      deadline.stop();
+    }
+    if (refusal !== undefined) throw refusal;
+    if (size > max) throw bodyTooLarge(max);
+    return Buffer.concat(chunks, size);
   }
 
   private job(req: IngestRequest, body: Uint8Array): IngestJob {
@@ -232,18 +274,44 @@ function declaredLength(header: string | null, body: IngestRequest['body']): num
   return Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined;
 }
 
-/** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
-async function readBody(source: IngestRequest['body'], maxBytes: number): Promise<Uint8Array> {
-  if (source instanceof Uint8Array) return source;
-  const chunks: Uint8Array[] = [];
-  let size = 0;
-  // Past the limit the rest is read and dropped (not buffered), so the 413 reaches the client.
-  for await (const chunk of source) {
-    size += chunk.byteLength;
-    if (size <= maxBytes) chunks.push(chunk);
+/** Bodies are reserved in steps of this much as they arrive: a request takes the budget a few times, not per chunk. */
+const RESERVE_STEP = 64 * 1024;
+
+/** A body still arriving; `destroy` (a Node stream's) closes its connection when it is too slow. */
+export type IngestBody = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };
+
+/**
+ * The minimum body rate: by `grace + received / minRate` after the start the body must be complete,
+ * or its stream is destroyed. One timer per request, moved on only when it fires.
+ */
+class BodyDeadline {
+  expired: DomainError | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly started = Date.now();
+
+  constructor(
+    private readonly source: IngestBody,
+    private readonly graceMs: number,
+    private readonly minRate: number,
+    private readonly received: () => number,
+  ) {
+    if (source.destroy) this.arm();
   }
-  if (size > maxBytes) throw bodyTooLarge(maxBytes);
-  return Buffer.concat(chunks, size);
+
+  private arm(): void {
+    const due = this.started + this.graceMs + (this.received() / this.minRate) * 1000;
+    const wait = due - Date.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => this.arm(), wait);
+      return;
+    }
+    this.expired = timedOut(`the request body arrived too slowly (${this.received()} bytes in ${Date.now() - this.started} ms; P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT)`);
+    this.source.destroy!(this.expired);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
 }
 
 const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);
