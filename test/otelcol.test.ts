@@ -72,7 +72,10 @@ describe('the OpenTelemetry Collector through nginx to two workers on S3', () =>
     const receiverPort = await freePort();
     receiver = `http://127.0.0.1:${receiverPort}`;
     // The Collector as a user writes it: one `otlp` exporter, the key its only header. Retries are
-    // quicker than the defaults and never give up, so the test waits seconds, not minutes.
+    // quicker than the defaults and never give up, so the test waits seconds, not minutes. The export
+    // timeout is longer than the default 5 s: on a machine loaded many times over, an export (a dataset
+    // created on the bucket, a WAL fsync) can outlast 5 s, and the Collector then sends again what the
+    // worker may already have stored (at-least-once, as OTLP defines it; docs/otlp-grpc.md).
     collector = await startCollector(
       `
 receivers:
@@ -87,6 +90,7 @@ exporters:
       insecure: true
     headers:
       x-api-key: ${ADMIN_KEY}
+    timeout: 60s
     retry_on_failure:
       initial_interval: 200ms
       max_interval: 1s
@@ -114,7 +118,7 @@ service:
 
   /** Sends `n` log records (bodies `${tag} ${i}`, `pad` bytes each) to the Collector with the OTel JS gRPC exporter. */
   async function sendLogs(tag: string, n: number, pad = 0): Promise<void> {
-    const exporter = new OTLPLogExporter({ url: receiver, timeoutMillis: 10_000 });
+    const exporter = new OTLPLogExporter({ url: receiver, timeoutMillis: 60_000 });
     const provider = new LoggerProvider({ resource: resourceFromAttributes({ 'service.name': 'collector-test' }), processors: [new BatchLogRecordProcessor(exporter, { maxExportBatchSize: 100, scheduledDelayMillis: 60_000 })] });
     const logger = provider.getLogger('collector-test');
     for (let i = 0; i < n; i++) logger.emit({ body: `${tag} ${i}`, attributes: pad ? { pad: 'p'.repeat(pad) } : {} });
@@ -128,7 +132,11 @@ service:
         `${w.url}: ${n} rows once each`,
         async () => {
           const [row] = await query(w, sql).catch(() => [{ n: 'no dataset yet', d: undefined }]);
-          if (row.n !== n || row.d !== n) throw new Error(`${w.url} saw n=${row.n}, d=${row.d}`);
+          if (row.n !== n || row.d !== n) {
+            // What the Collector said last about failed exports, for the message of a timed-out wait.
+            const said = collector.logs().split('\n').filter((l) => /error|retry|fail/i.test(l)).slice(-3).join('\n');
+            throw new Error(`${w.url} saw n=${row.n}, d=${row.d}; the Collector's last complaints:\n${said}`);
+          }
           return true;
         },
         90_000,
@@ -140,11 +148,11 @@ service:
 
   it('logs, spans and metrics reach their default datasets with exact counts', async () => {
     await sendLogs('first', 300);
-    const spanExporter = new OTLPTraceExporter({ url: receiver, timeoutMillis: 10_000 });
+    const spanExporter = new OTLPTraceExporter({ url: receiver, timeoutMillis: 60_000 });
     const tracers = new BasicTracerProvider({ spanProcessors: [new BatchSpanProcessor(spanExporter, { maxExportBatchSize: 50, scheduledDelayMillis: 60_000 })] });
     for (let i = 0; i < 200; i++) tracers.getTracer('collector-test').startSpan(`span ${i}`).end();
     await tracers.shutdown();
-    const meters = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url: receiver, timeoutMillis: 10_000 }), exportIntervalMillis: 60_000 })] });
+    const meters = new MeterProvider({ readers: [new PeriodicExportingMetricReader({ exporter: new OTLPMetricExporter({ url: receiver, timeoutMillis: 60_000 }), exportIntervalMillis: 60_000 })] });
     const counter = meters.getMeter('collector-test').createCounter('collector_test_requests');
     for (let i = 0; i < 5; i++) counter.add(i + 1, { route: `/r${i}` });
     await meters.shutdown();
