@@ -4,7 +4,7 @@ import { parseDurationMs } from '../config.ts';
 import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
-import { TIME_COLUMN, type DatasetKind } from '../model.ts';
+import type { DatasetKind } from '../model.ts';
 import { invalidInput } from '../errors.ts';
 import { arrowSchema, datedStats, queriedStats } from './parseableShapes.ts';
 
@@ -48,7 +48,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
   app.put('/api/v1/logstream/:name', requires('create', 'name'), async (c) => {
     const name = c.req.param('name');
     const kind = datasetKindFromHeader(c.req.header('x-p-log-source'));
-    const { meta, created } = await storage.create(name, kind, TIME_COLUMN[kind]);
+    const { meta, created } = await storage.create(name, kind);
     // 200 either way, as Parseable answers: its CLI and test suite take anything else as a failure.
     return c.json({ message: created ? `dataset ${name} created` : `dataset ${name} already exists`, name: meta.name, kind: meta.kind, created_at: meta.createdAt });
   });

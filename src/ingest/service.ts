@@ -1,7 +1,7 @@
 import type { Config } from '../config.ts';
 import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
-import { TIME_COLUMN, type ColumnType, type DatasetKind } from '../model.ts';
+import type { ColumnType, DatasetKind } from '../model.ts';
 import type { DatasetMeta } from '../storage/codec.ts';
 import type { SerializedRows } from '../storage/engine.ts';
 import { emptySchema, type Schema } from '../storage/schema.ts';
@@ -25,7 +25,8 @@ export interface IngestSink {
   find(name: string): DatasetMeta | undefined;
   schemaOf(name: string): { schema: Record<string, ColumnType> };
   resolve(name: string): Promise<DatasetMeta | undefined>;
-  create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta }>;
+  /** Creates the dataset; its kind fixes its time column. */
+  create(name: string, kind: DatasetKind): Promise<{ meta: DatasetMeta }>;
   append(name: string, batch: SerializedRows, rawBytes: number): Promise<{ count: number } | { conflict: string; schema: Schema }>;
 }
 
@@ -254,7 +255,7 @@ export class IngestService {
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
       checkRight(rights, 'create', name);
-      meta = (await this.sink.create(name, kind, TIME_COLUMN[kind])).meta;
+      meta = (await this.sink.create(name, kind)).meta;
     }
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);

@@ -1,7 +1,7 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
-import type { ColumnType } from '../model.ts';
+import { TIME_COLUMN, type ColumnType } from '../model.ts';
 import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { compactDataset } from './compaction.ts';
 import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
@@ -80,8 +80,9 @@ export class StorageEngine {
     return this.datasets.require(name);
   }
 
-  create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
-    return this.datasets.create(name, kind, timeColumn);
+  /** Creates a dataset (or finds the one another request or worker created); its kind fixes its time column. */
+  create(name: string, kind: DatasetKind): Promise<{ meta: DatasetMeta; created: boolean }> {
+    return this.datasets.create(name, kind, TIME_COLUMN[kind]);
   }
 
   delete(name: string): Promise<void> {
