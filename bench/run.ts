@@ -11,6 +11,7 @@ import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
+import { benchTimeField } from './timeField.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -208,6 +209,10 @@ async function main(): Promise<void> {
     table(await benchOtel());
     console.log('\n## OTLP over gRPC beside OTLP/HTTP protobuf (8 in flight, 1,000 records per request)');
     table(await benchOtlpGrpc());
+  }
+  if (process.env.BENCH_SKIP_TIME !== '1') {
+    console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
+    table(await benchTimeField());
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
 }

@@ -226,7 +226,7 @@ describe('Parseable compatibility', () => {
         logSource: [{ log_source_format: 'json', fields: [] }],
         telemetryType: 'logs',
         hotTierEnabled: false,
-        inferTimestamp: false,
+        inferTimestamp: true,
       });
       // Nothing stored yet: no event times; an OTel dataset's time column is its time partition.
       const spans = await json<Record<string, unknown>>(await get('/api/v1/logstream/spans/info'));

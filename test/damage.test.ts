@@ -133,3 +133,27 @@ describe('health probes', () => {
     expect((await fetch(`${server.url}/api/v1/logstream`)).status).toBe(401);
   });
 });
+
+describe('a metadata object that names another dataset', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => {
+    await server?.kill();
+  });
+
+  it('is set aside as damaged at start-up; the service and the named dataset are served', async () => {
+    server = await startServer();
+    expect((await server.request('/api/v1/logstream/orig', { method: 'PUT' })).status).toBe(200);
+    expect((await server.request('/api/v1/logstream/orig', { method: 'POST', json: [{ a: 1 }] })).status).toBe(200);
+    await server.stop();
+    // A copy under another name (an operator's backup, a rename by hand).
+    const streams = path.join(server.dataDir, 'store', '.streams');
+    await fs.copyFile(path.join(streams, 'orig.json'), path.join(streams, 'copy.json'));
+
+    server = await startServer({ dataDir: server.dataDir });
+    expect(await query(server, 'SELECT count(*) AS n FROM orig')).toEqual([{ n: 1 }]);
+    expect((await server.request('/api/v1/logstream/copy/stats')).status).toBe(404);
+    const detailed = (await (await server.request('/api/v1/readiness')).json()) as { ready: boolean; quarantined: Quarantined[] };
+    expect(detailed.ready).toBe(true);
+    expect(detailed.quarantined).toEqual([expect.objectContaining({ key: '.streams/copy.json', kind: 'metadata', reason: expect.stringMatching(/names dataset "orig"/) })]);
+  });
+});

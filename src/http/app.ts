@@ -10,6 +10,7 @@ import { registerPrometheusRoutes } from './prometheusRoutes.ts';
 import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
+import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -85,6 +86,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerPrometheusRoutes(app, services);
   registerCompatRoutes(app, services);
   registerFilterRoutes(app, services);
+  registerConsoleApiRoutes(app, services);
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

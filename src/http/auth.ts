@@ -9,7 +9,7 @@ import type { IngestRights } from '../ingest/service.ts';
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
 
-const ROLE_ACTIONS: Record<Role, Set<Action>> = {
+export const ROLE_ACTIONS: Record<Role, Set<Action>> = {
   admin: new Set(['ingest', 'create', 'read', 'delete', 'admin']),
   writer: new Set(['ingest', 'create']),
   reader: new Set(['read']),

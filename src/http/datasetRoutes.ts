@@ -4,8 +4,11 @@ import { parseDurationMs } from '../config.ts';
 import { canAccess } from './auth.ts';
 import type { AppEnv, Services } from './context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
-import type { DatasetKind } from '../model.ts';
+import { TIME_COLUMN, type DatasetKind } from '../model.ts';
 import { invalidInput } from '../errors.ts';
+import { isServiceName } from '../ingest/names.ts';
+import type { TimeField } from '../storage/engine.ts';
+import { isColumnName } from '../storage/schema.ts';
 import { arrowSchema, datedStats, queriedStats } from './parseableShapes.ts';
 
 
@@ -13,6 +16,27 @@ export function datasetKindFromHeader(value: string | undefined): DatasetKind {
   if (!value || value === 'json') return 'json';
   if (value === 'otel-logs' || value === 'otel-traces' || value === 'otel-metrics') return value;
   throw invalidInput(`X-P-Log-Source "${value}" is not one of json, otel-logs, otel-traces, otel-metrics`);
+}
+
+/**
+ * A JSON dataset's time field from Parseable's headers (docs/time.md): `X-P-Time-Partition: <field>`
+ * and `X-P-Time-Partition-Limit: <days>d` (a positive whole number of days, as Parseable reads it).
+ * `p_timestamp` names the default (the receive time); OTLP datasets have their records' own time.
+ */
+export function timeFieldFromHeaders(kind: DatasetKind, partition: string | undefined, limit: string | undefined): TimeField | undefined {
+  const field = partition?.trim() ?? '';
+  const limitText = limit?.trim() ?? '';
+  if (field === '' || field === TIME_COLUMN.json) {
+    if (limitText !== '') throw invalidInput('X-P-Time-Partition-Limit applies to a time field: send it with X-P-Time-Partition');
+    return undefined;
+  }
+  if (kind !== 'json') throw invalidInput(`X-P-Time-Partition is for JSON datasets; ${kind} datasets are partitioned by their records' own time`);
+  if (!isColumnName(field) || isServiceName(field)) throw invalidInput(`X-P-Time-Partition "${field}" cannot be a column name (empty, too long, or a column the service fills)`);
+  if (limitText === '') return { field };
+  const m = /^(\d{1,10})d$/.exec(limitText);
+  const days = m ? Number(m[1]) : NaN;
+  if (!(days >= 1 && days <= 4_294_967_295)) throw invalidInput(`X-P-Time-Partition-Limit "${limitText}" is not a number of days like "30d"`);
+  return { field, limitDays: days };
 }
 
 const RetentionBody = z
@@ -48,7 +72,8 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
   app.put('/api/v1/logstream/:name', requires('create', 'name'), async (c) => {
     const name = c.req.param('name');
     const kind = datasetKindFromHeader(c.req.header('x-p-log-source'));
-    const { meta, created } = await storage.create(name, kind);
+    const time = timeFieldFromHeaders(kind, c.req.header('x-p-time-partition'), c.req.header('x-p-time-partition-limit'));
+    const { meta, created } = await storage.create(name, kind, time);
     // 200 either way, as Parseable answers: its CLI and test suite take anything else as a failure.
     return c.json({ message: created ? `dataset ${name} created` : `dataset ${name} already exists`, name: meta.name, kind: meta.kind, created_at: meta.createdAt });
   });

@@ -111,10 +111,12 @@ export function streamInfo(stats: DatasetStats) {
     ...(timeRange ? { firstEventAt: new Date(timeRange.minMs).toISOString(), latestEventAt: new Date(timeRange.maxMs).toISOString() } : {}),
     // Parseable names a time column other than p_timestamp the dataset's time partition.
     ...(meta.timeColumn !== 'p_timestamp' ? { timePartition: meta.timeColumn } : {}),
+    ...(meta.timeLimitDays !== undefined ? { timePartitionLimit: String(meta.timeLimitDays) } : {}),
     streamType: 'UserDefined',
     logSource: [{ log_source_format: meta.kind, fields: [] as string[] }],
     telemetryType: TELEMETRY_TYPE[meta.kind],
     hotTierEnabled: false,
-    inferTimestamp: false,
+    // JSON events' strings holding times become TIMESTAMP columns (docs/time.md).
+    inferTimestamp: meta.kind === 'json',
   };
 }

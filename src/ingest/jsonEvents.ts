@@ -1,3 +1,4 @@
+import { eventTime, type TimeRule } from './eventTime.ts';
 import { eventsFromJson, flattenEvent } from './flatten.ts';
 import { isServiceName, setField } from './names.ts';
 import type { ColumnType, FlatRow, RowBatch } from '../model.ts';
@@ -91,12 +92,16 @@ export function stampFromRequest(headers: Headers, peer: string | undefined, now
   };
 }
 
-/** JSON events → rows: flattened, stamped with the receive time and what the request's headers say. */
-export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: number): RowBatch {
+/**
+ * JSON events → rows: flattened, stamped with the receive time and what the request's headers say.
+ * With the dataset's time field (`rule`), each event's time is checked and stored as its ISO form.
+ */
+export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: number, rule?: TimeRule): RowBatch {
   const events = eventsFromJson(body);
   const { received, meta, tags, srcIp, userAgent, fields } = stamp;
-  const rows: FlatRow[] = events.map((e) => {
+  const rows: FlatRow[] = events.map((e, i) => {
     const row = flattenEvent(e, maxDepth);
+    if (rule !== undefined) setField(row, rule.field, eventTime(Object.hasOwn(row, rule.field) ? row[rule.field] : undefined, rule, i));
     // The service owns p_ columns; a client's own p_timestamp etc. went to the overflow in flattenEvent.
     row.p_timestamp = received;
     if (meta !== null) row.p_metadata = meta;
@@ -106,5 +111,5 @@ export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: nu
     for (const [k, v] of fields) if (!Object.hasOwn(row, k)) setField(row, k, v);
     return row;
   });
-  return { rows, knownTypes: JSON_KNOWN_TYPES };
+  return { rows, knownTypes: rule === undefined ? JSON_KNOWN_TYPES : { ...JSON_KNOWN_TYPES, [rule.field]: 'TIMESTAMP' } };
 }

@@ -12,9 +12,13 @@
  *
  * Flattened names are resolved through a small trie per batch (object → member → slot), so the
  * prefixed name (`http_method`) and its quoted key are built once per batch, not once per event.
+ * Whether a slot's strings are tried as times (its name, docs/time.md) is decided once per batch too;
+ * a time is written in its ISO form, and the dataset's time field is checked on every event.
  */
+import { eventTime, isoOf, parseTimestamp, type TimeRule } from './eventTime.ts';
 import { JSON_KNOWN_TYPES, type EventStamp } from './jsonEvents.ts';
 import { isServiceName } from './names.ts';
+import type { TimeGuess } from './placement.ts';
 import type { ColumnType, TypeSummary } from '../model.ts';
 
 /** One flattened name of the batch: the types seen, the last row that had it. */
@@ -31,6 +35,8 @@ interface Slot {
   info?: NameInfo;
   prefix: string;
   children?: Map<string, Slot>;
+  /** Whether its string values are tried as times (decided once per batch, see TimeGuess). */
+  time?: boolean;
 }
 
 const TYPE_BITS: Partial<Record<ColumnType, number>> = { VARCHAR: 1, BIGINT: 2, DOUBLE: 4, BOOLEAN: 8, TIMESTAMP: 16 };
@@ -41,9 +47,13 @@ const GIVE_UP = Symbol('give up');
 class Batch {
   readonly names = new Map<string, NameInfo>();
   readonly top = new Map<string, Slot>();
+  /** The current event's time from the dataset's time field, once read (NaN until then). */
+  rowTimeMs = NaN;
   constructor(
     readonly maxNames: number,
     readonly maxDepth: number,
+    readonly guess: TimeGuess | undefined,
+    readonly timeField: string | undefined,
   ) {}
 
   info(name: string): NameInfo {
@@ -104,6 +114,16 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
       case 'string':
         {
           const slot = b.leafSlot(members, prefix, key);
+          slot.time ??= slot.name === b.timeField || (b.guess !== undefined && b.guess(slot.name));
+          if (slot.time) {
+            const ms = parseTimestamp(value);
+            if (ms === ms) {
+              see(slot.info!, row, 'TIMESTAMP');
+              out[slot.name] = isoOf(value, ms);
+              if (slot.name === b.timeField) b.rowTimeMs = ms;
+              break;
+            }
+          }
           see(slot.info!, row, 'VARCHAR');
           out[slot.name] = value;
         }
@@ -140,8 +160,15 @@ function walk(b: Batch, obj: Record<string, unknown>, members: Map<string, Slot>
  * Events (already checked to be objects) → WAL lines (without the lone-surrogate fix) and the type
  * summary; undefined when the row path must run (see the module comment).
  */
-export function jsonEventsToLines(events: Record<string, unknown>[], stamp: EventStamp, maxDepth: number, maxNames: number): { text: string; types: TypeSummary } | undefined {
-  const b = new Batch(maxNames, maxDepth);
+export function jsonEventsToLines(
+  events: Record<string, unknown>[],
+  stamp: EventStamp,
+  maxDepth: number,
+  maxNames: number,
+  times: { guess?: TimeGuess; rule?: TimeRule } = {},
+): { text: string; types: TypeSummary } | undefined {
+  const { rule } = times;
+  const b = new Batch(maxNames, maxDepth, times.guess, rule?.field);
   // What every row gets after its own fields, in the order jsonEventsToBatch sets them.
   const stampCols: [string, string][] = [['p_timestamp', stamp.received]];
   if (stamp.meta !== null) stampCols.push(['p_metadata', stamp.meta]);
@@ -155,6 +182,11 @@ export function jsonEventsToLines(events: Record<string, unknown>[], stamp: Even
     for (let row = 0; row < events.length; row++) {
       const out: Record<string, unknown> = {};
       walk(b, events[row], b.top, '', 1, row, out);
+      if (rule !== undefined) {
+        // Missing, not a time, or too old: eventTime says which, as a 400 naming the field.
+        if (!(b.rowTimeMs >= rule.earliestMs)) eventTime(out[rule.field], rule, row);
+        b.rowTimeMs = NaN;
+      }
       if (row === 0) {
         // Service columns cannot come from an event (it would have given up): registered directly.
         for (const [k] of stampCols) {

@@ -15,10 +15,12 @@ import { fixLoneSurrogates } from './names.ts';
 import { decodeOtlp, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
 import { parseOtlpJson } from './otlp/json.ts';
 import type { Msg } from './otlp/values.ts';
-import { placeRows, placeValues } from './placement.ts';
+import { placeRows, placeValues, timeGuess, type TimeGuess } from './placement.ts';
+import { timeFieldRule } from './eventTime.ts';
 import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion } from './prometheus/index.ts';
 import { uncompress } from './prometheus/decode.ts';
-import type { ColumnType, FlatRow } from '../model.ts';
+import { TIME_COLUMN, type ColumnType, type FlatRow } from '../model.ts';
+import type { DatasetMeta, TimeField } from '../storage/engine.ts';
 
 /** What every ingest job carries, whatever its format (filled by the HTTP side's `withIngestBody`). */
 export interface JobBase {
@@ -41,6 +43,14 @@ export type IngestJob = JobBase &
 export interface PlacementTarget {
   schema: Schema;
   maxColumns: number;
+  /** A JSON dataset's time field (docs/time.md): every event must carry a time there. */
+  time?: TimeField;
+}
+
+/** The time field a dataset's events carry, if it has one (a JSON dataset created with X-P-Time-Partition). */
+export function datasetTime(meta: Pick<DatasetMeta, 'kind' | 'timeColumn' | 'timeLimitDays'> | undefined): TimeField | undefined {
+  if (meta === undefined || meta.kind !== 'json' || meta.timeColumn === TIME_COLUMN.json) return undefined;
+  return { field: meta.timeColumn, limitDays: meta.timeLimitDays };
 }
 
 /** What the response needs besides the row count (OTLP partial success, remote-write counts). */
@@ -67,8 +77,8 @@ const JSON_FIXED: ReadonlySet<string> = new Set(Object.keys(JSON_KNOWN_TYPES));
 
 const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
 
-function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo): SerializedBatch {
-  const types = placeRows(rows, known, target.schema, target.maxColumns, limits.maxNames);
+function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo, guess?: TimeGuess): SerializedBatch {
+  const types = placeRows(rows, known, target.schema, target.maxColumns, limits.maxNames, guess);
   return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info };
 }
 
@@ -81,12 +91,16 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       checkEventCount(Array.isArray(parsed) ? parsed.length : 1, job.limits, 'events');
       // The common case (every value stays where it is) goes from the parsed events straight to lines.
       const events = eventsFromJson(parsed);
-      const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames);
-      if (fast && !placeValues(target.schema, fast.types, target.maxColumns, JSON_FIXED)) {
-        return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: Object.keys(JSON_KNOWN_TYPES), info: {} };
+      // Strings that hold times become TIMESTAMP values (docs/time.md); a time field is checked on every event.
+      const guess = timeGuess(target.schema);
+      const rule = target.time && timeFieldRule(target.time.field, target.time.limitDays, Date.parse(job.stamp.received));
+      const fixed = rule ? new Set([...JSON_FIXED, rule.field]) : JSON_FIXED;
+      const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames, { guess, rule });
+      if (fast && !placeValues(target.schema, fast.types, target.maxColumns, fixed)) {
+        return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: [...fixed], info: {} };
       }
-      const { rows } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth);
-      return finish(rows, JSON_KNOWN_TYPES, target, job.limits, {});
+      const { rows, knownTypes } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth, rule);
+      return finish(rows, knownTypes, target, job.limits, {}, guess);
     }
     case 'otlp': {
       const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes, job.decodeBudget);

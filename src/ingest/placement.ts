@@ -3,7 +3,8 @@
  * schema (README "Schema inference and evolution"). Nothing a client sends is refused for its names or
  * types; a value that does not fit is moved, never dropped:
  *
- * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE;
+ * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE; a JSON string
+ *   holding a time under a time-like name is a TIMESTAMP value (docs/time.md, `TimeGuess`);
  * - any value into a VARCHAR column is stored as its text;
  * - a value whose type conflicts with its column goes to the typed sibling `<name>_<type>` (Parseable's
  *   naming: `_utf8`, `_int64`, `_float64`, `_bool`, `_list`, `_timestamp_ms`, `_timestamp_ns`);
@@ -15,7 +16,8 @@
  * The main thread re-checks the result against the schema as it is by then (`planSchema`): if another
  * request changed it in between, the job runs again here with the new schema.
  */
-import { fit, OVERFLOW_COLUMN, SchemaView, TYPE_SUFFIX, inferType, widen, type Schema, type TypeSummary } from '../storage/schema.ts';
+import { fit, OVERFLOW_COLUMN, SchemaView, TYPE_SUFFIX, inferType, typeOf, widen, type Schema, type TypeSummary } from '../storage/schema.ts';
+import { isTimeName, isoOf, parseTimestamp } from './eventTime.ts';
 import { invalidInput, tooLarge } from '../errors.ts';
 import { asText, cleanName, overflowText, setField } from './names.ts';
 import { OVERFLOW, type ColumnType, type FlatRow, type FlatValue } from '../model.ts';
@@ -32,22 +34,44 @@ type Known = Record<string, ColumnType>;
 /** A prototype-free copy, so that looking up a field called `constructor` finds nothing. */
 export const knownTypesOf = (known: Record<string, ColumnType>): Known => Object.assign(Object.create(null) as Known, known);
 
-export function valueType(known: Known, name: string, value: FlatValue): ColumnType | undefined {
-  return known[name] ?? inferType(value);
+/**
+ * Whether a field's string values are tried as times (JSON events, docs/time.md): Parseable's rule, a
+ * name with a time-like part (`isTimeName`), unless the dataset already holds that column as text
+ * (values into a VARCHAR column stay text as they came, and the common path never parses them).
+ */
+export type TimeGuess = (name: string) => boolean;
+
+export function timeGuess(schema: Schema): TimeGuess {
+  const seen = new Map<string, boolean>();
+  return (name) => {
+    let yes = seen.get(name);
+    if (yes === undefined) {
+      yes = isTimeName(name) && typeOf(schema, name) !== 'VARCHAR';
+      seen.set(name, yes);
+    }
+    return yes;
+  };
+}
+
+export function valueType(known: Known, name: string, value: FlatValue, guess?: TimeGuess): ColumnType | undefined {
+  const k = known[name];
+  if (k !== undefined) return k;
+  if (guess !== undefined && typeof value === 'string' && guess(name) && !Number.isNaN(parseTimestamp(value))) return 'TIMESTAMP';
+  return inferType(value);
 }
 
 /**
  * Per column, the types the rows carry; rows with overflow entries bring the overflow column. More
  * than `maxNames` distinct names is 413 (see RequestLimits.maxNames), checked as they come.
  */
-export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>, maxNames = Infinity): TypeSummary {
+export function summarizeTypes(rows: FlatRow[], knownTypes: Record<string, ColumnType>, maxNames = Infinity, guess?: TimeGuess): TypeSummary {
   const known = knownTypesOf(knownTypes);
   const summary: TypeSummary = new Map();
   for (const row of rows) {
     for (const name in row) {
       const value = row[name];
       if (value === null) continue;
-      const type = valueType(known, name, value);
+      const type = valueType(known, name, value, guess);
       if (type === undefined) continue;
       const seen = summary.get(name);
       if (!seen) {
@@ -112,8 +136,11 @@ export function placeValues(current: Schema, summary: TypeSummary, maxColumns: n
   return moves ?? new Map();
 }
 
-/** Rewrites the rows as `moves` says, and writes every row's overflow into the overflow column. */
-export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<string, ColumnType>): void {
+/**
+ * Rewrites the rows as `moves` says, and writes every row's overflow into the overflow column. A time
+ * found in a string (`guess`) is stored in its TIMESTAMP column in ISO form, and as it came as text.
+ */
+export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<string, ColumnType>, guess?: TimeGuess): void {
   const known = knownTypesOf(knownTypes);
   for (let i = 0; i < rows.length; i++) {
     const row = rows[i];
@@ -122,11 +149,13 @@ export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<str
     for (const name in row) {
       const value = row[name];
       if (value === null) continue;
-      const type = valueType(known, name, value);
+      const type = valueType(known, name, value, guess);
       const target = (type && moves.get(name)?.get(type)) || { column: name, text: false };
       // Two fields moved to one column (a cleaned name meeting the same name, say): the first keeps it.
       if (target.column === null || Object.hasOwn(out, target.column)) overflow.push([name, value]);
-      else setField(out, target.column, target.text ? asText(value) : value);
+      else if (target.text) setField(out, target.column, asText(value));
+      else if (type === 'TIMESTAMP' && typeof value === 'string' && known[name] === undefined) setField(out, target.column, isoOf(value, parseTimestamp(value)));
+      else setField(out, target.column, value);
     }
     if (overflow.length) out[OVERFLOW_COLUMN] = overflowText(overflow);
     rows[i] = out;
@@ -137,10 +166,12 @@ export function applyMoves(rows: FlatRow[], moves: Moves, knownTypes: Record<str
  * Places a batch's values against the schema and rewrites the rows if anything moves. Returns the
  * summary of what the rows now hold.
  */
-export function placeRows(rows: FlatRow[], knownTypes: Record<string, ColumnType>, schema: Schema, maxColumns: number, maxNames = Infinity): TypeSummary {
-  const summary = summarizeTypes(rows, knownTypes, maxNames);
+export function placeRows(rows: FlatRow[], knownTypes: Record<string, ColumnType>, schema: Schema, maxColumns: number, maxNames = Infinity, guess?: TimeGuess): TypeSummary {
+  const summary = summarizeTypes(rows, knownTypes, maxNames, guess);
   const moves = placeValues(schema, summary, maxColumns, new Set(Object.keys(knownTypes)));
-  if (!moves) return summary;
-  applyMoves(rows, moves, knownTypes);
-  return summarizeTypes(rows, knownTypes);
+  // Times found in strings are rewritten to their ISO form even when nothing moves.
+  const guessed = guess !== undefined && [...summary].some(([name, types]) => !Object.hasOwn(knownTypes, name) && types.includes('TIMESTAMP'));
+  if (!moves && !guessed) return summary;
+  applyMoves(rows, moves ?? new Map(), knownTypes, guess);
+  return summarizeTypes(rows, knownTypes, Infinity, guess);
 }

@@ -2,8 +2,7 @@ import type { Config } from '../config.ts';
 import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import type { ColumnType, DatasetKind } from '../model.ts';
-import type { DatasetMeta } from '../storage/codec.ts';
-import type { SerializedRows } from '../storage/engine.ts';
+import type { DatasetMeta, SerializedRows } from '../storage/engine.ts';
 import { emptySchema, type Schema } from '../storage/schema.ts';
 import { DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
 import { stampFromRequest } from './jsonEvents.ts';
@@ -11,7 +10,7 @@ import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
 import type { OtlpFormat, OtlpSignal } from './otlp/index.ts';
-import type { IngestInfo, IngestJob, JobBase } from './pipeline.ts';
+import { datasetTime, type IngestInfo, type IngestJob, type JobBase, type PlacementTarget } from './pipeline.ts';
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;
@@ -221,7 +220,8 @@ export class IngestService {
     const decoded = identity ? 0 : Math.min(job.maxDecompressedBytes, declaredDecodedSize(job.body, job.contentEncoding) ?? job.maxDecompressedBytes);
     await lease.resize(rawBytes + decoded);
     if (!identity) job.decodeBudget = decoded;
-    const initial = { schema: this.sink.find(name) ? this.sink.schemaOf(name).schema : emptySchema(), maxColumns };
+    const seen = this.sink.find(name);
+    const initial: PlacementTarget = { schema: seen ? this.sink.schemaOf(name).schema : emptySchema(), maxColumns, time: datasetTime(seen) };
     let serialized;
     try {
       serialized = await this.pool.serialize(job, initial);
@@ -235,7 +235,10 @@ export class IngestService {
     // A client that went away is not answered: no dataset is created and nothing of its batch is stored
     // (it will send it again).
     signal?.throwIfAborted();
-    await this.resolve(name, kind, create, rights);
+    const meta = await this.resolve(name, kind, create, rights);
+    // A dataset another worker created with a time field: its events are checked for that field now.
+    const time = datasetTime(meta);
+    if (time?.field !== initial.time?.field) serialized = await this.pool.serialize(job, { ...initial, time });
     for (let placements = 1; ; placements++) {
       signal?.throwIfAborted();
       const stored = await this.sink.append(name, serialized, rawBytes);
@@ -245,12 +248,12 @@ export class IngestService {
         return { count: stored.count, info: serialized.info };
       }
       if (placements >= MAX_PLACEMENTS) throw unavailable(`the schema of dataset "${name}" kept changing while this request was stored (${stored.conflict}); retry`, 1);
-      serialized = await this.pool.serialize(job, { schema: stored.schema, maxColumns });
+      serialized = await this.pool.serialize(job, { schema: stored.schema, maxColumns, time });
     }
   }
 
   /** Finds (or creates) the dataset; a dataset keeps the one kind it was created with. */
-  private async resolve(name: string, kind: DatasetKind, create: boolean, rights: IngestRights): Promise<void> {
+  private async resolve(name: string, kind: DatasetKind, create: boolean, rights: IngestRights): Promise<DatasetMeta> {
     let meta = await this.sink.resolve(name);
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
@@ -260,6 +263,7 @@ export class IngestService {
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);
     }
+    return meta;
   }
 }
 

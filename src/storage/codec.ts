@@ -41,6 +41,11 @@ const DatasetMetaZ = z.object({
   generation: z.string().regex(/^[0-9a-z]+$/),
   kind: DatasetKindZ,
   timeColumn: z.string().min(1),
+  /**
+   * A JSON dataset created with a time field (X-P-Time-Partition-Limit): events older than this many
+   * days are refused. Absent: Parseable's default (30 days) when the dataset has a time field.
+   */
+  timeLimitDays: z.number().int().positive().optional(),
   createdAt: z.string(),
   retention: z.array(RetentionRuleZ).optional(),
 });

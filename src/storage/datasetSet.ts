@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { conflict, notFound, unavailable } from '../errors.ts';
+import { conflict, invalidInput, notFound, unavailable } from '../errors.ts';
+import { TIME_COLUMN } from '../model.ts';
 import { log } from '../log.ts';
 import { encodeMeta, isCorruptObject, type DatasetKind, type DatasetMeta } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
@@ -11,6 +12,12 @@ import { metaKey, quarantineDir, walDir, walRoot } from './layout.ts';
 import { listMetas, openDataset, readMeta } from './load.ts';
 import type { Manifests } from './manifests.ts';
 import { refreshSchema } from './schemaState.ts';
+
+/** A JSON dataset's time field (X-P-Time-Partition) and its limit in days (X-P-Time-Partition-Limit). */
+export interface TimeField {
+  field: string;
+  limitDays?: number;
+}
 
 /** A miss looks in the store at most this often (a client naming unknown datasets costs one LIST per period). */
 const DISCOVER_MIN_INTERVAL_MS = 250;
@@ -154,8 +161,17 @@ export class DatasetSet {
    * workers creating one dataset at once exactly one generation wins and every other adopts it: rows
    * each acknowledges land in that one generation.
    */
-  async create(name: string, kind: DatasetKind, timeColumn: string): Promise<{ meta: DatasetMeta; created: boolean }> {
+  async create(name: string, kind: DatasetKind, time?: TimeField): Promise<{ meta: DatasetMeta; created: boolean }> {
     validateDatasetName(name, this.reserved);
+    const result = await this.createOnce(name, kind, time);
+    // A time field is chosen once: asking for another one is refused, asking for the same one is "exists".
+    if (time && result.meta.timeColumn !== time.field) {
+      throw invalidInput(`dataset "${name}" exists with time column "${result.meta.timeColumn}"; a dataset's time partition cannot change`);
+    }
+    return result;
+  }
+
+  private async createOnce(name: string, kind: DatasetKind, time: TimeField | undefined): Promise<{ meta: DatasetMeta; created: boolean }> {
     // No await unless a creation is under way: from here to `creating.set` below nothing may interleave,
     // or two requests creating the same new name would see each other as a case clash.
     const pending = this.creating.get(name);
@@ -168,11 +184,19 @@ export class DatasetSet {
       for (let attempt = 0; attempt < 5; attempt++) {
         const stored = await readMeta(this.ctx, name);
         if (stored) return (await this.load(stored)).meta;
-        const meta: DatasetMeta = { name, generation: randomUUID().replaceAll('-', '').slice(0, 16), kind, timeColumn, createdAt: new Date().toISOString() };
+        const meta: DatasetMeta = {
+          name,
+          generation: randomUUID().replaceAll('-', '').slice(0, 16),
+          kind,
+          // The kind's own time column unless the dataset was created with a time field of its events.
+          timeColumn: time?.field ?? TIME_COLUMN[kind],
+          ...(time?.limitDays !== undefined ? { timeLimitDays: time.limitDays } : {}),
+          createdAt: new Date().toISOString(),
+        };
         if (await this.ctx.store.putIfAbsent(metaKey(name), encodeMeta(meta))) {
           created = true;
           await this.load(meta);
-          log.info('dataset created', { dataset: name, kind, generation: meta.generation });
+          log.info('dataset created', { dataset: name, kind, generation: meta.generation, timeColumn: meta.timeColumn });
           return meta;
         }
         // Another worker created it first; read and adopt it (unless it was deleted again meanwhile).

@@ -1,11 +1,11 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
-import { TIME_COLUMN, type ColumnType } from '../model.ts';
+import type { ColumnType } from '../model.ts';
 import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { compactDataset } from './compaction.ts';
 import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
-import { DatasetSet } from './datasetSet.ts';
+import { DatasetSet, type TimeField } from './datasetSet.ts';
 import { flushDataset } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
 import { metaKey } from './layout.ts';
@@ -19,7 +19,7 @@ import { evolveSchema } from './schemaState.ts';
 import { takeSnapshot } from './snapshot.ts';
 import { datasetStats, dateTotals, type DatasetStats, type Totals } from './stats.ts';
 
-export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, StorageSettings, Totals };
+export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, StorageSettings, TimeField, Totals };
 
 /** A batch of rows an ingest worker serialised as WAL lines, placed against the schema it was given. */
 export interface SerializedRows {
@@ -80,9 +80,12 @@ export class StorageEngine {
     return this.datasets.require(name);
   }
 
-  /** Creates a dataset (or finds the one another request or worker created); its kind fixes its time column. */
-  create(name: string, kind: DatasetKind): Promise<{ meta: DatasetMeta; created: boolean }> {
-    return this.datasets.create(name, kind, TIME_COLUMN[kind]);
+  /**
+   * Creates a dataset (or finds it: created false). Its time column is the kind's own, or for a JSON
+   * dataset the time field of its events when one is given; it never changes.
+   */
+  create(name: string, kind: DatasetKind, time?: TimeField): Promise<{ meta: DatasetMeta; created: boolean }> {
+    return this.datasets.create(name, kind, time);
   }
 
   delete(name: string): Promise<void> {

@@ -2,7 +2,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { log } from '../log.ts';
 import { Catalog } from './catalog.ts';
-import { decodeMeta, isCorruptObject, type DatasetMeta } from './codec.ts';
+import { CorruptObjectError, decodeMeta, isCorruptObject, type DatasetMeta } from './codec.ts';
 import { Dataset, type StorageContext } from './dataset.ts';
 import { metaKey, META_PREFIX, parseMetaKey, quarantineDir, walDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
@@ -17,7 +17,9 @@ export async function readMeta(ctx: StorageContext, name: string): Promise<Datas
   if (!body) return undefined;
   try {
     const meta = decodeMeta(key, body);
-    if (meta.name !== name) throw new Error(`names dataset "${meta.name}"`);
+    // A copied or renamed object names another dataset: damaged like any unreadable one (set aside, the
+    // other datasets served), never an error that stops the start-up.
+    if (meta.name !== name) throw new CorruptObjectError(key, `names dataset "${meta.name}", not "${name}"`);
     ctx.quarantine.clear(key);
     return meta;
   } catch (err) {

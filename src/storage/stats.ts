@@ -1,3 +1,4 @@
+import { TIME_COLUMN } from '../model.ts';
 import type { DatasetMeta } from './codec.ts';
 import type { Dataset } from './dataset.ts';
 import type { QuarantinedObject } from './quarantine.ts';
@@ -58,11 +59,13 @@ export function datasetStats(ds: Dataset, quarantined: QuarantinedObject[]): Dat
 
 /**
  * What one day (UTC, `YYYY-MM-DD`) holds: files of that date partition (by the time column), plus
- * the unflushed WAL rows when the day is today (they are at most P_FLUSH_INTERVAL old).
+ * the unflushed WAL rows when the day is today (they are at most P_FLUSH_INTERVAL old). A JSON
+ * dataset with a time field of its events has WAL rows of any day: they count once flushed.
  */
 export function dateTotals(ds: Dataset, date: string, now = Date.now()): Totals {
   const files = ds.catalog.totals(date);
-  const today = new Date(now).toISOString().slice(0, 10) === date;
+  const eventTime = ds.meta.kind === 'json' && ds.meta.timeColumn !== TIME_COLUMN.json;
+  const today = !eventTime && new Date(now).toISOString().slice(0, 10) === date;
   const wal = today ? ds.wal.size : { rows: 0, rawBytes: 0 };
   return { rows: files.rows + wal.rows, rawBytes: files.rawBytes + wal.rawBytes, storageBytes: files.bytes, files: files.files };
 }

@@ -1,3 +1,5 @@
+import snappy from 'snappy';
+import { WriteRequestV1 } from '../../src/ingest/prometheus/decode.ts';
 import type { TestServer } from './server.ts';
 
 /** Telemetry for the console's end-to-end test, sent through the public API as any client would. */
@@ -124,4 +126,49 @@ export async function sendOtelMetrics(server: TestServer, dataset: string, minut
     ],
   };
   await ok(server.request('/v1/metrics', { method: 'POST', headers: { 'X-P-Stream': dataset }, json: body }), 'OTLP metrics');
+}
+
+/** OTLP logs that name spans of `traceId` (span ids as sendOtelTraces makes them for trace number `t`). */
+export async function sendTraceLogs(server: TestServer, dataset: string, traceId: string, t: number): Promise<void> {
+  const now = Date.now();
+  const span = (n: number) => hex(0x1000 + t * 16 + n, 16);
+  const rec = (n: number, sev: string, body: string) => ({
+    timeUnixNano: ns(now - 30_000 + n), severityText: sev, severityNumber: sev === 'ERROR' ? 17 : 9, traceId, spanId: span(n), body: { stringValue: body }, attributes: [attr('step', n)],
+  });
+  const body = {
+    resourceLogs: [{ resource: { attributes: [attr('service.name', 'payment')] }, scopeLogs: [{ scope: { name: 'console-e2e' }, logRecords: [rec(1, 'INFO', 'checkout started'), rec(4, 'ERROR', 'card declined by acme')] }] }],
+  };
+  await ok(server.request('/v1/logs', { method: 'POST', headers: { 'X-P-Stream': dataset }, json: body }), 'OTLP trace logs');
+}
+
+/**
+ * Prometheus remote write 1.0 as Prometheus sends it: samples without metadata (it sends metadata in
+ * requests of its own), one a minute for `minutes`: a classic histogram (`_bucket` by `le`, `_sum`,
+ * `_count`) and a counter by route, 23 temperature gauges by sensor; and one metric, `queue_depth_total`,
+ * whose metadata (a gauge, despite its name) comes in the same request.
+ */
+export async function sendPrometheus(server: TestServer, dataset: string, minutes: number): Promise<void> {
+  const now = Date.now();
+  const times = Array.from({ length: minutes }, (_, i) => now - (minutes - i) * 60_000);
+  const series: { labels: { name: string; value: string }[]; samples: { value: number; timestamp: number }[] }[] = [];
+  const add = (labels: Record<string, string>, value: (i: number) => number) =>
+    series.push({ labels: Object.entries(labels).map(([name, v]) => ({ name, value: v })), samples: times.map((t, i) => ({ value: value(i), timestamp: t })) });
+  const les = ['0.05', '0.1', '0.25', '0.5', '1', '+Inf'];
+  for (const [route, share] of [['/fast', [0.6, 0.95, 1, 1, 1, 1]], ['/slow', [0, 0.05, 0.2, 0.7, 0.95, 1]]] as const) {
+    les.forEach((le, k) => add({ __name__: 'http_request_duration_seconds_bucket', route, le }, (i) => Math.round(100 * (i + 1) * share[k])));
+    add({ __name__: 'http_request_duration_seconds_count', route }, (i) => 100 * (i + 1));
+    add({ __name__: 'http_request_duration_seconds_sum', route }, (i) => 100 * (i + 1) * (route === '/fast' ? 0.05 : 0.4));
+    add({ __name__: 'http_requests_total', route }, (i) => (route === '/fast' ? 600 : 120) * (i + 1));
+  }
+  for (let k = 1; k <= 23; k++) add({ __name__: 'room_temperature_celsius', sensor: `s${String(k).padStart(2, '0')}` }, (i) => 15 + k * 0.5 + Math.sin(i / 5 + k));
+  add({ __name__: 'queue_depth_total' }, (i) => 10 + (i % 7));
+  const body = WriteRequestV1.encode(WriteRequestV1.fromObject({ timeseries: series, metadata: [{ type: 2, metricFamilyName: 'queue_depth_total', help: 'jobs waiting', unit: '' }] })).finish();
+  await ok(
+    server.request(`/v1/prometheus/write?stream=${dataset}`, {
+      method: 'POST',
+      body: new Uint8Array(snappy.compressSync(Buffer.from(body))),
+      headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf', 'x-prometheus-remote-write-version': '0.1.0' },
+    }),
+    'Prometheus remote write',
+  );
 }

@@ -2,7 +2,12 @@ import { describe, expect, test } from 'vitest';
 import { autoBucketSeconds, parseTimestamp, parseTimestampNs, resolveBound, resolveRange } from '../../console/src/lib/time.ts';
 import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit } from '../../console/src/lib/sql.ts';
 import { normalizeSchema } from '../../console/src/lib/schema.ts';
-import { aggregationFor, computeLines, histogramQuantile, isLabelColumn, type MetricPoint } from '../../console/src/lib/metrics.ts';
+import { computeLines, histogramQuantile, type MetricPoint } from '../../console/src/lib/metrics.ts';
+import { aggregationOf, isLabelColumn, labelsOf, metricKind, toPoints } from '../../console/src/lib/metricsQuery.ts';
+import { addCondition, valueCondition } from '../../console/src/lib/sql.ts';
+import { chips, levelClass, logLayout, looksLikeLogs } from '../../console/src/lib/logs.ts';
+import { seriesColors } from '../../console/src/lib/metrics.ts';
+import { autoWidth } from '../../console/src/lib/format.ts';
 import { buildWaterfall, parseJsonList, spanAttributes } from '../../console/src/lib/traces.ts';
 import { toCsv, toNdjson } from '../../console/src/lib/export.ts';
 
@@ -107,16 +112,55 @@ describe('schema shapes', () => {
 });
 
 describe('metrics', () => {
+  // name, stored type, monotonic, points with OTLP buckets / an `le` label / a `quantile` label → kind → line maths
   test.each([
-    ['gauge', false, 'cpu', 'avg'],
-    ['sum', true, 'requests', 'rate'],
-    ['sum', false, 'queue', 'avg'],
-    ['counter', null, 'up', 'rate'],
-    [null, null, 'http_requests_total', 'rate'],
-    ['histogram', null, 'latency', 'quantile'],
-    ['summary', null, 'latency', 'mean'],
-    ['exponential_histogram', null, 'latency', 'mean'],
-  ])('%s (monotonic %s) %s → %s', (type, mono, name, agg) => expect(aggregationFor(type, mono, name)).toBe(agg));
+    ['cpu', 'gauge', false, 0, 0, 0, 'gauge', 'avg'],
+    ['requests', 'sum', true, 0, 0, 0, 'counter', 'rate'],
+    ['queue', 'sum', false, 0, 0, 0, 'gauge', 'avg'],
+    ['up', 'counter', null, 0, 0, 0, 'counter', 'rate'],
+    ['latency', 'histogram', null, 10, 0, 0, 'histogram', 'quantile'],
+    ['latency', 'summary', null, 0, 0, 0, 'mean', 'mean'],
+    ['latency', 'exponential_histogram', null, 0, 0, 0, 'mean', 'mean'],
+    // Prometheus without metadata: the conventions.
+    ['http_requests_total', null, null, 0, 0, 0, 'counter', 'rate'],
+    ['http_request_duration_seconds_bucket', null, null, 0, 40, 0, 'prom-histogram', 'quantile'],
+    ['http_request_duration_seconds_count', null, null, 0, 0, 0, 'counter', 'rate'],
+    ['http_request_duration_seconds_sum', null, null, 0, 0, 0, 'counter', 'rate'],
+    ['go_gc_duration_seconds', null, null, 0, 0, 25, 'prom-summary', 'avg'],
+    ['process_resident_memory_bytes', null, null, 0, 0, 0, 'gauge', 'avg'],
+    // Prometheus with remote-write metadata (the family's type on every series of the family).
+    ['http_request_duration_seconds_bucket', 'histogram', null, 0, 40, 0, 'prom-histogram', 'quantile'],
+    ['http_request_duration_seconds_count', 'histogram', null, 0, 0, 0, 'counter', 'rate'],
+    ['go_gc_duration_seconds', 'summary', null, 0, 0, 25, 'prom-summary', 'avg'],
+    ['go_gc_duration_seconds_sum', 'summary', null, 0, 0, 0, 'counter', 'rate'],
+    ['prometheus_build_info', 'gauge', null, 0, 0, 0, 'gauge', 'avg'],
+    ['scrape_samples', 'counter', null, 0, 0, 0, 'counter', 'rate'],
+  ] as const)('%s (%s, monotonic %s, buckets %i, le %i, quantile %i) → %s, %s', (name, type, monotonic, otlpBuckets, le, quantile, kind, agg) => {
+    expect(metricKind({ name, type, monotonic, otlpBuckets, le, quantile })).toBe(kind);
+    expect(aggregationOf(kind)).toBe(agg);
+  });
+
+  test("a classic histogram's le buckets become per-bucket counts, drawn as a quantile", () => {
+    const at = (min: number) => new Date(Date.parse('2026-11-23T12:00:00Z') + min * 60_000).toISOString();
+    const rows = (min: number, cum: [string, number][]) => cum.map(([le, v]) => ({ t: at(min), series: 'a', grp: '', le, v }));
+    // Cumulative per le: in minute 1 ten more requests, all in (0.1, 0.5].
+    const records = [...rows(0, [['0.1', 100], ['0.5', 100], ['+Inf', 100]]), ...rows(1, [['0.1', 100], ['0.5', 110], ['+Inf', 110]])];
+    const points = toPoints(records, 'prom-histogram', (v) => Date.parse(String(v)));
+    expect(points.map((p) => [p.bounds, p.bucketCounts])).toEqual([[[0.1, 0.5], [100, 0, 0]], [[0.1, 0.5], [100, 10, 0]]]);
+    const t0 = Date.parse('2026-11-23T12:00:00Z');
+    const lines = computeLines(points, 'quantile', 60, t0, t0 + 2 * 60_000, 0.5);
+    expect(lines.series[0].values[1]).toBeCloseTo(0.3, 6);
+  });
+
+  test("group-by offers the labels the metric's points carry", () => {
+    expect(labelsOf({ c0: 10, c1: 0, c2: 3 }, ['host', 'route', 'le'])).toEqual(['host', 'le']);
+    expect(labelsOf(undefined, ['host'])).toEqual([]);
+  });
+
+  test('many series get distinct colours', () => {
+    const c = seriesColors(['#111', '#222'], 30, false);
+    expect(new Set(c).size).toBe(30);
+  });
 
   test.each([
     [0.5, [10, 20, 30], [0, 10, 0, 0], 15], // all in (10, 20]: the middle
@@ -135,6 +179,14 @@ describe('metrics', () => {
   test('rate of a cumulative counter, a reset counted from zero', () => {
     const lines = computeLines([pt(0, 100), pt(1, 160), pt(2, 220), pt(3, 30)], 'rate', 60, t0, t0 + 4 * 60_000);
     expect(lines.series[0].values).toEqual([null, 1, 1, 0.5]);
+  });
+
+  test('rate of samples sparser than the buckets is still per second; series of a group add up', () => {
+    // One sample a minute in 30 s buckets: 60 more a minute is 1/s, not 2/s; two such series are 2/s.
+    const a = [pt(0, 0), pt(1, 60), pt(2, 120)];
+    const b = a.map((p) => ({ ...p, series: 'other' }));
+    const lines = computeLines([...a, ...b], 'rate', 30, t0, t0 + 3 * 60_000);
+    expect(lines.series[0].values).toEqual([null, null, 2, null, 2, null]);
   });
 
   test('rate of a delta counter is its sum per second', () => {
@@ -195,5 +247,55 @@ describe('downloads', () => {
     const rows = [{ a: 'x,y', b: 'say "hi"', c: { n: 1 } }, { a: 'line\nbreak', b: null }];
     expect(toCsv(['a', 'b', 'c'], rows)).toBe('a,b,c\r\n"x,y","say ""hi""","{""n"":1}"\r\n"line\nbreak",,\r\n');
     expect(toNdjson(['b', 'a'], rows)).toBe('{"b":"say \\"hi\\"","a":"x,y"}\n{"b":null,"a":"line\\nbreak"}\n');
+  });
+});
+
+describe('field list filters', () => {
+  test.each([
+    ['SELECT * FROM app', "level = 'error'", "SELECT * FROM app\nWHERE level = 'error'"],
+    ['SELECT * FROM app\nORDER BY p_timestamp DESC\nLIMIT 1000', "level = 'error'", "SELECT * FROM app\nWHERE level = 'error'\nORDER BY p_timestamp DESC\nLIMIT 1000"],
+    ["SELECT * FROM app WHERE a = 1 OR b = 2 ORDER BY t LIMIT 5;", 'c = 3', 'SELECT * FROM app WHERE (a = 1 OR b = 2)\n  AND c = 3\nORDER BY t LIMIT 5'],
+    ['SELECT level, count(*) FROM app GROUP BY 1', 'x = 1', 'SELECT level, count(*) FROM app\nWHERE x = 1\nGROUP BY 1'],
+    // Anything not plain is wrapped: always right.
+    ['SELECT * FROM (SELECT * FROM app) t', 'x = 1', 'SELECT * FROM (\nSELECT * FROM (SELECT * FROM app) t\n) AS q\nWHERE x = 1'],
+    ['SELECT * FROM a UNION ALL SELECT * FROM b', 'x = 1', 'SELECT * FROM (\nSELECT * FROM a UNION ALL SELECT * FROM b\n) AS q\nWHERE x = 1'],
+  ])('%s + %s', (sql, cond, want) => expect(addCondition(sql, cond)).toBe(want));
+
+  test.each([
+    ['level', 'text', 'error', false, "level = 'error'"],
+    ['level', 'text', "it's", true, "level IS DISTINCT FROM 'it''s'"],
+    ['status', 'number', '500', false, 'status = 500'],
+    ['ok', 'bool', 'true', true, 'ok IS DISTINCT FROM true'],
+    ['p_timestamp', 'time', '2026-11-23 10:00:00', false, "CAST(p_timestamp AS VARCHAR) = '2026-11-23 10:00:00'"],
+    ['service.name', 'text', 'shop', false, `"service.name" = 'shop'`],
+    ['body', 'text', 'x'.repeat(200), false, `starts_with(CAST(body AS VARCHAR), '${'x'.repeat(200)}')`],
+  ])('%s (%s) %s exclude=%s', (field, kind, value, exclude, want) => expect(valueCondition(field, kind, value, exclude)).toBe(want));
+});
+
+describe('log lines', () => {
+  test('find the time, level and message whatever the dataset calls them', () => {
+    expect(logLayout(['p_timestamp', 'level', 'msg', 'user'], 'p_timestamp')).toEqual({ time: 'p_timestamp', level: 'level', message: 'msg' });
+    expect(logLayout(['time_unix_nano', 'severity_text', 'body'], 'time_unix_nano')).toEqual({ time: 'time_unix_nano', level: 'severity_text', message: 'body' });
+    expect(looksLikeLogs(logLayout(['n', 'severity_text'], undefined))).toBe(false);
+  });
+
+  test.each([
+    ['ERROR', 'error'], ['fatal', 'error'], ['Warning', 'warn'], ['INFO', 'info'], ['debug', 'debug'], ['TRACE', 'debug'], [17, 'error'], [13, 'warn'], [9, 'info'], [5, 'debug'], ['custom', 'other'],
+  ] as const)('level %s is %s', (v, c) => expect(levelClass(v)).toBe(c));
+
+  test('chips are the other non-empty fields, in column order', () => {
+    const layout = { time: 't', level: 'level', message: 'msg' };
+    expect(chips({ t: 1, level: 'info', msg: 'hi', user: 'ann', empty: '', none: null, n: 0 }, ['t', 'user', 'level', 'msg', 'empty', 'none', 'n'], layout)).toEqual([['user', 'ann'], ['n', 0]]);
+    // OTLP's bookkeeping only when it says something.
+    expect(chips({ flags: 0, dropped_attributes_count: 0, scope_dropped_attributes_count: 2 }, ['flags', 'dropped_attributes_count', 'scope_dropped_attributes_count'], layout)).toEqual([['scope_dropped_attributes_count', 2]]);
+  });
+
+  test('columns are as wide as most of their values, within bounds', () => {
+    const rows = Array.from({ length: 100 }, (_, i) => ({ short: 'ab', long: i < 95 ? 'x'.repeat(40) : 'y'.repeat(5000) }));
+    // Short values: as wide as the name.
+    expect(autoWidth('short', rows)).toBe(Math.round(('short'.length + 2) * 7.6 + 18));
+    expect(autoWidth('a', [{ a: 1 }])).toBe(64);
+    // The few very long values do not make it 640 px wide.
+    expect(autoWidth('long', rows)).toBe(Math.round(40 * 7.6 + 18));
   });
 });

@@ -33,9 +33,11 @@ interface Props {
   shapeKey: string;
   label: string;
   testId?: string;
+  /** The chart once made (and null when it goes), for callers that drive it (a legend). */
+  onReady?: (u: uPlot | null) => void;
 }
 
-export function Chart({ options, data, shapeKey, label, testId }: Props) {
+export function Chart({ options, data, shapeKey, label, testId, onReady }: Props) {
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
 
@@ -44,6 +46,7 @@ export function Chart({ options, data, shapeKey, label, testId }: Props) {
     const width = Math.max(200, el.clientWidth);
     const u = new uPlot({ ...options(width), width, tzDate: utc }, data, el);
     plot.current = u;
+    onReady?.(u);
     const ro = new ResizeObserver(() => {
       const w = Math.max(200, el.clientWidth);
       if (w !== u.width) u.setSize({ width: w, height: u.height });
@@ -53,6 +56,7 @@ export function Chart({ options, data, shapeKey, label, testId }: Props) {
       ro.disconnect();
       u.destroy();
       plot.current = null;
+      onReady?.(null);
     };
   }, [shapeKey]);
 

@@ -44,7 +44,7 @@ export function Histogram({ times, counts, bucketSeconds, onZoom, theme, note }:
           },
         ],
       },
-      padding: [8, 8, 0, 0],
+      padding: [8, 20, 0, 0],
       ...(width < 500 ? { axes: [{ stroke: c.text, space: 80, values: timeAxisValues }, { stroke: c.text, size: 40 }] } : {}),
     };
   };

@@ -1,34 +1,37 @@
-import { useLayoutEffect, useReducer, useRef, useState } from 'preact/hooks';
+import { useLayoutEffect, useMemo, useReducer, useRef, useState } from 'preact/hooks';
 import { Virtualizer, elementScroll, measureElement, observeElementOffset, observeElementRect } from '@tanstack/virtual-core';
 import type { Row } from '../lib/api.ts';
-import { cellText } from '../lib/format.ts';
+import { autoWidth, cellText, MIN_W } from '../lib/format.ts';
 import { copyText } from '../lib/clipboard.ts';
+import type { LogLayout } from '../lib/logs.ts';
+import { cellValue, LogLine, type TraceHref } from './LogLine.tsx';
 
 interface Props {
   /** Columns to show, in order. */
   columns: string[];
   rows: Row[];
-  /** Columns holding times (a little wider). */
-  timeColumns?: Set<string>;
+  /** The rows' time column (a trace link opens around a row's time). */
+  timeColumn?: string;
+  /** `logs`: one scannable line per row (time, level, message, then `key=value` chips). */
+  mode?: 'table' | 'logs';
+  layout?: LogLayout;
+  /** Where a trace id in a row leads. */
+  traceHref?: TraceHref;
 }
 
 const ROW_HEIGHT = 30;
-
-function widthOf(col: string, timeColumns?: Set<string>): number {
-  if (timeColumns?.has(col)) return 240;
-  if (col === 'body' || col === 'msg' || col === 'message') return 420;
-  return Math.min(360, Math.max(110, col.length * 9 + 40));
-}
-
 /**
  * A table that renders only the rows in view (virtual scrolling with @tanstack/virtual-core), so 100k
- * rows scroll as smoothly as 100. A row opens to its full JSON, where each value can be copied.
+ * rows scroll as smoothly as 100. Columns are as wide as their values (the last one takes the room
+ * left) and can be resized by dragging their header's edge. A row opens to its full JSON, where each
+ * value can be copied.
  */
-export function ResultsTable({ columns, rows, timeColumns }: Props) {
+export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout = {}, traceHref }: Props) {
   const scroller = useRef<HTMLDivElement>(null);
   const [, rerender] = useReducer((n: number) => n + 1, 0);
   const [open, setOpen] = useState<Set<number>>(() => new Set());
   const [copied, setCopied] = useState<string | null>(null);
+  const [resized, setResized] = useState<Record<string, number>>({});
 
   const virt = useRef<Virtualizer<HTMLDivElement, HTMLDivElement> | null>(null);
   const options = {
@@ -48,9 +51,30 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
   useLayoutEffect(() => v._didMount(), []);
   useLayoutEffect(() => v._willUpdate());
 
-  const widths = columns.map((c) => widthOf(c, timeColumns));
+  // Sized once the first rows are in (not again as more stream in: columns must not jump).
+  const sized = rows.length > 0;
+  const auto = useMemo(() => Object.fromEntries(columns.map((c) => [c, autoWidth(c, rows)])), [columns.join('\u0000'), sized]);
+  const widths = columns.map((c) => resized[c] ?? auto[c] ?? MIN_W);
   const total = widths.reduce((a, b) => a + b, 0) + 36;
-  const template = `36px ${widths.map((w) => `${w}px`).join(' ')}`;
+  const template = `36px ${widths.map((w, i) => (i === widths.length - 1 ? `minmax(${w}px, 1fr)` : `${w}px`)).join(' ')}`;
+  const logs = mode === 'logs';
+  const sizeStyle = logs ? { width: '100%' } : { minWidth: `${total}px`, width: '100%' };
+
+  const startResize = (col: string, e: PointerEvent) => {
+    e.preventDefault();
+    const el = e.currentTarget as HTMLElement;
+    el.setPointerCapture(e.pointerId);
+    const x0 = e.clientX;
+    const w0 = resized[col] ?? auto[col] ?? MIN_W;
+    const move = (ev: PointerEvent) => setResized((r) => ({ ...r, [col]: Math.max(40, Math.round(w0 + ev.clientX - x0)) }));
+    const up = () => {
+      el.removeEventListener('pointermove', move);
+      el.removeEventListener('pointerup', up);
+    };
+    el.addEventListener('pointermove', move);
+    el.addEventListener('pointerup', up);
+  };
+  const resizeBy = (col: string, d: number) => setResized((r) => ({ ...r, [col]: Math.max(40, (r[col] ?? auto[col] ?? MIN_W) + d) }));
 
   const toggle = (i: number) => {
     const next = new Set(open);
@@ -65,21 +89,34 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
     setCopied(label);
     setTimeout(() => setCopied((c) => (c === label ? null : c)), 1500);
   };
+  const value = (row: Row, c: string) => cellValue(row, c, traceHref, timeColumn);
 
   return (
-    <div class="results" role="table" aria-label="Query results" aria-rowcount={rows.length + 1}>
+    <div class={`results${logs ? ' logs' : ''}`} role="table" aria-label="Query results" aria-rowcount={rows.length + 1}>
       <div class="results-scroll" ref={scroller} tabIndex={0} data-testid="results-scroll">
-        <div class="results-head" role="row" style={{ gridTemplateColumns: template, width: `${total}px` }}>
-          <span role="columnheader" class="cell">
-            <span class="sr-only">Expand</span>
-          </span>
-          {columns.map((c) => (
-            <span role="columnheader" class="cell" title={c} key={c}>
-              {c}
+        {!logs && (
+          <div class="results-head" role="row" style={{ gridTemplateColumns: template, ...sizeStyle }}>
+            <span role="columnheader" class="cell">
+              <span class="sr-only">Expand</span>
             </span>
-          ))}
-        </div>
-        <div class="results-body" style={{ height: `${v.getTotalSize()}px`, width: `${total}px` }}>
+            {columns.map((c) => (
+              <span role="columnheader" class="cell" title={c} key={c} data-testid="column-header">
+                <span class="col-name">{c}</span>
+                <span
+                  class="col-resize"
+                  role="separator"
+                  aria-orientation="vertical"
+                  aria-label={`Resize ${c}`}
+                  tabIndex={0}
+                  data-testid={`resize-${c}`}
+                  onPointerDown={(e) => startResize(c, e as unknown as PointerEvent)}
+                  onKeyDown={(e) => (e.key === 'ArrowLeft' ? resizeBy(c, -20) : e.key === 'ArrowRight' ? resizeBy(c, 20) : undefined)}
+                />
+              </span>
+            ))}
+          </div>
+        )}
+        <div class="results-body" style={{ height: `${v.getTotalSize()}px`, ...sizeStyle }}>
           {v.getVirtualItems().map((item) => {
             const row = rows[item.index];
             const isOpen = open.has(item.index);
@@ -96,16 +133,24 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
                 aria-rowindex={item.index + 2}
                 data-testid="result-row"
               >
-                <div class="row-cells" style={{ gridTemplateColumns: template }}>
-                  <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${item.index + 1}`} onClick={() => toggle(item.index)}>
-                    {isOpen ? '▾' : '▸'}
-                  </button>
-                  {columns.map((c) => (
-                    <span role="cell" class="cell" key={c} title={cellText(row[c])} onDblClick={() => toggle(item.index)}>
-                      {cellText(row[c])}
-                    </span>
-                  ))}
-                </div>
+                {logs ? (
+                  <LogLine row={row} columns={columns} layout={layout} traceHref={traceHref} onDblClick={() => toggle(item.index)}>
+                    <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${item.index + 1}`} onClick={() => toggle(item.index)}>
+                      {isOpen ? '▾' : '▸'}
+                    </button>
+                  </LogLine>
+                ) : (
+                  <div class="row-cells" style={{ gridTemplateColumns: template }}>
+                    <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${item.index + 1}`} onClick={() => toggle(item.index)}>
+                      {isOpen ? '▾' : '▸'}
+                    </button>
+                    {columns.map((c) => (
+                      <span role="cell" class="cell" key={c} title={cellText(row[c])} onDblClick={() => toggle(item.index)}>
+                        {value(row, c)}
+                      </span>
+                    ))}
+                  </div>
+                )}
                 {isOpen && (
                   <div class="row-json" data-testid="row-json">
                     <div class="row-json-actions">
@@ -120,7 +165,7 @@ export function ResultsTable({ columns, rows, timeColumns }: Props) {
                           <div class="kv" key={k}>
                             <dt>{k}</dt>
                             <dd>
-                              <code>{typeof val === 'string' ? val : JSON.stringify(val)}</code>
+                              <code>{typeof val === 'string' ? value(row, k) : JSON.stringify(val)}</code>
                               <button class="link small" aria-label={`Copy ${k}`} onClick={() => copy(`${item.index}:${k}`, val)}>
                                 {copied === `${item.index}:${k}` ? 'copied' : 'copy'}
                               </button>

@@ -4,16 +4,19 @@ import { ident, literal } from '../lib/sql.ts';
 import { buildWaterfall, parseJsonList, spanAttributes, type Waterfall as WF, type WaterfallSpan } from '../lib/traces.ts';
 import { formatDurationNs, parseTimestampNs, resolveRange, type TimeRange } from '../lib/time.ts';
 import { cellText } from '../lib/format.ts';
+import { TraceLogs, useTraceLogs } from './TraceLogs.tsx';
 
 interface Props {
   dataset: string;
   traceId: string;
+  /** The span to select first (a link from a log's span id). */
+  spanId?: string;
   range: TimeRange;
   onClose: () => void;
 }
 
 /** One trace: its spans as bars on a shared time axis, indented under their parents; a span opens to its details. */
-export function Waterfall({ dataset, traceId, range, onClose }: Props) {
+export function Waterfall({ dataset, traceId, spanId, range, onClose }: Props) {
   const s = useSession();
   const [wf, setWf] = useState<WF | null>(null);
   const [selected, setSelected] = useState<string | null>(null);
@@ -32,13 +35,16 @@ export function Waterfall({ dataset, traceId, range, onClose }: Props) {
         (r) => {
           const w = buildWaterfall(r.records);
           setWf(w);
-          setSelected(w.spans[0]?.id ?? null);
+          setSelected(w.spans.find((x) => x.id === spanId)?.id ?? w.spans[0]?.id ?? null);
         },
         (e) => setError((e as Error).message),
       );
-  }, [dataset, traceId]);
+  }, [dataset, traceId, spanId]);
 
   const span = wf?.spans.find((x) => x.id === selected);
+  const startMs = wf ? Number(wf.startNs / 1_000_000n) : undefined;
+  const endMs = wf && startMs !== undefined ? startMs + Math.ceil(wf.totalNs / 1e6) : undefined;
+  const logs = useTraceLogs(traceId, startMs, endMs);
   return (
     <section class="waterfall" aria-label={`Trace ${traceId}`} data-testid="waterfall">
       <div class="page-head">
@@ -74,6 +80,8 @@ export function Waterfall({ dataset, traceId, range, onClose }: Props) {
         </ol>
       )}
       {span && wf && <SpanDetails span={span} traceStartNs={wf.startNs} />}
+      {span && startMs !== undefined && endMs !== undefined && <TraceLogs {...logs} spanId={span.id} startMs={startMs} endMs={endMs} />}
+      {startMs !== undefined && endMs !== undefined && <TraceLogs {...logs} startMs={startMs} endMs={endMs} />}
     </section>
   );
 }

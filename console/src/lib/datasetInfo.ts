@@ -18,22 +18,23 @@ let infoEndpoint: boolean | undefined;
 
 const pick = (o: Record<string, unknown>, keys: string[]) => keys.map((k) => o[k]).find((v) => v !== undefined && v !== null);
 
-async function firstAndLast(s: Session, name: string): Promise<{ firstMs?: number; lastMs?: number }> {
+/** The first and last event time of a dataset (the server's info, else the data itself). */
+export async function firstAndLast(s: Session, name: string): Promise<{ firstMs?: number; lastMs?: number }> {
   if (infoEndpoint !== false) {
     try {
       const info = await s.api.json<Record<string, unknown>>(`/api/v1/logstream/${encodeURIComponent(name)}/info`);
       infoEndpoint = true;
-      return {
-        firstMs: parseTimestamp(pick(info, ['first-event-at', 'first_event_at', 'firstEventAt'])),
-        lastMs: parseTimestamp(pick(info, ['latest-event-at', 'latest_event_at', 'last-event-at', 'last_event_at', 'lastEventAt'])),
-      };
+      const firstMs = parseTimestamp(pick(info, ['first-event-at', 'first_event_at', 'firstEventAt']));
+      const lastMs = parseTimestamp(pick(info, ['latest-event-at', 'latest_event_at', 'last-event-at', 'last_event_at', 'lastEventAt', 'latestEventAt']));
+      // The server's times cover stored files; events still in its write-ahead log are asked of the data.
+      if (firstMs !== undefined && lastMs !== undefined) return { firstMs, lastMs };
     } catch (e) {
       // 404 from a server without the endpoint (a missing dataset fails the query below too).
       if (!(e instanceof ApiError && e.status === 404)) throw e;
       infoEndpoint = false;
     }
   }
-  // No info endpoint: ask the data itself.
+  // No info endpoint, or nothing stored yet: ask the data itself.
   const schema = await s.schema(name);
   if (!schema.timeColumn) return {};
   const t = ident(schema.timeColumn);

@@ -30,15 +30,6 @@ export interface Lines {
   series: { label: string; values: (number | null)[] }[];
 }
 
-export function aggregationFor(type: string | null | undefined, monotonic: boolean | null | undefined, name = ''): Aggregation {
-  const t = (type ?? '').toLowerCase();
-  if (t === 'histogram') return 'quantile';
-  if (t === 'summary' || t === 'exponential_histogram' || t.includes('native')) return 'mean';
-  if (t === 'counter' || (t === 'sum' && monotonic)) return 'rate';
-  if (!t && /_(total|count|sum|bucket)$/.test(name)) return 'rate';
-  return 'avg';
-}
-
 /** The q-quantile (0..1) of counts in buckets with upper bounds `bounds` (the last bucket is +Inf). */
 export function histogramQuantile(q: number, bounds: number[], counts: number[]): number | null {
   const total = counts.reduce((a, b) => a + b, 0);
@@ -66,11 +57,12 @@ export function computeLines(points: MetricPoint[], agg: Aggregation, bucketSeco
   const idx = (t: number) => Math.min(n - 1, Math.max(0, Math.floor((t - first) / bucketMs)));
 
   // Per group: per bucket accumulators.
-  const groups = new Map<string, { sum: number[]; count: number[]; buckets: (number[] | null)[]; bounds?: number[] }>();
+  // `rates`: per series of the group, the per-second rates seen in each bucket (summed, counted).
+  const groups = new Map<string, { sum: number[]; count: number[]; buckets: (number[] | null)[]; bounds?: number[]; rates: Map<string, { sum: number[]; count: number[] }> }>();
   const acc = (g: string) => {
     let a = groups.get(g);
     if (!a) {
-      a = { sum: new Array(n).fill(0), count: new Array(n).fill(0), buckets: new Array(n).fill(null) };
+      a = { sum: new Array(n).fill(0), count: new Array(n).fill(0), buckets: new Array(n).fill(null), rates: new Map() };
       groups.set(g, a);
     }
     return a;
@@ -93,11 +85,21 @@ export function computeLines(points: MetricPoint[], agg: Aggregation, bucketSeco
       if (p.value === null || p.value === undefined || !Number.isFinite(p.value)) continue;
       const prev = last.get(p.series);
       last.set(p.series, p);
-      let delta: number;
-      if (p.temporality === 1) delta = p.value;
-      else if (!prev || prev.value == null) continue; // a cumulative series' first point has no increase yet
-      else delta = p.value >= prev.value ? p.value - prev.value : p.value; // a drop is a reset
-      a.sum[i] += delta;
+      if (p.temporality === 1) {
+        // A delta point is the increase since the last one: summed per bucket, over the bucket's length.
+        a.sum[i] += p.value / bucketSeconds;
+        a.count[i] = 1;
+        continue;
+      }
+      if (!prev || prev.value == null || p.t <= prev.t) continue; // a cumulative series' first point has no increase yet
+      const delta = p.value >= prev.value ? p.value - prev.value : p.value; // a drop is a reset
+      // Per second over the time since the series' previous point, not over the bucket: samples a
+      // minute apart drawn in 30 s buckets are still their own rate. In a bucket, a series' rate is
+      // the mean of its rates there, and the group's rate the sum over its series.
+      let r = a.rates.get(p.series);
+      if (!r) a.rates.set(p.series, (r = { sum: new Array(n).fill(0), count: new Array(n).fill(0) }));
+      r.sum[i] += delta / ((p.t - prev.t) / 1000);
+      r.count[i] += 1;
       a.count[i] = 1;
     } else {
       if (!p.bucketCounts?.length || !p.bounds) continue;
@@ -122,7 +124,12 @@ export function computeLines(points: MetricPoint[], agg: Aggregation, bucketSeco
     .map(([label, a]) => ({
       label: label || 'all',
       values: times.map((_, i) => {
-        if (agg === 'rate') return a.count[i] ? a.sum[i] / bucketSeconds : null;
+        if (agg === 'rate') {
+          if (!a.count[i]) return null;
+          let total = a.sum[i];
+          for (const r of a.rates.values()) if (r.count[i]) total += r.sum[i] / r.count[i];
+          return total;
+        }
         if (agg === 'quantile') return a.buckets[i] ? histogramQuantile(quantile, a.bounds ?? [], a.buckets[i]!) : null;
         return a.count[i] ? a.sum[i] / a.count[i] : null;
       }),
@@ -130,8 +137,13 @@ export function computeLines(points: MetricPoint[], agg: Aggregation, bucketSeco
   return { times, series };
 }
 
-/** Metric columns that are not labels (everything else a data point carries is a label). */
-export function isLabelColumn(name: string): boolean {
-  if (/^(p_|metric_|data_point_|scope_|resource_)/.test(name)) return false;
-  return !['time_unix_nano', 'start_time_unix_nano', 'is_monotonic', 'aggregation_temporality', 'aggregation_temporality_description', 'is_stale_marker', 'flags'].includes(name);
+/** Colours for `n` series: the theme's palette, then hues spread by the golden angle, so none repeat. */
+export function seriesColors(palette: string[], n: number, dark: boolean): string[] {
+  return Array.from({ length: n }, (_, i) => {
+    if (i < palette.length) return palette[i];
+    const k = i - palette.length;
+    const hue = Math.round((k * 137.508 + 20) % 360);
+    const light = (dark ? 62 : 42) + (k % 3) * 8 * (dark ? 1 : -0.5);
+    return `hsl(${hue} 70% ${light}%)`;
+  });
 }

@@ -46,3 +46,34 @@ export function defaultColumns(fields: string[], timeColumn?: string): string[] 
     .sort((a, b) => a.r - b.r || a.i - b.i)
     .map((x) => x.f);
 }
+
+/**
+ * `sql` with one more condition: inside its WHERE (or as a new one, before GROUP BY / ORDER BY /
+ * LIMIT) when it is a plain one-level SELECT, else around it as a subquery, which is always right.
+ */
+export function addCondition(sql: string, cond: string): string {
+  const text = sql.trim().replace(/;\s*$/, '');
+  const plain = !/\(\s*select\b/i.test(text) && !/\b(union|intersect|except|with|qualify|having|window)\b/i.test(text) && (text.match(/\bfrom\b/gi) ?? []).length === 1;
+  if (plain) {
+    const tail = /\s(group\s+by|order\s+by|limit)\b/i.exec(text);
+    const cut = tail ? tail.index : text.length;
+    const head = text.slice(0, cut);
+    const rest = text.slice(cut);
+    const where = /\bwhere\b/i.exec(head);
+    if (where) return `${head.slice(0, where.index)}WHERE (${head.slice(where.index + 5).trim()})\n  AND ${cond}${rest.startsWith('\n') ? '' : '\n'}${rest.trimStart()}`.trimEnd();
+    return `${head.trimEnd()}\nWHERE ${cond}${rest ? `\n${rest.trimStart()}` : ''}`;
+  }
+  return `SELECT * FROM (\n${text}\n) AS q\nWHERE ${cond}`;
+}
+
+/**
+ * The condition "`field` is (or is not) `value`", `value` as the field list shows it (text, cut at
+ * `cutAt` characters). Numbers and booleans compare as such, other types as their text.
+ */
+export function valueCondition(field: string, kind: string | undefined, value: string, exclude: boolean, cutAt = 200): string {
+  const col = ident(field);
+  if (value.length >= cutAt) return `${exclude ? 'NOT ' : ''}starts_with(CAST(${col} AS VARCHAR), ${literal(value)})`;
+  const rhs = (kind === 'number' && /^-?\d+(\.\d+)?(e[+-]?\d+)?$/i.test(value)) || (kind === 'bool' && /^(true|false)$/.test(value)) ? value : literal(value);
+  const lhs = kind === 'text' || rhs === value ? col : `CAST(${col} AS VARCHAR)`;
+  return exclude ? `${lhs} IS DISTINCT FROM ${rhs}` : `${lhs} = ${rhs}`;
+}

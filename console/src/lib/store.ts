@@ -1,6 +1,6 @@
 import { createContext } from 'preact';
 import { useContext } from 'preact/hooks';
-import { Api, ApiError } from './api.ts';
+import { Api } from './api.ts';
 import { normalizeSchema, type DatasetSchema } from './schema.ts';
 
 export interface DatasetEntry {
@@ -9,13 +9,7 @@ export interface DatasetEntry {
   created_at?: string;
 }
 
-/**
- * What the signed-in key may do. The API has no "who am I" endpoint yet, so this is learnt by asking
- * it: listing answers 403 to a key that may not read; creating a dataset with a name the API always
- * refuses answers 403 (no right to create) or 400 (the right, and nothing created); changing a
- * dataset's retention with an invalid body answers 403 or 400 the same way (admin on that dataset).
- * A 403 on a real action also hides it from then on.
- */
+/** What the signed-in key may do, from `GET /api/v1/whoami` (read-only: nothing is probed by writing). */
 export interface Capabilities {
   read: boolean;
   create: boolean;
@@ -23,32 +17,33 @@ export interface Capabilities {
   filters: boolean;
 }
 
+export interface WhoAmI {
+  role: string;
+  actions: string[];
+  /** The datasets the key is limited to; null: every dataset. */
+  datasets: string[] | null;
+}
+
 export class Session {
   private schemas = new Map<string, Promise<DatasetSchema>>();
-  private admin = new Map<string, Promise<boolean>>();
 
   constructor(
     readonly api: Api,
+    readonly who: WhoAmI,
     public caps: Capabilities,
     public datasets: DatasetEntry[],
   ) {}
 
   static async signIn(key: string): Promise<Session> {
     const api = new Api(key);
-    let datasets: DatasetEntry[] = [];
-    let read = true;
-    try {
-      datasets = await api.json<DatasetEntry[]>('/api/v1/logstream');
-    } catch (e) {
-      // 401 (a wrong key) is the caller's to show; 403 is a key that may only write.
-      if (!(e instanceof ApiError) || e.status !== 403) throw e;
-      read = false;
-    }
-    const [create, filters] = await Promise.all([
-      probe(() => api.send('PUT', '/api/v1/logstream/p_console_probe')),
+    // 401 (a wrong key) is the caller's to show.
+    const who = await api.json<WhoAmI>('/api/v1/whoami');
+    const read = who.actions.includes('read');
+    const [datasets, filters] = await Promise.all([
+      read ? api.json<DatasetEntry[]>('/api/v1/logstream') : Promise.resolve([] as DatasetEntry[]),
       read ? api.json('/api/v1/filters').then(() => true, () => false) : Promise.resolve(false),
     ]);
-    return new Session(api, { read, create, filters }, datasets.map((d) => ({ ...d, kind: d.kind ?? 'json' })));
+    return new Session(api, who, { read, create: who.actions.includes('create'), filters }, datasets.map((d) => ({ ...d, kind: d.kind ?? 'json' })));
   }
 
   async refreshDatasets(): Promise<DatasetEntry[]> {
@@ -74,28 +69,9 @@ export class Session {
     return s;
   }
 
-  /** May this key change retention of and delete `name`? (Both are the admin right.) */
-  canAdmin(name: string): Promise<boolean> {
-    let p = this.admin.get(name);
-    if (!p) {
-      p = probe(() => this.api.send('PUT', `/api/v1/logstream/${encodeURIComponent(name)}/retention`, {}));
-      this.admin.set(name, p);
-    }
-    return p;
-  }
-
-  denied(name: string): void {
-    this.admin.set(name, Promise.resolve(false));
-  }
-}
-
-/** True unless the call answers 401/403: a refused probe body (400) still proves the right. */
-async function probe(call: () => Promise<unknown>): Promise<boolean> {
-  try {
-    await call();
-    return true;
-  } catch (e) {
-    return !(e instanceof ApiError && (e.status === 401 || e.status === 403));
+  /** May this key change retention of and delete `name`? (Both are the admin right, on that dataset.) */
+  canAdmin(name: string): boolean {
+    return this.who.actions.includes('admin') && (this.who.datasets === null || this.who.datasets.includes(name));
   }
 }
 

@@ -22,14 +22,11 @@ export function DatasetPanel({ name, kind, details, onChanged }: Props) {
 
   useEffect(() => {
     s.schema(name, true).then(setSchema, (e) => setError((e as Error).message));
-    s.canAdmin(name).then(setAdmin);
+    setAdmin(s.canAdmin(name));
   }, [name]);
 
   const onDenied = (e: unknown) => {
-    if (e instanceof ApiError && e.status === 403) {
-      s.denied(name);
-      setAdmin(false);
-    }
+    if (e instanceof ApiError && e.status === 403) setAdmin(false);
     setError((e as Error).message);
   };
 

@@ -107,8 +107,8 @@ export function Datasets({ params }: { params: Record<string, string> }) {
                     <td class="num">{formatBytes(det?.rawBytes)}</td>
                     <td class="num">{formatBytes(det?.storedBytes)}</td>
                     <td class="num">{formatCount(det?.files)}</td>
-                    <td>{when(det?.firstMs)}</td>
-                    <td>{when(det?.lastMs)}</td>
+                    <td data-testid="first-event">{when(det?.firstMs)}</td>
+                    <td data-testid="last-event">{when(det?.lastMs)}</td>
                     <td>{det?.retention ?? '—'}</td>
                   </tr>
                 );

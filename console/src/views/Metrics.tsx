@@ -1,24 +1,22 @@
-import { useEffect, useMemo, useState } from 'preact/hooks';
+import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type uPlot from 'uplot';
 import { useSession } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
-import { ident, literal } from '../lib/sql.ts';
 import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
-import { aggregationFor, computeLines, isLabelColumn, type Aggregation, type Lines, type MetricPoint } from '../lib/metrics.ts';
+import { computeLines, seriesColors, type Lines } from '../lib/metrics.ts';
+import {
+  aggregationOf, catalogSql, isLabelColumn, KIND_LABEL, labelsOf, labelsSql, metricKind, pointsSql, toMetricInfo, toPoints, type MetricInfo,
+} from '../lib/metricsQuery.ts';
 import { DatasetSelect } from '../components/DatasetSelect.tsx';
 import { TimeRangePicker } from '../components/TimeRangePicker.tsx';
 import { Chart, themeColors, timeAxisValues } from '../components/Chart.tsx';
+import { Legend } from '../components/Legend.tsx';
 
-interface MetricInfo {
-  name: string;
-  type: string | null;
-  monotonic: boolean | null;
-  unit: string | null;
-  points: number;
-}
-
-const AGG_LABEL: Record<Aggregation, string> = { avg: 'average', rate: 'rate per second', quantile: 'quantile', mean: 'mean (sum / count)' };
 const MAX_POINTS = 100_000;
+/** Series drawn by default; the others are a click away in the legend. */
+const TOP_SERIES = 10;
+
+const fmt = (v: number) => (Math.abs(v) >= 1000 || v === 0 ? v.toLocaleString('en-US', { maximumFractionDigits: 0 }) : v.toPrecision(3));
 
 export function Metrics({ params, theme }: { params: Record<string, string>; theme: string }) {
   const s = useSession();
@@ -26,16 +24,26 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const dataset = params.dataset && s.kindOf(params.dataset) === 'otel-metrics' ? params.dataset : sets[0]?.name ?? '';
   const range: TimeRange = { from: params.from ?? '1h', to: params.to ?? 'now' };
   const [metrics, setMetrics] = useState<MetricInfo[]>([]);
-  const [labels, setLabels] = useState<string[]>([]);
+  const [allLabels, setAllLabels] = useState<string[]>([]);
+  const [labels, setLabels] = useState<{ metric: string; list: string[] } | null>(null);
   const [columns, setColumns] = useState<Set<string>>(new Set());
   const [lines, setLines] = useState<Lines | null>(null);
   const [error, setError] = useState('');
+  const [showAll, setShowAll] = useState(false);
+  // A legend click overrides the top-N rule for that series (shown or hidden), until the lines change.
+  const [overrides, setOverrides] = useState<Map<string, boolean>>(new Map());
+  const [ran, setRan] = useState('');
+  const plot = useRef<uPlot | null>(null);
+  const [focused, setFocused] = useState('');
   const metric = metrics.find((m) => m.name === params.metric) ?? metrics[0];
-  const group = params.by && labels.includes(params.by) ? params.by : '';
+  const kind = metric ? metricKind(metric) : 'gauge';
+  const agg = aggregationOf(kind);
+  // Group-by offers the chosen metric's own labels (a histogram's `le` is its buckets, not a label).
+  const metricLabels = labels && labels.metric === metric?.name ? labels.list.filter((l) => !(kind === 'prom-histogram' && l === 'le')) : [];
+  const group = params.by && metricLabels.includes(params.by) ? params.by : kind === 'prom-summary' && metricLabels.includes('quantile') && !params.by ? 'quantile' : '';
   const quantile = Number(params.q ?? '0.9');
-  const agg = metric ? aggregationFor(metric.type, metric.monotonic, metric.name) : 'avg';
 
-  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name, by: group || undefined, q: params.q, ...p }, true);
+  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name, by: params.by, q: params.q, ...p }, true);
   const bounds = () => resolveRange(range);
   const req = () => {
     const b = bounds();
@@ -47,64 +55,76 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
     s.schema(dataset).then(async (sc) => {
       const cols = new Set(sc.fields.map((f) => f.name));
       setColumns(cols);
-      setLabels(sc.fields.map((f) => f.name).filter(isLabelColumn));
-      const col = (c: string, fallback = 'NULL') => (cols.has(c) ? c : fallback);
-      const { records } = await s.api.query({
-        query: `SELECT metric_name AS name, any_value(${col('metric_type')}) AS type, bool_or(${col('is_monotonic', 'false')}) AS monotonic,
-  any_value(${col('metric_unit')}) AS unit, count(*) AS points FROM ${ident(dataset)} GROUP BY 1 ORDER BY 1`,
-        ...req(),
-      });
-      setMetrics(records.map((r) => ({ name: String(r.name), type: (r.type as string) ?? null, monotonic: (r.monotonic as boolean) ?? null, unit: (r.unit as string) ?? null, points: Number(r.points) })));
+      setAllLabels(sc.fields.map((f) => f.name).filter(isLabelColumn));
+      const { records } = await s.api.query({ query: catalogSql(dataset, (c) => cols.has(c)), ...req() });
+      setMetrics(records.map(toMetricInfo));
     }).catch((e) => setError((e as Error).message));
   }, [dataset, range.from, range.to]);
 
   useEffect(() => {
     if (!metric) return;
+    if (!allLabels.length) return setLabels({ metric: metric.name, list: [] });
     const ctl = new AbortController();
-    const has = (c: string) => columns.has(c);
-    const labelCols = labels.map(ident);
-    const pick = (c: string, as: string) => `${has(c) ? c : 'NULL'} AS ${as}`;
-    const query = `SELECT time_unix_nano AS t, ${labelCols.length ? `concat_ws('|', ${labelCols.map((c) => `${c}::VARCHAR`).join(', ')})` : "''"} AS series,
-  ${group ? `${ident(group)}::VARCHAR` : "''"} AS grp, ${pick('data_point_value', 'v')}, ${pick('data_point_sum', 'sum')}, ${pick('data_point_count', 'cnt')},
-  ${pick('data_point_bucket_counts', 'buckets')}, ${pick('data_point_explicit_bounds', 'bounds')}, ${pick('aggregation_temporality', 'temporality')}
-FROM ${ident(dataset)} WHERE metric_name = ${literal(metric.name)} ORDER BY t LIMIT ${MAX_POINTS}`;
+    s.api.query({ query: labelsSql(dataset, metric.name, allLabels), ...req() }, ctl.signal).then(
+      ({ records }) => setLabels({ metric: metric.name, list: labelsOf(records[0], allLabels) }),
+      (e) => !ctl.signal.aborted && setError((e as Error).message),
+    );
+    return () => ctl.abort();
+  }, [metric?.name, allLabels, range.from, range.to]);
+
+  useEffect(() => {
+    if (!metric || !labels || labels.metric !== metric.name) return;
+    const ctl = new AbortController();
     setError('');
     setLines(null);
+    setOverrides(new Map());
+    const query = pointsSql(dataset, metric.name, kind, labels.list, group, (c) => columns.has(c), MAX_POINTS);
+    setRan(query);
     s.api.query({ query, ...req() }, ctl.signal).then(
       ({ records }) => {
-        const points: MetricPoint[] = records.map((r) => ({
-          t: parseTimestamp(r.t) ?? 0,
-          series: String(r.series ?? ''),
-          group: r.grp === null || r.grp === undefined ? '' : String(r.grp),
-          value: typeof r.v === 'number' ? r.v : null,
-          sum: typeof r.sum === 'number' ? r.sum : null,
-          count: typeof r.cnt === 'number' ? r.cnt : null,
-          bucketCounts: Array.isArray(r.buckets) ? (r.buckets as unknown[]).map(Number) : null,
-          bounds: Array.isArray(r.bounds) ? (r.bounds as unknown[]).map(Number) : null,
-          temporality: typeof r.temporality === 'number' ? r.temporality : null,
-        }));
         const b = bounds();
-        setLines(computeLines(points, agg, autoBucketSeconds(b.startMs, b.endMs, 120), b.startMs, b.endMs, quantile));
+        setLines(computeLines(toPoints(records, kind, parseTimestamp), agg, autoBucketSeconds(b.startMs, b.endMs, 120), b.startMs, b.endMs, quantile));
       },
       (e) => !ctl.signal.aborted && setError((e as Error).message),
     );
     return () => ctl.abort();
-  }, [metric?.name, group, quantile, range.from, range.to, labels]);
+  }, [metric?.name, labels, group, quantile, range.from, range.to]);
 
   const data = useMemo<uPlot.AlignedData>(() => (lines ? [lines.times, ...lines.series.map((x) => x.values)] : [[]]), [lines]);
+  // Series ranked by their mean: the top ones are drawn unless the legend says otherwise.
+  const ranked = useMemo(() => {
+    const means = (lines?.series ?? []).map((x) => {
+      const v = x.values.filter((n): n is number => n !== null && Number.isFinite(n));
+      return v.length ? v.reduce((a, b) => a + b, 0) / v.length : null;
+    });
+    const order = means.map((m, i) => ({ m, i })).sort((a, b) => (b.m ?? -Infinity) - (a.m ?? -Infinity));
+    const top = new Set(order.slice(0, TOP_SERIES).map((x) => x.i));
+    return { means, top };
+  }, [lines]);
+  const colors = useMemo(() => seriesColors(themeColors().palette, lines?.series.length ?? 0, theme === 'dark'), [lines, theme]);
+  const isShown = (i: number) => overrides.get(lines!.series[i].label) ?? (showAll || ranked.top.has(i));
   const shape = `${theme}:${lines?.series.map((x) => x.label).join(',')}`;
   const options = () => {
     const c = themeColors();
     return {
       height: 320,
+      legend: { show: false },
+      focus: { alpha: 0.25 },
+      cursor: { focus: { prox: 24 } },
       scales: { x: { time: true } },
       axes: [
         { stroke: c.text, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid }, values: timeAxisValues },
         { stroke: c.text, grid: { stroke: c.grid, width: 1 }, ticks: { stroke: c.grid }, size: 60 },
       ],
-      series: [{}, ...(lines?.series ?? []).map((x, i) => ({ label: x.label, stroke: c.palette[i % c.palette.length], width: 2, spanGaps: true, points: { size: 4 } }))],
+      series: [{}, ...(lines?.series ?? []).map((x, i) => ({ label: x.label, stroke: colors[i], width: 2, spanGaps: true, points: { size: 4 }, show: isShown(i) }))],
     };
   };
+  // Visibility follows the legend without re-making the chart.
+  useEffect(() => {
+    const u = plot.current;
+    if (!u || !lines) return;
+    lines.series.forEach((_, i) => u.series[i + 1] && u.series[i + 1].show !== isShown(i) && u.setSeries(i + 1, { show: isShown(i) }));
+  }, [showAll, overrides, lines]);
 
   if (!dataset) return <section class="page"><h1>Metrics</h1><p>No <code>otel-metrics</code> dataset yet. Send OTLP metrics to <code>{location.origin}/v1/metrics</code> or point Prometheus remote write at <code>{location.origin}/v1/prometheus/write</code>.</p></section>;
 
@@ -117,19 +137,19 @@ FROM ${ident(dataset)} WHERE metric_name = ${literal(metric.name)} ORDER BY t LI
       <div class="toolbar">
         <span class="field grow">
           <label for="metric-name">Metric</label>
-          <select id="metric-name" value={metric?.name ?? ''} onChange={(e) => go({ metric: (e.target as HTMLSelectElement).value })} data-testid="metric-select">
+          <select id="metric-name" value={metric?.name ?? ''} onChange={(e) => go({ metric: (e.target as HTMLSelectElement).value, by: undefined })} data-testid="metric-select">
             {metrics.map((m) => (
               <option key={m.name} value={m.name}>
-                {m.name} ({m.type ?? 'untyped'}, {m.points} points)
+                {m.name} ({metricKind(m)}, {m.points} points)
               </option>
             ))}
           </select>
         </span>
         <span class="field">
           <label for="metric-group">Group by</label>
-          <select id="metric-group" value={group} onChange={(e) => go({ by: (e.target as HTMLSelectElement).value || undefined })}>
+          <select id="metric-group" value={group} onChange={(e) => go({ by: (e.target as HTMLSelectElement).value || undefined })} data-testid="metric-group">
             <option value="">(none)</option>
-            {labels.map((l) => <option key={l}>{l}</option>)}
+            {metricLabels.map((l) => <option key={l}>{l}</option>)}
           </select>
         </span>
         {agg === 'quantile' && (
@@ -144,14 +164,42 @@ FROM ${ident(dataset)} WHERE metric_name = ${literal(metric.name)} ORDER BY t LI
       {error && <pre class="error" role="alert">{error}</pre>}
       {metric && (
         <p class="muted" data-testid="metric-desc">
-          <strong>{metric.name}</strong> {metric.unit ? `(${metric.unit}) ` : ''}— {metric.type ?? 'untyped'}{metric.monotonic ? ', monotonic' : ''}: showing the{' '}
-          {agg === 'quantile' ? `p${quantile * 100}` : AGG_LABEL[agg]}
+          <strong>{metric.name}</strong> {metric.unit ? `(${metric.unit}) ` : ''}— {KIND_LABEL[kind]}
+          {metric.type ? ` (stored type ${metric.type}${metric.monotonic ? ', monotonic' : ''})` : ' (untyped in the data: typed by its name and labels)'}: showing the{' '}
+          {agg === 'quantile' ? `p${quantile * 100}` : agg === 'rate' ? 'rate per second' : agg === 'mean' ? 'mean (sum / count)' : 'average'}
           {group ? ` by ${group}` : ''}.
         </p>
       )}
       {metrics.length === 0 && !error && <p class="muted">No metric points in this time range.</p>}
-      {lines && lines.series.length > 0 && <Chart options={options} data={data} shapeKey={shape} label={`Chart of ${metric?.name}`} testId="metric-chart" />}
+      {lines && lines.series.length > 0 && (
+        <>
+          <div data-testid="metric-chart-wrap" data-focused={focused}>
+            <Chart options={options} data={data} shapeKey={`${shape}:${showAll}`} label={`Chart of ${metric?.name}`} testId="metric-chart" onReady={(u) => (plot.current = u)} />
+          </div>
+          <Legend
+            items={lines.series.map((x, i) => ({ label: x.label, color: colors[i], value: ranked.means[i], shown: isShown(i) }))}
+            top={TOP_SERIES}
+            showAll={showAll}
+            onShowAll={(all) => {
+              setOverrides(new Map());
+              setShowAll(all);
+            }}
+            onToggle={(i) => setOverrides((o) => new Map(o).set(lines.series[i].label, !isShown(i)))}
+            onHover={(i) => {
+              plot.current?.setSeries(i === null ? null : i + 1, { focus: true });
+              setFocused(i === null ? '' : lines.series[i].label);
+            }}
+            format={fmt}
+          />
+        </>
+      )}
       {lines && lines.series.length === 0 && <p class="muted">No points to draw for this metric.</p>}
+      {ran && (
+        <details class="ran-query" data-testid="metric-query">
+          <summary>Query</summary>
+          <pre>{ran}</pre>
+        </details>
+      )}
     </section>
   );
 }

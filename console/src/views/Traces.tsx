@@ -20,7 +20,23 @@ const STATUS: Record<string, string> = { error: '2', ok: '1', unset: '0' };
 export function Traces({ params }: { params: Record<string, string> }) {
   const s = useSession();
   const traceSets = s.datasets.filter((d) => d.kind === 'otel-traces');
-  const dataset = params.dataset && s.kindOf(params.dataset) === 'otel-traces' ? params.dataset : traceSets[0]?.name ?? '';
+  // A link from a log names the trace but not always its dataset: the first trace dataset holding it.
+  const [foundIn, setFoundIn] = useState<string | undefined>();
+  const dataset = params.dataset && s.kindOf(params.dataset) === 'otel-traces' ? params.dataset : foundIn ?? traceSets[0]?.name ?? '';
+  useEffect(() => {
+    if (params.dataset || !params.trace || traceSets.length < 2) return;
+    let live = true;
+    (async () => {
+      for (const d of traceSets) {
+        const { records } = await s.api.query({ query: `SELECT count(*) AS n FROM ${ident(d.name)} WHERE span_trace_id = ${literal(params.trace)}`, ...req() }).catch(() => ({ records: [] as Row[] }));
+        if (!live) return;
+        if (Number(records[0]?.n) > 0) return setFoundIn(d.name);
+      }
+    })();
+    return () => {
+      live = false;
+    };
+  }, [params.trace, params.dataset]);
   const range: TimeRange = { from: params.from ?? '1h', to: params.to ?? 'now' };
   const [search, setSearch] = useState<Search>({ service: params.service ?? '', name: params.name ?? '', minMs: params.min ?? '', status: params.status ?? '' });
   const [services, setServices] = useState<string[]>([]);
@@ -144,7 +160,7 @@ GROUP BY span_trace_id ORDER BY started DESC LIMIT 100`;
             </tbody>
           </table>
         </div>
-        {params.trace && <Waterfall key={params.trace} dataset={dataset} traceId={params.trace} range={range} onClose={() => go({ trace: undefined })} />}
+        {params.trace && <Waterfall key={`${dataset}:${params.trace}`} dataset={dataset} traceId={params.trace} spanId={params.span} range={range} onClose={() => go({ trace: undefined, span: undefined })} />}
       </div>
     </section>
   );

@@ -1,0 +1,57 @@
+/**
+ * Field statistics of a query's rows (the console's field list, as Kibana Discover shows it): for every
+ * column, how many rows have a value, how many distinct values it has and its most frequent values.
+ * One statement wraps the caller's query, so it runs through the same sandbox, authorisation and time
+ * range as the query itself; the answer is one row per (column, top value).
+ */
+
+/** Values are compared and returned as text cut to this many characters (a log body can be huge). */
+export const FIELD_VALUE_CHARS = 200;
+export const MAX_TOP_VALUES = 20;
+
+/** The query as a subquery: a trailing `;` (and the LIMIT that makes a page of rows) would stop it counting every row. */
+export function stripTrailingLimit(sql: string): string {
+  return sql.trim().replace(/;\s*$/, '').replace(/\s+limit\s+\d+(\s+offset\s+\d+)?\s*$/i, '');
+}
+
+/**
+ * `UNPIVOT` turns every non-null cell into a (column, value) pair: counting pairs per column gives the
+ * rows that have it, per (column, value) the value counts. Names start with `p_fs_` so that they cannot
+ * meet a dataset the caller's query reads.
+ */
+export function fieldStatsSql(query: string, top: number): string {
+  return `WITH p_fs_q AS (${stripTrailingLimit(query)}
+),
+p_fs_u AS (UNPIVOT (SELECT left(CAST(COLUMNS(*) AS VARCHAR), ${FIELD_VALUE_CHARS}) FROM p_fs_q) ON COLUMNS(*) INTO NAME p_fs_name VALUE p_fs_value),
+p_fs_g AS (SELECT p_fs_name, p_fs_value, count(*) AS p_fs_n FROM p_fs_u GROUP BY ALL)
+SELECT p_fs_name AS name, sum(p_fs_n) OVER (PARTITION BY p_fs_name) AS present, count(*) OVER (PARTITION BY p_fs_name) AS distinct_values,
+  p_fs_value AS value, p_fs_n AS count, (SELECT count(*) FROM p_fs_q) AS total
+FROM p_fs_g
+QUALIFY row_number() OVER (PARTITION BY p_fs_name ORDER BY p_fs_n DESC, p_fs_value) <= ${top}
+UNION ALL
+-- A query with no rows still says so (total 0).
+SELECT NULL, 0, 0, NULL, 0, (SELECT count(*) FROM p_fs_q)`;
+}
+
+export interface FieldStats {
+  /** Rows the query returns over the range. */
+  total: number;
+  fields: { name: string; present: number; distinct: number; top: { value: string; count: number }[] }[];
+}
+
+/** The statement's rows, shaped: one entry per column that has a value in some row, in `fields` order. */
+export function shapeFieldStats(rows: Record<string, unknown>[], fields: string[]): FieldStats {
+  let total = 0;
+  const by = new Map<string, FieldStats['fields'][number]>();
+  for (const r of rows) {
+    total = Number(r.total ?? 0);
+    if (r.name === null || r.name === undefined) continue;
+    const name = String(r.name);
+    let f = by.get(name);
+    if (!f) by.set(name, (f = { name, present: Number(r.present), distinct: Number(r.distinct_values), top: [] }));
+    f.top.push({ value: String(r.value), count: Number(r.count) });
+  }
+  for (const f of by.values()) f.top.sort((a, b) => b.count - a.count || a.value.localeCompare(b.value));
+  const order = new Map(fields.map((f, i) => [f, i]));
+  return { total, fields: [...by.values()].sort((a, b) => (order.get(a.name) ?? 1e9) - (order.get(b.name) ?? 1e9) || a.name.localeCompare(b.name)) };
+}
