@@ -1,4 +1,5 @@
 import * as http from 'node:http';
+import * as net from 'node:net';
 import { Metadata } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SeverityNumber } from '@opentelemetry/api-logs';
@@ -243,4 +244,42 @@ describe('OTLP over gRPC', () => {
     expect(rows).toHaveLength(2);
     expect(rows[0]).toEqual(rows[1]);
   });
+});
+
+describe('OTLP/gRPC connections have a maximum age', () => {
+  let server: TestServer;
+  let port: number;
+  beforeAll(async () => {
+    port = await freePort();
+    server = await startServer({ env: { P_OTLP_GRPC_ADDR: `127.0.0.1:${port}`, P_OTLP_GRPC_MAX_CONNECTION_AGE: '1s', P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: '1s' } });
+  }, 60_000);
+  afterAll(async () => server?.stop());
+
+  it('the server closes an old connection and the client reconnects (behind a TCP balancer, to another worker) without a failed call', async () => {
+    // A TCP relay in front of the server counts the client's connections.
+    let connections = 0;
+    const relay = net.createServer((socket) => {
+      connections++;
+      const upstream = net.connect(port, '127.0.0.1');
+      socket.pipe(upstream).pipe(socket);
+      socket.on('error', () => upstream.destroy());
+      upstream.on('error', () => socket.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const client = new RawOtlpClient(`127.0.0.1:${(relay.address() as net.AddressInfo).port}`);
+    try {
+      let calls = 0;
+      await until('a second connection', async () => {
+        const answer = await client.call('logs', logsRequest([{ body: `call ${calls}` }]), { 'x-api-key': ADMIN_KEY, 'x-p-stream': 'grpc_age' });
+        expect(answer.code, answer.details).toBe(OK);
+        calls++;
+        await new Promise((r) => setTimeout(r, 200));
+        return connections >= 2;
+      }, 60_000);
+      expect(await query(server, 'SELECT count(*) AS n FROM grpc_age')).toEqual([{ n: calls }]);
+    } finally {
+      client.close();
+      relay.close();
+    }
+  }, 90_000);
 });
