@@ -190,6 +190,12 @@ describe('OTLP over gRPC', () => {
     // The scoped writer may store into its own dataset.
     expect(await raw.call('logs', ok, { 'x-api-key': SCOPED_KEY, 'x-p-stream': 'grpc_scoped' })).toMatchObject({ code: OK });
     expect(await metricOf(server, 'lakehouse_ingest_inflight_bytes')).toBe(0);
+    // Each answer is counted by method and status in /metrics.
+    const metrics = await (await server.request('/metrics')).text();
+    const count = (code: number) => Number(new RegExp(`^lakehouse_grpc_requests_total\\{method="opentelemetry.proto.collector.logs.v1.LogsService/Export",code="${code}"\\} (\\S+)$`, 'm').exec(metrics)?.[1]);
+    expect(count(UNAUTHENTICATED)).toBeGreaterThanOrEqual(2);
+    expect(count(PERMISSION_DENIED)).toBeGreaterThanOrEqual(3);
+    expect(count(OK)).toBeGreaterThanOrEqual(1);
   });
 
   it('grpc.health.v1.Health/Check answers SERVING', async () => {

@@ -13,6 +13,7 @@ import { DomainError } from '../errors.ts';
 import { encodeOtlpResponse, type OtlpSignal } from '../ingest/otlp/index.ts';
 import type { IngestService } from '../ingest/service.ts';
 import { log } from '../log.ts';
+import { grpcDuration, grpcRequests } from '../metrics.ts';
 import { authenticate, ingestRights, type ApiKeys } from './auth.ts';
 import { GRPC_STATUS } from './errors.ts';
 
@@ -107,10 +108,15 @@ export async function startOtlpGrpc(config: Config, keys: ApiKeys, ingest: Inges
   });
 
   for (const signal of ['logs', 'traces', 'metrics'] as const) {
+    const method = `${SERVICE[signal]}/Export`;
     const handler: grpc.handleUnaryCall<Buffer, Buffer> = (call, callback) => {
       const started = performance.now();
       const done = (err: Partial<grpc.StatusObject> | null, response?: Buffer) => {
-        log.info('grpc', { method: `${SERVICE[signal]}/Export`, code: err ? err.code : grpc.status.OK, ms: Math.round((performance.now() - started) * 10) / 10 });
+        const ms = performance.now() - started;
+        const code = err?.code ?? grpc.status.OK;
+        log.info('grpc', { method, code, ms: Math.round(ms * 10) / 10 });
+        grpcRequests.inc({ method, code: String(code) });
+        grpcDuration.observe({ method }, ms / 1000);
         callback(err, response);
       };
       // A client that cancels or goes away: nothing is stored after that, and the budget is given back.
@@ -131,7 +137,7 @@ export async function startOtlpGrpc(config: Config, keys: ApiKeys, ingest: Inges
       })().then(
         (response) => done(null, response),
         (err: unknown) => {
-          if (!(err instanceof DomainError)) log.error('unhandled error', { method: `${SERVICE[signal]}/Export`, error: err as Error });
+          if (!(err instanceof DomainError)) log.error('unhandled error', { method, error: err as Error });
           done(grpcError(err));
         },
       );
