@@ -165,7 +165,8 @@ export async function startService(env: Record<string, string> = {}, nodeArgs: s
   const port = await freePort();
   const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/main.js')], {
     cwd: root,
-    env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', ...env },
+    // The extra front doors' fixed default ports would collide between benchmark services: off unless asked for.
+    env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', P_OTLP_GRPC_ADDR: 'off', P_PG_ADDR: 'off', ...env },
     stdio: ['ignore', process.env.BENCH_SERVICE_LOG ? 'inherit' : 'ignore', 'inherit'],
   });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));

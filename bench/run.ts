@@ -9,6 +9,7 @@ import { api, fmt, listFiles, median, post, sendAll, settle, startService, threa
 import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, jsonParseRate } from './limits.ts';
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
+import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
 import { benchTimeField } from './timeField.ts';
 
@@ -206,6 +207,8 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_OTEL !== '1') {
     console.log('\n## OTLP and Prometheus remote write through HTTP (8 clients, 1,000 records per request)');
     table(await benchOtel());
+    console.log('\n## OTLP over gRPC beside OTLP/HTTP protobuf (8 in flight, 1,000 records per request)');
+    table(await benchOtlpGrpc());
   }
   if (process.env.BENCH_SKIP_TIME !== '1') {
     console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');

@@ -83,6 +83,20 @@ const envSchema = z.object({
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
   P_MAX_INFLIGHT_BYTES: bytes('64MiB'),
   P_INFLIGHT_WAIT: duration('2s'),
+  P_INGEST_KEY_SHARE: z.coerce
+    .number()
+    .gt(0)
+    .max(1)
+    .default(0.5)
+    .describe(
+      'The fraction of P_MAX_INFLIGHT_BYTES one key may hold while another key sends too (alone, a key may use all of it). Default 0.5: one key cannot starve the others, and a single-key deployment loses nothing.',
+    ),
+  P_INGEST_BODY_TIMEOUT: duration('10s').describe(
+    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. Default 10s: any client on a working network sends its first bytes well within it.',
+  ),
+  P_INGEST_MIN_BODY_RATE: bytes('16KiB').describe(
+    'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
+  ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000),
   P_WAL_MAX_BYTES: bytes('1GiB'),
@@ -113,6 +127,16 @@ const envSchema = z.object({
     'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
   ),
   P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+  P_OTLP_GRPC_ADDR: z
+    .string()
+    .default('0.0.0.0:4317')
+    .describe('host:port of the OTLP/gRPC server (logs, traces, metrics, grpc.health.v1), or `off`. Default: OTLP\'s registered gRPC port, where Collectors and SDKs send by default.'),
+  P_OTLP_GRPC_MAX_CONNECTION_AGE: duration('5m').describe(
+    'An OTLP/gRPC connection is closed (with a GOAWAY; clients reconnect) after this long, so long-lived HTTP/2 connections spread over the workers behind a load balancer. Default 5m: a Collector moves to another worker within minutes at the cost of one reconnect.',
+  ),
+  P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: duration('30s').describe(
+    'How long requests already running on a connection past its maximum age may take to finish before it is closed. Default 30s: longer than an export takes with default timeouts.',
+  ),
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -163,6 +187,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
     maxInflightBytes: e.P_MAX_INFLIGHT_BYTES,
     inflightWaitMs: e.P_INFLIGHT_WAIT,
+    ingestKeyShare: e.P_INGEST_KEY_SHARE,
+    ingestBodyTimeoutMs: e.P_INGEST_BODY_TIMEOUT,
+    ingestMinBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     walMaxBytes: e.P_WAL_MAX_BYTES,
@@ -185,6 +212,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     headersTimeoutMs: e.P_HEADERS_TIMEOUT,
     filterMaxBytes: e.P_FILTER_MAX_BYTES,
     filtersPerKey: e.P_FILTERS_PER_KEY,
+    otlpGrpc: {
+      addr: e.P_OTLP_GRPC_ADDR.trim().toLowerCase() === 'off' ? undefined : e.P_OTLP_GRPC_ADDR,
+      maxConnectionAgeMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE,
+      maxConnectionAgeGraceMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE,
+    },
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
     // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
     // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.

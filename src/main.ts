@@ -6,6 +6,7 @@ import { loadConfig, type Config } from './config.ts';
 import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
 import { connectionCap, limitConnections } from './http/connections.ts';
+import { startOtlpGrpc } from './http/otlpGrpc.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
@@ -135,6 +136,8 @@ async function main(): Promise<void> {
       }
     },
   });
+  // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
+  const grpcServer = config.otlpGrpc.addr ? await startOtlpGrpc(config, keys, ingest) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
     log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
@@ -152,6 +155,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     server.close();
+    await grpcServer?.close();
     await queryPool.close();
     await storage.shutdown();
     await ingestPool.close();

@@ -89,6 +89,21 @@ export const fileCacheLookups = new Counter({
   registers: [registry],
 });
 
+export const grpcRequests = new Counter({
+  name: 'lakehouse_grpc_requests_total',
+  help: 'OTLP/gRPC calls by method and gRPC status code (0 is OK).',
+  labelNames: ['method', 'code'] as const,
+  registers: [registry],
+});
+
+export const grpcDuration = new Histogram({
+  name: 'lakehouse_grpc_request_duration_seconds',
+  help: 'OTLP/gRPC call duration by method.',
+  labelNames: ['method'] as const,
+  buckets: seconds,
+  registers: [registry],
+});
+
 export const storeErrors = new Counter({
   name: 'lakehouse_object_store_errors_total',
   help: 'Failed object store requests by operation.',

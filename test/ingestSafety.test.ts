@@ -8,7 +8,7 @@ import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
 import { until } from './helpers/files.ts';
-import { query, startServer, type TestServer } from './helpers/server.ts';
+import { ADMIN_KEY, query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson, otlpLogsProtobuf, remoteWriteV1, remoteWriteV2, REMOTE_WRITE_V2, type SeriesSpec } from './helpers/wire.ts';
 
 /** Expects 200 (the body is JSON, or empty protobuf for OTLP/protobuf) and returns the body's text. */
@@ -290,13 +290,14 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
   const samples = (n: number): SeriesSpec[] => Array.from({ length: n }, (_, s) => ({ labels: [['__name__', 'm'], ['s', String(s)], ['pad', 'z'.repeat(200)]], samples: [{ value: s, timestampMs: now }] }));
 
   it('while one large body holds the budget, every ingest route answers 503 with Retry-After; the held body is then stored', async () => {
-    // A client that declares 900 KB and sends half of it: its reservation is held while the rest is awaited.
+    // A client that sends all but the last bytes of a large body: what has arrived is reserved (in steps,
+    // never past the declared length) while the rest is awaited.
     const held = Buffer.from(events(3000, 0));
     expect(held.length).toBeGreaterThan(LIMIT / 2);
     expect(held.length).toBeLessThan(LIMIT);
     const { req, response } = openIngest(server, 'inflight_held', held.length);
-    req.write(held.subarray(0, held.length >> 1));
-    await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === held.length);
+    req.write(held.subarray(0, held.length - 10));
+    await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= held.length - 10);
 
     const refusals: [string, () => Promise<Response>][] = [
       // Each over the ~390 KB left: its body, or for remote write its body and the snappy block's decoded size.
@@ -304,8 +305,8 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       ['OTLP logs', () => postLogs(server, 'inflight_otlp', otlpLogsJson(records(2000)))],
       ['OTLP logs, protobuf', () => postLogs(server, 'inflight_otlp', otlpLogsProtobuf(records(2000)))],
       ['remote write', () => postRemoteWrite(server, 'inflight_prom', remoteWriteV1(samples(2000)))],
-      // Without Content-Length (chunked) a body reserves P_MAX_BODY_BYTES: even a small one does not fit.
-      ['JSON, chunked', () => server.request('/api/v1/ingest', { method: 'POST', body: new Blob([events(1, 0)]).stream(), duplex: 'half', headers: { 'content-type': 'application/json', 'X-P-Stream': 'inflight_json' } } as RequestInit)],
+      // Without Content-Length (chunked) a body is reserved as it arrives just the same: refused once it outgrows the room left.
+      ['JSON, chunked', () => server.request('/api/v1/ingest', { method: 'POST', body: new Blob([events(2000, 0)]).stream(), duplex: 'half', headers: { 'content-type': 'application/json', 'X-P-Stream': 'inflight_json' } } as RequestInit)],
     ];
     for (const [label, send] of refusals) {
       const res = await send();
@@ -313,7 +314,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       expect(Number(res.headers.get('retry-after')), label).toBeGreaterThan(0);
       expect(await res.text(), label).toMatch(/P_MAX_INFLIGHT_BYTES/);
     }
-    req.end(held.subarray(held.length >> 1));
+    req.end(held.subarray(held.length - 10));
     const stored = await response;
     expect(stored.status, stored.body).toBe(200);
     expect(JSON.parse(stored.body)).toMatchObject({ count: 3000 });
@@ -329,7 +330,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       // 100 bytes: a body that arrives in one chunk, cut short just the same.
       const { req } = openIngest(server, 'inflight_gone', size);
       req.write(body.subarray(0, Math.min(size, body.length) >> 1));
-      await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === size);
+      await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0);
       req.destroy();
       await until('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
     }
@@ -393,20 +394,20 @@ describe('a client that leaves while its request waits for room in the in-flight
   const events = (n: number) => Buffer.from(JSON.stringify(Array.from({ length: n }, (_, i) => ({ i, pad: 'x'.repeat(200) }))));
 
   it('gives its reservation back once the budget lets it in, and the request that held the budget is stored', async () => {
-    // A holds ~900 KB of the 1 MiB while the rest of its body is awaited.
+    // A holds ~700 KB of the 1 MiB while the last bytes of its body are awaited.
     const heldBody = events(3000);
     const a = openIngest(server, 'leave_held', heldBody.length);
-    a.req.write(heldBody.subarray(0, heldBody.length >> 1));
-    await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === heldBody.length);
-    // B does not fit and waits; its client then goes away.
+    a.req.write(heldBody.subarray(0, heldBody.length - 10));
+    await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= heldBody.length - 10);
+    // B's body outgrows the room left and waits; its client then goes away.
     const bBody = events(2000);
     const b = openIngest(server, 'leave_gone', bBody.length);
-    b.req.write(bBody.subarray(0, 100));
+    b.req.write(bBody.subarray(0, bBody.length - 10));
     await until('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
     b.req.destroy();
     await new Promise((r) => setTimeout(r, 200));
     // A ends; B is let in after its client left, and must give the room back at once.
-    a.req.end(heldBody.subarray(heldBody.length >> 1));
+    a.req.end(heldBody.subarray(heldBody.length - 10));
     const stored = await a.response;
     expect(stored.status, stored.body).toBe(200);
     await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
@@ -414,4 +415,54 @@ describe('a client that leaves while its request waits for room in the in-flight
     expect(list.map((d) => d.name)).not.toContain('leave_gone');
     expect(await query(server, 'SELECT count(*) AS n FROM leave_held')).toEqual([{ n: 3000 }]);
   });
+});
+
+describe('slow bodies (one byte at a time) do not hold the in-flight budget', () => {
+  const SLOW_KEY = 'slow-writer-key';
+  const GRACE_S = 15;
+  let server: TestServer;
+  beforeAll(async () => {
+    // The default budget (64 MiB) and body limit (10 MiB): seven bodies declaring 10 MiB each would hold
+    // all of it if what they declare were reserved.
+    server = await startServer({ env: { P_API_KEYS: `${ADMIN_KEY}:admin,${SLOW_KEY}:writer:slow_ds`, P_INGEST_BODY_TIMEOUT: `${GRACE_S}s` } });
+  }, 60_000);
+  afterAll(async () => server?.stop());
+  const metric = (name: string) => metricOf(server, name);
+
+  it("seven slow connections of one scoped writer: another key's ingest is stored, and the slow ones are cut after the grace", async () => {
+    const url = new URL(server.url);
+    const declared = 10 * 1024 * 1024;
+    const slow = Array.from({ length: 7 }, () => {
+      const req = http.request({ host: url.hostname, port: url.port, path: '/api/v1/ingest', method: 'POST', headers: { 'x-api-key': SLOW_KEY, 'x-p-stream': 'slow_ds', 'content-type': 'application/json', 'content-length': declared } });
+      let closed = false;
+      req.on('error', () => {});
+      req.on('close', () => (closed = true));
+      req.on('response', (res) => res.resume());
+      req.write('[');
+      // One byte a second, as an attacker holding connections would.
+      const trickle = setInterval(() => (closed ? clearInterval(trickle) : req.write(' ')), 1000);
+      return { req, isClosed: () => closed, stop: () => clearInterval(trickle) };
+    });
+    try {
+      await until('the seven are admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0 && (await metric('lakehouse_ingest_waiting')) === 0);
+      // Each holds what it sent (one reservation step), not the 10 MiB it declared.
+      expect(await metric('lakehouse_ingest_inflight_bytes')).toBeLessThanOrEqual(7 * 64 * 1024);
+      const events = JSON.stringify(Array.from({ length: 5000 }, (_, i) => ({ i, pad: 'x'.repeat(200) })));
+      const res = await server.request('/api/v1/ingest', { method: 'POST', body: events, headers: { 'content-type': 'application/json', 'X-P-Stream': 'slow_other' } });
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(await res.json()).toMatchObject({ count: 5000 });
+      // The slow ones were still open while that was stored (the grace is far longer than one request).
+      expect(slow.filter((s) => s.isClosed())).toHaveLength(0);
+      // After the grace, each is cut: its connection closed, its reservation given back, nothing stored.
+      await until('the slow connections are closed by the server', async () => slow.every((s) => s.isClosed()), (GRACE_S + 45) * 1000);
+      await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
+      const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
+      expect(list.map((d) => d.name)).not.toContain('slow_ds');
+    } finally {
+      for (const s of slow) {
+        s.stop();
+        s.req.destroy();
+      }
+    }
+  }, 120_000);
 });

@@ -556,6 +556,26 @@ describe('OpenTelemetry JS SDK exporters → OTLP/HTTP endpoints', () => {
     expect(rows).toEqual([expected, { ...expected, method: 'Put' }]);
   });
 
+  it('exporters whose only header is the key: each signal goes to its own default dataset (otel_logs, otel_traces, otel_metrics), created on first use', async () => {
+    const config = (kind: Kind): ExporterConfig => ({ url: `${server.url}${PATH[kind]}`, compression: GZIP, timeoutMillis: EXPORT_TIMEOUT_MS, headers: { 'X-API-Key': server.apiKey } });
+    const logs = new ProtoLogExporter(config('otel-logs'));
+    const traces = new ProtoTraceExporter(config('otel-traces'));
+    const metrics = new ProtoMetricExporter(config('otel-metrics'));
+    const results = [track(logs), track(traces), track(metrics)];
+    await driveLogs(logs);
+    await driveTraces(traces);
+    await driveMetrics(metrics);
+    for (const r of results) expectExported(r);
+    const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
+    expect(list.map((d) => d.name)).toEqual(expect.arrayContaining(['otel_logs', 'otel_traces', 'otel_metrics']));
+    expect(await query(server, 'SELECT count(*) AS n FROM otel_logs')).toEqual([{ n: 1 }]);
+    expect(await query(server, 'SELECT span_name FROM otel_traces')).toEqual([{ span_name: 'x' }]);
+    expect(await query(server, 'SELECT metric_name FROM otel_metrics')).toEqual([{ metric_name: 'x' }]);
+    // A dataset still holds one kind: naming the logs dataset for spans is refused.
+    const wrong = await otlpPost(server, 'otel-traces', JSON.stringify({ resourceSpans: [] }), { 'content-type': 'application/json', 'X-P-Stream': 'otel_logs' });
+    expect(await expectError(wrong, 400)).toMatch(/holds otel-logs data, not otel-traces/);
+  });
+
   describe('export failures end the export, they do not hang', () => {
     let capture: http.Server;
     let captureUrl: string;
@@ -792,9 +812,10 @@ describe('OpenTelemetry JS SDK exporters → OTLP/HTTP endpoints', () => {
       expect(await query(server, 'SELECT body FROM otel_kind')).toEqual([{ body: 'first' }]);
     });
 
-    it('without X-P-Stream or ?stream= the request is 400', async () => {
-      const res = await otlpPost(server, 'otel-logs', jsonLogs([{ body: { stringValue: 'x' } }]), { 'content-type': 'application/json' });
-      expect(await expectError(res, 400)).toMatch(/X-P-Stream/);
+    it('without X-P-Stream or ?stream=, OTLP/JSON logs go to the default dataset otel_logs', async () => {
+      const res = await otlpPost(server, 'otel-logs', jsonLogs([{ timeUnixNano: nowNanos(), body: { stringValue: 'no stream named' } }]), { 'content-type': 'application/json' });
+      expect(res.status, await res.clone().text()).toBe(200);
+      expect(await query(server, "SELECT count(*) AS n FROM otel_logs WHERE body = 'no stream named'")).toEqual([{ n: 1 }]);
     });
 
     it('?stream= without X-P-Log-Source works', async () => {

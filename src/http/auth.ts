@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { writeFileDurable } from '../storage/objectStore.ts';
 import { log } from '../log.ts';
 import { unauthorized, forbidden } from '../errors.ts';
+import type { IngestRights } from '../ingest/service.ts';
 
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
@@ -117,4 +118,10 @@ export function canAccess(p: Principal, dataset: string): boolean {
 export function authorize(p: Principal, action: Action, dataset?: string): void {
   if (!ROLE_ACTIONS[p.role].has(action)) throw forbidden(`a ${p.role} key may not ${action}`);
   if (dataset !== undefined && !canAccess(p, dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);
+}
+
+/** A key's ingest rights as data, for the ingest service (which knows no principals). */
+export function ingestRights(p: Principal): IngestRights {
+  const actions = ROLE_ACTIONS[p.role];
+  return { key: p.id, ingest: actions.has('ingest'), create: actions.has('create'), datasets: p.datasets };
 }

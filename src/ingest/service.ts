@@ -1,35 +1,96 @@
 import type { Config } from '../config.ts';
-import { invalidInput, notFound, unavailable } from '../errors.ts';
+import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
-import type { DatasetKind } from '../model.ts';
-import type { DatasetMeta, StorageEngine } from '../storage/engine.ts';
-import { emptySchema } from '../storage/schema.ts';
+import type { ColumnType, DatasetKind } from '../model.ts';
+import type { DatasetMeta, SerializedRows } from '../storage/engine.ts';
+import { emptySchema, type Schema } from '../storage/schema.ts';
 import { DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
+import { stampFromRequest } from './jsonEvents.ts';
 import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
-import { datasetTime, type IngestInfo, type IngestJob, type PlacementTarget } from './pipeline.ts';
+import type { OtlpFormat, OtlpSignal } from './otlp/index.ts';
+import { datasetTime, type IngestInfo, type IngestJob, type JobBase, type PlacementTarget } from './pipeline.ts';
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;
 
-/** Where a batch goes: the dataset, its kind, and whether (and with what permission) it may be created. */
-export interface IngestTarget {
-  name: string;
-  kind: DatasetKind;
-  /** `POST /api/v1/logstream/{name}` stores into an existing dataset only; the others create it. */
-  create: boolean;
-  /** Throws when the caller may not create datasets (checked only when one must be created). */
-  authorizeCreate: () => void;
+/**
+ * What the ingest service needs of storage: find a dataset and its schema, create one, append one
+ * serialised batch durably. The storage engine is the one implementation; the interface keeps the
+ * service's dependency to these five calls.
+ */
+export interface IngestSink {
+  find(name: string): DatasetMeta | undefined;
+  schemaOf(name: string): { schema: Record<string, ColumnType> };
+  resolve(name: string): Promise<DatasetMeta | undefined>;
+  /** Creates the dataset; its kind fixes its time column. */
+  create(name: string, kind: DatasetKind): Promise<{ meta: DatasetMeta }>;
+  append(name: string, batch: SerializedRows, rawBytes: number): Promise<{ count: number } | { conflict: string; schema: Schema }>;
 }
 
+/** The format of a request body and the signal it carries, as the front door's endpoint names it. */
+export type IngestFormat =
+  /** JSON events; `existingOnly`: `POST /api/v1/logstream/{name}` stores into an existing dataset only. */
+  | { kind: 'json'; existingOnly?: boolean }
+  | { kind: 'otlp'; signal: OtlpSignal; format: OtlpFormat }
+  | { kind: 'prometheus'; contentType?: string };
+
+/** What the caller's key may do, as data (the front door authenticated it; the service applies it). */
+export interface IngestRights {
+  /** A stable id of the key (per-key shares). */
+  key: string;
+  ingest: boolean;
+  create: boolean;
+  /** The datasets the key is limited to; undefined means all. */
+  datasets?: ReadonlySet<string>;
+}
+
+/** Everything a front door (HTTP, gRPC) knows about one ingest request. */
+export interface IngestRequest {
+  format: IngestFormat;
+  /** The dataset the client named; undefined: OTLP's default dataset of the signal (DEFAULT_DATASET), else 400. */
+  dataset: string | undefined;
+  /** Request headers (HTTP) or metadata (gRPC): Content-Encoding, Content-Length, X-P-Log-Source, JSON's X-P-Meta-* etc. */
+  headers: Headers;
+  /** The client's address. */
+  peer?: string;
+  /** The body: a buffer already received (gRPC), or the stream still arriving (HTTP). */
+  body: Uint8Array | IngestBody;
+  rights: IngestRights;
+  /** Aborted when the client goes away: the batch is then not stored. */
+  signal?: AbortSignal;
+}
+
+export interface IngestResult {
+  dataset: string;
+  count: number;
+  info: IngestInfo;
+}
+
+/** The dataset kind each format stores into. */
+export function kindOf(format: IngestFormat): DatasetKind {
+  if (format.kind === 'json') return 'json';
+  if (format.kind === 'prometheus') return 'otel-metrics';
+  return OTLP_KIND[format.signal];
+}
+
+const OTLP_KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 'otel-traces', metrics: 'otel-metrics' };
+
 /**
- * The one ingest path every protocol takes (JSON, OTLP, remote write): decode in the worker pool,
- * resolve or create the dataset, hand one serialised batch to storage's one sink. The worker places
- * every value against the dataset's schema as it is now (a conflicting value goes to a typed or
- * overflow column there, so the event loop never decodes or rewrites a body); the dataset is found or
- * created only after decoding, so a body that cannot be decoded never creates one. If another request
- * changed the schema in between so that the batch no longer fits, the worker places it again.
+ * Where OTLP goes when the client names no dataset: one per signal, so a Collector or SDK whose only
+ * header is the key stores all three signals (one dataset holds one kind).
+ */
+export const DEFAULT_DATASET: Record<OtlpSignal, string> = { logs: 'otel_logs', traces: 'otel_traces', metrics: 'otel_metrics' };
+
+/**
+ * The one ingest path every protocol and front door takes (JSON, OTLP over HTTP and gRPC, remote
+ * write): admission into the in-flight budget, reading the body, building the job, decoding in the
+ * worker pool, resolving or creating the dataset, and handing one serialised batch to the sink. The
+ * worker places every value against the dataset's schema as it is now (a conflicting value goes to a
+ * typed or overflow column there, so the event loop never decodes or rewrites a body); the dataset is
+ * found or created only after decoding, so a body that cannot be decoded never creates one. If another
+ * request changed the schema in between so that the batch no longer fits, the worker places it again.
  */
 export class IngestService {
   /** Bytes of request bodies being received, decoded and stored at once (P_MAX_INFLIGHT_BYTES). */
@@ -37,26 +98,10 @@ export class IngestService {
 
   constructor(
     private readonly pool: IngestPool,
-    private readonly storage: StorageEngine,
+    private readonly sink: IngestSink,
     private readonly config: Config,
   ) {
-    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs);
-  }
-
-  /**
-   * Runs one ingest request inside the in-flight budget: before its body is read it reserves the
-   * declared Content-Length (P_MAX_BODY_BYTES when not declared: chunked), and it gives the
-   * reservation back when the batch is stored or refused. Waits for room, then 503 (see InflightBudget).
-   */
-  async admit<T>(contentLength: string | undefined, run: (lease: InflightLease) => Promise<T>): Promise<T> {
-    const declared = contentLength === undefined || contentLength.trim() === '' ? NaN : Number(contentLength);
-    const bytes = Number.isSafeInteger(declared) && declared >= 0 ? Math.min(declared, this.config.maxBodyBytes) : this.config.maxBodyBytes;
-    const lease = await this.inflight.acquire(bytes);
-    try {
-      return await run(lease);
-    } finally {
-      lease.release();
-    }
+    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs, config.ingestKeyShare);
   }
 
   /** The per-request work limits of a job (README "Limits"). */
@@ -64,9 +109,109 @@ export class IngestService {
     return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: Math.max(1000, 4 * this.config.maxColumns) };
   }
 
-  /** Stores one request's batch; `lease` is its share of the in-flight budget (from `admit`). */
-  async store(target: IngestTarget, job: IngestJob, lease: InflightLease): Promise<{ count: number; info: IngestInfo }> {
-    const { name } = target;
+  /**
+   * Ingests one request. Everything a client can get wrong without sending a byte (dataset, kind,
+   * rights, declared size) is checked before the body is read.
+   */
+  async ingest(req: IngestRequest): Promise<IngestResult> {
+    const { format, headers, rights } = req;
+    const kind = kindOf(format);
+    // X-P-Log-Source may be omitted (the endpoint names the kind, and some clients cannot send custom
+    // headers); when present it must agree with the endpoint.
+    const source = headers.get('x-p-log-source');
+    if (source !== null && format.kind !== 'json' && source !== kind) {
+      throw invalidInput(`X-P-Log-Source "${source}" does not match this endpoint, which takes ${kind}`);
+    }
+    const name = req.dataset || (format.kind === 'otlp' ? DEFAULT_DATASET[format.signal] : undefined);
+    if (!name) throw invalidInput('missing dataset: send the X-P-Stream header (or the ?stream= query parameter)');
+    checkRight(rights, 'ingest', name);
+    if (format.kind === 'json' && format.existingOnly && !(await this.sink.resolve(name))) throw notFound(`dataset "${name}" does not exist`);
+    const declared = declaredLength(headers.get('content-length'), req.body);
+    if (declared !== undefined && declared > this.config.maxBodyBytes) throw bodyTooLarge(this.config.maxBodyBytes);
+
+    // A body already received (gRPC) is reserved whole; one still arriving (HTTP) is reserved as it
+    // arrives (readBody), so a slow client holds only what it has sent. The reservation is given back
+    // when the batch is stored or refused.
+    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, rights.key);
+    try {
+      req.signal?.throwIfAborted();
+      const body = req.body instanceof Uint8Array ? req.body : await this.readBody(req.body, lease, declared);
+      const job = this.job(req, body);
+      return { dataset: name, ...(await this.store(name, kind, !(format.kind === 'json' && format.existingOnly), rights, job, lease, req.signal)) };
+    } finally {
+      lease.release();
+    }
+  }
+
+  /**
+   * Reads a body as it arrives, growing its reservation in steps of RESERVE_STEP (never past what it
+   * declared); a body larger than P_MAX_BODY_BYTES is 413 without being buffered. A request the
+   * budget refuses mid-body reads the rest without keeping it (so its answer reaches the client) and
+   * holds nothing meanwhile. A body slower than P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT is
+   * cut: its stream is destroyed (closing the connection), as a client that trickles bytes to hold a
+   * connection deserves no answer.
+   */
+  private async readBody(source: IngestBody, lease: InflightLease, declared: number | undefined): Promise<Buffer> {
+    const max = this.config.maxBodyBytes;
+    const ceiling = declared ?? max;
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    let refusal: unknown;
+    const deadline = new BodyDeadline(source, this.config.ingestBodyTimeoutMs, this.config.ingestMinBodyRate, () => size);
+    try {
+      for await (const chunk of source) {
+        size += chunk.byteLength;
+        if (refusal !== undefined || size > max) continue;
+        if (size > lease.bytes) {
+          try {
+            await lease.resize(Math.max(size, Math.min(ceiling, Math.ceil(size / RESERVE_STEP) * RESERVE_STEP)));
+          } catch (err) {
+            refusal = err;
+            chunks.length = 0;
+            await lease.resize(0);
+            continue;
+          }
+        }
+        chunks.push(chunk);
+      }
+    } catch (err) {
+      throw deadline.expired ?? err;
+    } finally {
+      deadline.stop();
+    }
+    if (refusal !== undefined) throw refusal;
+    if (size > max) throw bodyTooLarge(max);
+    return Buffer.concat(chunks, size);
+  }
+
+  private job(req: IngestRequest, body: Uint8Array): IngestJob {
+    const base: JobBase = {
+      body,
+      contentEncoding: req.headers.get('content-encoding') ?? undefined,
+      maxDecompressedBytes: this.config.maxDecompressedBytes,
+      limits: this.limits,
+    };
+    const f = req.format;
+    switch (f.kind) {
+      case 'json':
+        return { ...base, kind: 'json', stamp: stampFromRequest(req.headers, req.peer), maxDepth: this.config.maxNesting };
+      case 'otlp':
+        return { ...base, kind: 'otlp', signal: f.signal, format: f.format, received: new Date().toISOString() };
+      case 'prometheus':
+        return { ...base, kind: 'prometheus', contentType: f.contentType, received: new Date().toISOString() };
+    }
+  }
+
+  /** Stores one request's batch; `lease` is its share of the in-flight budget. */
+  private async store(
+    name: string,
+    kind: DatasetKind,
+    create: boolean,
+    rights: IngestRights,
+    job: IngestJob,
+    lease: InflightLease,
+    signal: AbortSignal | undefined,
+  ): Promise<{ count: number; info: IngestInfo }> {
     const maxColumns = this.config.maxColumns;
     // The body's buffer moves to the ingest worker (transferred, not copied): its length is read first.
     const rawBytes = job.body.byteLength;
@@ -75,8 +220,8 @@ export class IngestService {
     const decoded = identity ? 0 : Math.min(job.maxDecompressedBytes, declaredDecodedSize(job.body, job.contentEncoding) ?? job.maxDecompressedBytes);
     await lease.resize(rawBytes + decoded);
     if (!identity) job.decodeBudget = decoded;
-    const seen = this.storage.find(name);
-    const initial: PlacementTarget = { schema: seen ? this.storage.schemaOf(name).schema : emptySchema(), maxColumns, time: datasetTime(seen) };
+    const seen = this.sink.find(name);
+    const initial: PlacementTarget = { schema: seen ? this.sink.schemaOf(name).schema : emptySchema(), maxColumns, time: datasetTime(seen) };
     let serialized;
     try {
       serialized = await this.pool.serialize(job, initial);
@@ -87,12 +232,16 @@ export class IngestService {
       job.decodeBudget = undefined;
       serialized = await this.pool.serialize(job, initial);
     }
-    const meta = await this.resolve(target);
+    // A client that went away is not answered: no dataset is created and nothing of its batch is stored
+    // (it will send it again).
+    signal?.throwIfAborted();
+    const meta = await this.resolve(name, kind, create, rights);
     // A dataset another worker created with a time field: its events are checked for that field now.
     const time = datasetTime(meta);
     if (time?.field !== initial.time?.field) serialized = await this.pool.serialize(job, { ...initial, time });
     for (let placements = 1; ; placements++) {
-      const stored = await this.storage.append(name, serialized, rawBytes);
+      signal?.throwIfAborted();
+      const stored = await this.sink.append(name, serialized, rawBytes);
       if ('count' in stored) {
         ingestedRows.inc({ dataset: name }, stored.count);
         ingestedBytes.inc({ dataset: name }, rawBytes);
@@ -104,12 +253,12 @@ export class IngestService {
   }
 
   /** Finds (or creates) the dataset; a dataset keeps the one kind it was created with. */
-  private async resolve({ name, kind, create, authorizeCreate }: IngestTarget): Promise<DatasetMeta> {
-    let meta = await this.storage.resolve(name);
+  private async resolve(name: string, kind: DatasetKind, create: boolean, rights: IngestRights): Promise<DatasetMeta> {
+    let meta = await this.sink.resolve(name);
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
-      authorizeCreate();
-      meta = (await this.storage.create(name, kind)).meta;
+      checkRight(rights, 'create', name);
+      meta = (await this.sink.create(name, kind)).meta;
     }
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);
@@ -117,3 +266,57 @@ export class IngestService {
     return meta;
   }
 }
+
+/** The same refusals, in the same words, as the HTTP routes' role checks (src/http/auth.ts). */
+function checkRight(rights: IngestRights, action: 'ingest' | 'create', dataset: string): void {
+  if (!rights[action]) throw forbidden(`this key may not ${action}`);
+  if (rights.datasets && !rights.datasets.has(dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);
+}
+
+function declaredLength(header: string | null, body: IngestRequest['body']): number | undefined {
+  if (body instanceof Uint8Array) return body.byteLength;
+  const declared = header === null || header.trim() === '' ? NaN : Number(header);
+  return Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined;
+}
+
+/** Bodies are reserved in steps of this much as they arrive: a request takes the budget a few times, not per chunk. */
+const RESERVE_STEP = 64 * 1024;
+
+/** A body still arriving; `destroy` (a Node stream's) closes its connection when it is too slow. */
+export type IngestBody = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };
+
+/**
+ * The minimum body rate: by `grace + received / minRate` after the start the body must be complete,
+ * or its stream is destroyed. One timer per request, moved on only when it fires.
+ */
+class BodyDeadline {
+  expired: DomainError | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly started = Date.now();
+
+  constructor(
+    private readonly source: IngestBody,
+    private readonly graceMs: number,
+    private readonly minRate: number,
+    private readonly received: () => number,
+  ) {
+    if (source.destroy) this.arm();
+  }
+
+  private arm(): void {
+    const due = this.started + this.graceMs + (this.received() / this.minRate) * 1000;
+    const wait = due - Date.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => this.arm(), wait);
+      return;
+    }
+    this.expired = timedOut(`the request body arrived too slowly (${this.received()} bytes in ${Date.now() - this.started} ms; P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT)`);
+    this.source.destroy!(this.expired);
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
+}
+
+const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);

@@ -66,6 +66,55 @@ describe('in-flight byte budget', () => {
     expect(budget.inUse).toBe(0);
   });
 
+  // Per-key shares (limit 100, share 0.5, no waiting): each step names its key; `refused` is the error
+  // kind it must fail with. States the bytes each key holds afterwards.
+  type KeyStep = { key: string; lease: string; bytes: number; refused?: 'too_many_requests' | 'unavailable' } | { release: string };
+  it.each<[string, KeyStep[], Record<string, number>]>([
+    ['alone, a key may use the whole budget', [{ key: 'a', lease: 'a1', bytes: 60 }, { key: 'a', lease: 'a2', bytes: 40 }], { a: 100 }],
+    ['while another key holds bytes, a key may not grow past its share', [{ key: 'b', lease: 'b1', bytes: 10 }, { key: 'a', lease: 'a1', bytes: 50 }, { key: 'a', lease: 'a2', bytes: 1, refused: 'too_many_requests' }], { a: 50, b: 10 }],
+    ['a key over its share (taken while alone) leaves the rest to the others', [{ key: 'a', lease: 'a1', bytes: 70 }, { key: 'b', lease: 'b1', bytes: 30 }, { key: 'a', lease: 'a2', bytes: 1, refused: 'too_many_requests' }], { a: 70, b: 30 }],
+    ['the other key leaving lifts the bound', [{ key: 'b', lease: 'b1', bytes: 10 }, { key: 'a', lease: 'a1', bytes: 50 }, { release: 'b1' }, { key: 'a', lease: 'a2', bytes: 40 }], { a: 90 }],
+    ['within its share, a full budget is still "unavailable"', [{ key: 'a', lease: 'a1', bytes: 60 }, { key: 'b', lease: 'b1', bytes: 30 }, { key: 'b', lease: 'b2', bytes: 15, refused: 'unavailable' }], { a: 60, b: 30 }],
+  ])('%s', async (_, steps, held) => {
+    const budget = new InflightBudget(100, 0, 0.5);
+    const leases = new Map<string, { key: string; lease: InflightLease }>();
+    for (const step of steps) {
+      if ('release' in step) {
+        leases.get(step.release)!.lease.release();
+        leases.delete(step.release);
+        continue;
+      }
+      const got = await budget.acquire(step.bytes, step.key).then((lease) => lease, (e: unknown) => e);
+      if (step.refused) {
+        expect(isDomainError(got) && got.kind, step.lease).toBe(step.refused);
+      } else {
+        expect(isDomainError(got), step.lease).toBe(false);
+        leases.set(step.lease, { key: step.key, lease: got as InflightLease });
+      }
+    }
+    const byKey: Record<string, number> = {};
+    for (const { key, lease } of leases.values()) byKey[key] = (byKey[key] ?? 0) + lease.bytes;
+    expect(byKey).toEqual(held);
+  });
+
+  it('a request of another key passes a waiting one whose key has its share', async () => {
+    const budget = new InflightBudget(100, 60_000, 0.5);
+    const a1 = await budget.acquire(50, 'a');
+    const b1 = await budget.acquire(40, 'b');
+    // a is at its share while b holds bytes: a2 waits.
+    const a2 = budget.acquire(20, 'a');
+    expect(budget.queued).toBe(1);
+    // b2 fits the budget and b's share: it is not held up behind a2.
+    const b2 = await budget.acquire(10, 'b');
+    expect(budget.queued).toBe(1);
+    a1.release();
+    // a is within its share again: a2 is let in.
+    const la2 = await a2;
+    expect(budget.inUse).toBe(70);
+    for (const l of [la2, b1, b2]) l.release();
+    expect(budget.inUse).toBe(0);
+  });
+
   it.each<[string, Uint8Array, string | undefined, number | undefined]>([
     ['identity: its own length', Buffer.from('x'.repeat(123)), undefined, 123],
     ['gzip: the trailer', gzipSync(Buffer.alloc(70_000)), 'gzip', 70_000],
