@@ -133,8 +133,17 @@ async function main(): Promise<void> {
       }
     },
   });
+  // The start log says where to go next: the console's address and where the admin key is.
+  const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () =>
-    log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
+    log.info('listening', {
+      addr: `${config.host}:${config.port}`,
+      console: `http://${browseHost.includes(':') ? `[${browseHost}]` : browseHost}:${config.port}/`,
+      apiKey: keys.keyFile ? `admin key in ${keys.keyFile}` : 'keys from P_API_KEYS',
+      nodeId: id,
+      storage: config.storage,
+      dataDir: config.dataDir,
+    }),
   );
 
   // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
