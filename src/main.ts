@@ -50,55 +50,26 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.storageThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const duck = await openDuckDB({ dataDir: config.dataDir, ...config.storageDuckDB, tempDir: path.join(tmp, 'duckdb') });
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
   const store = await openStore(config);
   const storage = new StorageEngine(store, duck, {
+    ...config.engine,
     dataDir: config.dataDir,
     nodeId: id,
-    maxColumns: config.maxColumns,
-    flushIntervalMs: config.flushIntervalMs,
-    flushBytes: config.flushBytes,
-    walMaxBytes: config.walMaxBytes,
-    zstdLevel: config.zstdLevel,
-    rowGroupRows: config.rowGroupRows,
-    catalogRefreshMs: config.catalogRefreshMs,
-    compactionIntervalMs: config.compactionIntervalMs,
-    compactionTargetBytes: config.compactionTargetBytes,
-    deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
-    orphanSweepMs: config.orphanSweepMs,
+    // A file removed from the catalog stays while a query (here or on a worker that has not refreshed)
+    // may still read it.
+    deleteGraceMs: 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000,
   });
   await storage.init(reserved);
   storage.start();
 
   const ingestPool = new IngestPool(config.ingestWorkers);
-  const queryPool = new QueryPool({
-    workDir: path.join(tmp, 'query'),
-    concurrency: config.queryConcurrency,
-    perKey: config.queryConcurrencyPerKey,
-    queue: config.queryQueue,
-    queueWaitMs: config.queryTimeoutMs,
-    threads: config.queryThreads,
-    memoryLimit: config.queryMemoryLimit,
-    heapMb: config.queryWorkerHeapMb,
-    warm: config.queryWarmWorkers,
-  });
+  const queryPool = new QueryPool({ ...config.queryPool, workDir: path.join(tmp, 'query') });
   await queryPool.start();
-  const queries = new QueryExecutor(
-    duck,
-    storage,
-    queryPool,
-    {
-      timeoutMs: config.queryTimeoutMs,
-      maxRows: config.queryMaxRows,
-      maxBytes: config.queryMaxResultBytes,
-      maxSqlBytes: config.queryMaxSqlBytes,
-      maxDepth: config.queryMaxDepth,
-    },
-    config.queryPlanCacheBytes,
-  );
+  const queries = new QueryExecutor(duck, storage, queryPool, config.queryLimits, config.queryPlanCacheBytes);
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
