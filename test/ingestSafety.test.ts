@@ -7,9 +7,9 @@ import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { until } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson, otlpLogsProtobuf, remoteWriteV1, remoteWriteV2, REMOTE_WRITE_V2, type SeriesSpec } from './helpers/wire.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 
 /** Expects 200 (the body is JSON, or empty protobuf for OTLP/protobuf) and returns the body's text. */
 async function okJson(res: Response): Promise<string> {
@@ -296,7 +296,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
     expect(held.length).toBeLessThan(LIMIT);
     const { req, response } = openIngest(server, 'inflight_held', held.length);
     req.write(held.subarray(0, held.length >> 1));
-    await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === held.length);
+    await waitFor('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === held.length);
 
     const refusals: [string, () => Promise<Response>][] = [
       // Each over the ~390 KB left: its body, or for remote write its body and the snappy block's decoded size.
@@ -329,9 +329,9 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       // 100 bytes: a body that arrives in one chunk, cut short just the same.
       const { req } = openIngest(server, 'inflight_gone', size);
       req.write(body.subarray(0, Math.min(size, body.length) >> 1));
-      await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === size);
+      await waitFor('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === size);
       req.destroy();
-      await until('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
+      await waitFor('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
     }
     const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
     expect(list.map((d) => d.name)).not.toContain('inflight_gone');
@@ -358,7 +358,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
           expect(res.status, `${route}: ${await res.text()}`).toBe(503);
           expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
           refused++;
-          await new Promise((r) => setTimeout(r, 20));
+          await sleep(20);
         }
       }),
     );
@@ -397,19 +397,19 @@ describe('a client that leaves while its request waits for room in the in-flight
     const heldBody = events(3000);
     const a = openIngest(server, 'leave_held', heldBody.length);
     a.req.write(heldBody.subarray(0, heldBody.length >> 1));
-    await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === heldBody.length);
+    await waitFor('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) === heldBody.length);
     // B does not fit and waits; its client then goes away.
     const bBody = events(2000);
     const b = openIngest(server, 'leave_gone', bBody.length);
     b.req.write(bBody.subarray(0, 100));
-    await until('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
+    await waitFor('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
     b.req.destroy();
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     // A ends; B is let in after its client left, and must give the room back at once.
     a.req.end(heldBody.subarray(heldBody.length >> 1));
     const stored = await a.response;
     expect(stored.status, stored.body).toBe(200);
-    await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
+    await waitFor('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
     const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
     expect(list.map((d) => d.name)).not.toContain('leave_gone');
     expect(await query(server, 'SELECT count(*) AS n FROM leave_held')).toEqual([{ n: 3000 }]);

@@ -3,10 +3,9 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { listFiles } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
+import { sleep } from './helpers/wait.ts';
 
 const ALL = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 async function ingest(server: TestServer, name: string, events: unknown): Promise<void> {
   const res = await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: events });
   expect(res.status, await res.clone().text()).toBe(200);

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from './helpers/server.ts';
+import { sleep } from './helpers/wait.ts';
 
 /**
  * The SQL endpoint as a hostile reader sees it (issue 8): a reader key scoped to one dataset tries to
@@ -10,8 +11,6 @@ import { startServer, type TestServer } from './helpers/server.ts';
 const READER = 'reader-scoped-key';
 const OTHER = 'second-reader-key';
 const RANGE = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 interface Answer {
   status: number;
   text: string;

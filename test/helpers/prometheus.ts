@@ -2,6 +2,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { freePort, tempDir } from './server.ts';
+import { sleep } from './wait.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -109,7 +110,7 @@ export async function startPrometheus(a: string | PrometheusOptions, b?: Prometh
       await stop();
       throw new Error(`prometheus was not ready within 30s:\n${output.slice(-3000)}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return { url, stop, logs: () => output };
 }

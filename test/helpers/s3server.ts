@@ -35,6 +35,7 @@ print('ready', flush=True)
 sys.stdin.read()
 os._exit(0)
 `;
+import { sleep } from './wait.ts';
 
 let python: Promise<string> | undefined;
 
@@ -96,7 +97,7 @@ async function prepare(endpoint: string, bucket: string): Promise<void> {
         break;
       } catch (err) {
         if (Date.now() > deadline) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
     const probe = { Bucket: bucket, Key: '.conditional-write-probe', Body: 'x', IfNoneMatch: '*' };
@@ -151,7 +152,7 @@ export async function startS3Server(): Promise<S3TestServer> {
         return;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= 50) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   };

@@ -2,9 +2,9 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { QueryPool } from '../../src/query/pool.ts';
-import type { FromWorker } from '../../src/query/protocol.ts';
-import { tempDir } from '../helpers/server.ts';
+import { QueryPool } from '../src/query/pool.ts';
+import type { FromWorker } from '../src/query/protocol.ts';
+import { tempDir } from './helpers/server.ts';
 
 /**
  * The second line of the sandbox, on its own: a query worker's DuckDB reads the files linked for its
