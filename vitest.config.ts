@@ -19,6 +19,9 @@ export default defineConfig({
           include: ['test/unit/**/*.test.ts'],
           // Generous for a loaded machine; a unit test that needs more is not a unit test.
           testTimeout: 30_000,
+          // In-process tests share one module graph per worker instead of importing DuckDB, zod and the
+          // OTLP classes again for every file: most of this project's time was imports.
+          isolate: false,
         },
       },
       {
