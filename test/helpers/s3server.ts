@@ -1,9 +1,11 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from './server.ts';
+import { sleep } from './wait.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -35,19 +37,18 @@ print('ready', flush=True)
 sys.stdin.read()
 os._exit(0)
 `;
-import { sleep } from './wait.ts';
 
-let python: Promise<string> | undefined;
-
-/** The interpreter with moto, installed from PyPI by the project's own script when missing. */
-function motoPython(): Promise<string> {
-  python ??= promisify(execFile)(path.join(root, 'scripts/ensure-moto.sh'), { timeout: 600_000 }).then(
-    ({ stdout }) => stdout.trim(),
-    (err: Error & { stderr?: string }) => {
-      python = undefined;
-      throw new Error(`scripts/ensure-moto.sh failed: ${err.message}\n${err.stderr ?? ''}`);
-    },
-  );
+/**
+ * The interpreter with moto, as scripts/test-setup.d/10-moto.sh found or installed it (`npm test` runs it
+ * first). Tests install nothing themselves: without it, this fails saying what to run.
+ */
+async function motoPython(): Promise<string> {
+  const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test');
+  const file = path.join(cache, 'moto-python');
+  const python = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+  if (!python || !(await fs.access(python, fs.constants.X_OK).then(() => true, () => false))) {
+    throw new Error(`no Python with moto (${file} is missing or stale): run \`bash scripts/test-setup.sh\` (npm test runs it first)`);
+  }
   return python;
 }
 
