@@ -14,7 +14,6 @@ export const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
   too_many_requests: 429,
   storage: 500,
   unavailable: 503,
-  insufficient_storage: 507,
 };
 
 /** Status, headers and JSON body `{"error": message}` of a domain error. */

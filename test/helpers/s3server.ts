@@ -7,8 +7,6 @@ import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } 
 import { freePort } from './server.ts';
 import { sleep } from './wait.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
-
 export interface S3TestServer {
   endpoint: string;
   bucket: string;
