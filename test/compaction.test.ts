@@ -65,7 +65,7 @@ describe('compaction and retention (local storage)', () => {
     const merged = await parquetFiles(path.join(dataDir, 'store', 'c'));
     expect(merged.some((f) => f.endsWith('.compacted.parquet'))).toBe(true);
     // Old files are deleted after the grace period (2×timeout + 2×refresh + 5 s: 12 s here).
-    await waitFor('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files, 20_000);
+    await waitFor('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files);
     expect(await query(server, 'SELECT count(*) AS n FROM c')).toEqual([{ n: total }]);
   });
 
@@ -146,9 +146,9 @@ describe('compaction and retention (local storage)', () => {
     const res = await server.request('/api/v1/logstream/r/retention', { method: 'PUT', json: [{ description: 'keep 2 s', action: 'delete', duration: '2s' }] });
     expect(res.status).toBe(200);
     expect(await (await server.request('/api/v1/logstream/r/retention')).json()).toEqual([{ description: 'keep 2 s', action: 'delete', duration: '2s' }]);
-    await waitFor('retention', async () => (await stats(server, 'r')).storage.files === 0, 15_000);
+    await waitFor('retention', async () => (await stats(server, 'r')).storage.files === 0);
     expect(await query(server, 'SELECT count(*) AS n FROM r')).toEqual([{ n: 0 }]);
-    await waitFor('files deleted', async () => (await parquetFiles(path.join(server.dataDir, 'store', 'r'))).length === 0, 20_000);
+    await waitFor('files deleted', async () => (await parquetFiles(path.join(server.dataDir, 'store', 'r'))).length === 0);
   });
 });
 

@@ -107,7 +107,7 @@ describe('damaged stored objects', () => {
       path.join(store, '.streams', 'lost.json'),
       JSON.stringify({ version: 1, name: 'lost', generation: path.basename((await fs.readdir(path.join(store, 'lost', '.manifests')))[0]), kind: 'json', timeColumn: 'p_timestamp', createdAt: new Date().toISOString() }),
     );
-    await waitFor('lost is back', async () => (await s.request('/api/v1/logstream/lost/stats')).status === 200, 10_000);
+    await waitFor('lost is back', async () => (await s.request('/api/v1/logstream/lost/stats')).status === 200);
     expect(await query(s, 'SELECT count(*) AS n FROM lost')).toEqual([{ n: 10 }]);
   }, 120_000);
 });
