@@ -110,7 +110,7 @@ async function main(): Promise<void> {
     log.info('listening', {
       addr: `${config.host}:${config.port}`,
       console: `http://${browseHost.includes(':') ? `[${browseHost}]` : browseHost}:${config.port}/`,
-      apiKey: keys.keyFile ? `admin key in ${keys.keyFile}` : 'keys from P_API_KEYS',
+      keys: keys.keyFile ? `admin key in ${keys.keyFile}` : 'from P_API_KEYS',
       nodeId: id,
       storage: config.storage,
       dataDir: config.dataDir,
