@@ -104,14 +104,12 @@ export function watchTree(pid: number, everyMs = 100) {
   let peakPss = 0;
   let peakMain = 0;
   let first: number | undefined;
-  let last = 0;
   let lastPss = 0;
   let running = true;
   const loop = (async () => {
     while (running) {
       const u = treeUsageSync(pid, false);
       first ??= u.cpuSec;
-      last = u.cpuSec;
       // PSS ≤ RSS, and the tree's peak PSS comes with a peak of its RSS: read it (~6 ms of the load
       // generator's CPU each time) at a new peak of the RSS, at most twice a second, and once at the end.
       if (u.rssBytes > peakTree && performance.now() - lastPss >= 500) {

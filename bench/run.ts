@@ -18,7 +18,6 @@ const BATCH = 1000;
 const CLIENTS = Number(process.env.BENCH_CLIENTS ?? 8);
 const SINGLE_EVENTS = Number(process.env.BENCH_SINGLE_EVENTS ?? 20_000);
 const SINGLE_CLIENTS = 32;
-const RUNS = 5;
 
 const QUERIES: [string, string][] = [
   ['count', 'SELECT count(*) AS n FROM {t}'],

@@ -48,41 +48,39 @@ const duration = (fallback: string) =>
 
 const int = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
-const envSchema = z.object({
-  P_ADDR: z.string().default('0.0.0.0:8000'),
-  P_DATA_DIR: z.string().default('./data'),
-  P_API_KEYS: z.string().default(''),
-  P_MAX_BODY_BYTES: bytes('10MiB'),
-  P_MAX_NESTING: int(10),
-  P_MAX_COLUMNS: int(2000),
-  P_FLUSH_INTERVAL: duration('20s'),
-  P_FLUSH_BYTES: bytes('16MiB'),
-  P_QUERY_TIMEOUT: duration('30s'),
-  P_QUERY_MEMORY_LIMIT: z.string().default('2GB'),
-  P_STORAGE_MEMORY_LIMIT: z.string().default('2GB'),
-  P_STORAGE_THREADS: int(1),
-  P_QUERY_THREADS: int(2),
-  P_QUERY_CONCURRENCY: int(4),
-  P_QUERY_CONCURRENCY_PER_KEY: int(2),
-  P_QUERY_QUEUE: int(16),
-  P_QUERY_RESERVE: z.coerce
+// Every setting, one per line, grouped by the subsystem it configures: its variable, its type and default,
+// and what it does (docs/configuration.md is generated from these descriptions: `npm run docs:config`).
+// The default is stated once, here; loadConfig hands each subsystem its group.
+
+/** The HTTP server, keys, logs and this worker's identity. */
+const serverSettings = {
+  P_ADDR: z.string().default('0.0.0.0:8000').describe('`host:port` the HTTP server listens on.'),
+  P_DATA_DIR: z.string().default('./data').describe('Where everything local is kept: the WAL, the local object store, the S3 file cache, the generated key and node id.'),
+  P_API_KEYS: z.string().default('').describe('API keys, comma-separated `key[:role[:dataset|dataset…]]` (roles `admin`, `writer`, `reader`; see docs/http-api.md#authentication). Empty: an admin key is generated on first start and kept in `P_DATA_DIR/api-key`, so the service never runs open.'),
+  P_NODE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional().describe("This worker's name in object keys (1–64 letters, digits, `_`, `-`). Unset: one is generated on first start and kept in `P_DATA_DIR/node-id`; each worker on a shared bucket needs its own."),
+  P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info').describe('Least severe log level written: `debug`, `info`, `warn` or `error`.'),
+  P_MAX_BODY_BYTES: bytes('10MiB').describe('Largest request body, any route (413 above). Ingest clients batch well below it; 10 MiB bounds what one request holds while it is read.'),
+  P_MAX_CONNECTIONS: z.coerce
     .number()
     .int()
-    .min(0)
-    .default(1)
-    .describe('Query slots only a key with no query running may take (capped at P_QUERY_CONCURRENCY - 1): keys already running queries never hold every slot, so another key always gets one.'),
-  P_QUERY_MAX_ROWS: int(500_000),
-  P_QUERY_MAX_RESULT_BYTES: bytes('64MiB'),
-  P_QUERY_MAX_SQL_BYTES: bytes('64KiB'),
-  P_QUERY_MAX_DEPTH: int(16),
-  P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB'),
-  P_QUERY_WORKER_HEAP: bytes('512MiB'),
-  P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1),
-  P_PARQUET_ROW_GROUP_ROWS: int(122_880),
-  P_PARQUET_ZSTD_LEVEL: int(1),
-  P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
-  P_MAX_INFLIGHT_BYTES: bytes('64MiB'),
-  P_INFLIGHT_WAIT: duration('2s'),
+    .positive()
+    .optional()
+    .describe('Most TCP connections open at once; default half the open-files limit (at most 8192), so the WAL, flushes, query workers and S3 keep their file descriptors.'),
+  P_HEADERS_TIMEOUT: duration('10s').describe(
+    'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
+  ),
+  P_FILTER_MAX_BYTES: bytes('256KiB').describe(
+    'Largest saved filter (its JSON), in bytes: room for a query at P_QUERY_MAX_SQL_BYTES and a console builder, small enough that listing every key\'s filters stays cheap.',
+  ),
+  P_FILTERS_PER_KEY: int(100).describe('Most saved filters one API key may own: any reader may save, so the total stays bounded by keys x this.'),
+};
+
+/** Decoding request bodies and the bounds every ingest request is held to. */
+const ingestSettings = {
+  P_MAX_NESTING: int(10).describe('Deepest JSON nesting accepted (400 above): deeper objects are almost always a mistake, and flattening them makes unwieldy column names.'),
+  P_MAX_DECOMPRESSED_BYTES: bytes('64MiB').describe('Largest body after gzip or snappy decompression (413 above), checked while inflating, so a compression bomb is cut off early.'),
+  P_MAX_INFLIGHT_BYTES: bytes('64MiB').describe('Bytes of ingest bodies (and their decoded form) received, decoded and stored at once, over every ingest route: bounds ingest memory however many clients send. See docs/ingestion.md.'),
+  P_INFLIGHT_WAIT: duration('2s').describe('How long a request that does not fit in `P_MAX_INFLIGHT_BYTES` waits, in arrival order, before 503 + `Retry-After` (`0`: at once). Long enough to absorb a burst, short enough for clients to retry.'),
   P_INGEST_KEY_SHARE: z.coerce
     .number()
     .gt(0)
@@ -97,36 +95,63 @@ const envSchema = z.object({
   P_INGEST_MIN_BODY_RATE: bytes('16KiB').describe(
     'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
   ),
-  P_MAX_EVENTS_PER_REQUEST: int(100_000),
-  P_MAX_VALUES_PER_REQUEST: int(4_000_000),
-  P_WAL_MAX_BYTES: bytes('1GiB'),
-  P_STORAGE: z.enum(['local', 's3']).default('local'),
-  P_S3_URL: z.string().optional(),
-  P_S3_BUCKET: z.string().optional(),
-  P_S3_REGION: z.string().default('us-east-1'),
-  P_S3_ACCESS_KEY: z.string().optional(),
-  P_S3_SECRET_KEY: z.string().optional(),
-  P_NODE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional(),
-  P_CACHE_BYTES: bytes('2GiB'),
-  P_CATALOG_REFRESH: duration('5s'),
-  P_COMPACTION_INTERVAL: duration('60s'),
-  P_COMPACTION_TARGET_BYTES: bytes('128MiB'),
-  P_ORPHAN_SWEEP_INTERVAL: duration('10m'),
-  P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional(),
-  P_FILTER_MAX_BYTES: bytes('256KiB').describe(
-    'Largest saved filter (its JSON), in bytes: room for a query at P_QUERY_MAX_SQL_BYTES and a console builder, small enough that listing every key\'s filters stays cheap.',
-  ),
-  P_FILTERS_PER_KEY: int(100).describe('Most saved filters one API key may own: any reader may save, so the total stays bounded by keys x this.'),
-  P_MAX_CONNECTIONS: z.coerce
+  P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
+  P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
+  P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Threads that decode, flatten and serialise request bodies (`0`: on the event loop). Unset: one per core, 1–4; each takes ~25 MB idle.'),
+};
+
+/** The write-ahead log, Parquet files, catalog and background work of the storage engine. */
+const storageSettings = {
+  P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000).'),
+  P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
+  P_FLUSH_BYTES: bytes('16MiB').describe("WAL → Parquet as soon as a dataset's WAL holds this much. A flush's memory grows with it (~60–90 MB for 16 MiB, ~170–210 MB for 64 MiB)."),
+  P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
+  P_PARQUET_ROW_GROUP_ROWS: int(122_880).describe("Rows per Parquet row group (DuckDB's default)."),
+  P_PARQUET_ZSTD_LEVEL: int(1).describe('ZSTD level of Parquet files: 1 measured smaller and cheaper than 3 on JSON events and OTLP rows (see CHANGELOG.md).'),
+  P_STORAGE_MEMORY_LIMIT: z.string().default('2GB').describe("DuckDB memory limit of flushes and compaction (the service's own DuckDB instance)."),
+  P_STORAGE_THREADS: int(1).describe('DuckDB threads of flushes and compaction: they run in the background, and each thread adds ~30–40 MB to a flush for little speed.'),
+  P_CATALOG_REFRESH: duration('5s').describe("How often a worker reads the shared catalog: other workers' manifests, new and deleted datasets, schemas."),
+  P_COMPACTION_INTERVAL: duration('60s').describe("How often compaction merges a worker's small files of one hour."),
+  P_COMPACTION_TARGET_BYTES: bytes('128MiB').describe('Size compaction merges small files up to.'),
+  P_ORPHAN_SWEEP_INTERVAL: duration('10m').describe('How often the whole store is listed for objects of deleted dataset generations (deleted when two sweeps in a row find them).'),
+};
+
+/** Where objects are kept: local disk, or an S3 bucket shared by several workers. */
+const objectStoreSettings = {
+  P_STORAGE: z.enum(['local', 's3']).default('local').describe('`local` (objects under `P_DATA_DIR/store`) or `s3` (one bucket, shared by every worker).'),
+  P_S3_URL: z.string().optional().describe('S3 endpoint URL (AWS or MinIO; path-style addressing). Needed with `P_STORAGE=s3`.'),
+  P_S3_BUCKET: z.string().optional().describe('Bucket name. Needed with `P_STORAGE=s3`.'),
+  P_S3_REGION: z.string().default('us-east-1').describe('S3 region (MinIO accepts any).'),
+  P_S3_ACCESS_KEY: z.string().optional().describe("S3 access key id (unset: the AWS SDK's default credential chain)."),
+  P_S3_SECRET_KEY: z.string().optional().describe('S3 secret access key.'),
+  P_CACHE_BYTES: bytes('2GiB').describe('Local cache of Parquet files downloaded from S3 for queries (least recently used out).'),
+};
+
+/** The SQL sandbox, its worker processes and the limits every query runs under. */
+const querySettings = {
+  P_QUERY_TIMEOUT: duration('30s').describe('Time limit of one query (408); the worker process is killed and replaced.'),
+  P_QUERY_MEMORY_LIMIT: z.string().default('2GB').describe('DuckDB memory limit of each running query.'),
+  P_QUERY_THREADS: int(2).describe('DuckDB threads per query.'),
+  P_QUERY_CONCURRENCY: int(4).describe('Queries running at once, in total (one worker process each).'),
+  P_QUERY_CONCURRENCY_PER_KEY: int(2).describe('Queries one key may run at once; with twice that in flight it gets 429.'),
+  P_QUERY_QUEUE: int(16).describe('Queries that may wait for a slot (up to `P_QUERY_TIMEOUT`); beyond it 503 + `Retry-After`.'),
+  P_QUERY_RESERVE: z.coerce
     .number()
     .int()
-    .positive()
-    .optional()
-    .describe('Most TCP connections open at once; default half the open-files limit (at most 8192), so the WAL, flushes, query workers and S3 keep their file descriptors.'),
-  P_HEADERS_TIMEOUT: duration('10s').describe(
-    'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
-  ),
-  P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
+    .min(0)
+    .default(1)
+    .describe('Query slots only a key with no query running may take (capped at P_QUERY_CONCURRENCY - 1): keys already running queries never hold every slot, so another key always gets one.'),
+  P_QUERY_MAX_ROWS: int(500_000).describe('Most rows of a non-streamed answer (413: add a LIMIT or stream).'),
+  P_QUERY_MAX_RESULT_BYTES: bytes('64MiB').describe('Largest non-streamed answer (413: add a LIMIT or stream).'),
+  P_QUERY_MAX_SQL_BYTES: bytes('64KiB').describe('Largest SQL statement (413).'),
+  P_QUERY_MAX_DEPTH: int(16).describe("Deepest nesting of queries (subqueries, CTE bodies, set operations; bracket depth 4× that): DuckDB's optimiser is exponential in it (400 above)."),
+  P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB').describe('Checked statements kept by SQL text (least recently used out).'),
+  P_QUERY_WORKER_HEAP: bytes('512MiB').describe('JS heap of each query worker process (at least 64 MiB).'),
+  P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1).describe('Query worker processes started with the service (more start on demand, up to `P_QUERY_CONCURRENCY`); each takes ~95 MB idle.'),
+};
+
+/** The OTLP/gRPC front door (docs/otlp-grpc.md). */
+const otlpGrpcSettings = {
   P_OTLP_GRPC_ADDR: z
     .string()
     .default('0.0.0.0:4317')
@@ -137,6 +162,25 @@ const envSchema = z.object({
   P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: duration('30s').describe(
     'How long requests already running on a connection past its maximum age may take to finish before it is closed. Default 30s: longer than an export takes with default timeouts.',
   ),
+};
+
+/** The groups in the order docs/configuration.md lists them. */
+export const settingGroups = [
+  { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
+  { title: 'Ingestion', about: 'Decoding request bodies and the bounds every ingest request is held to (docs/ingestion.md).', settings: ingestSettings },
+  { title: 'Storage', about: 'The write-ahead log, Parquet files, catalog and background work (docs/storage.md).', settings: storageSettings },
+  { title: 'Object store', about: 'Local disk, or one S3 bucket shared by several workers (docs/scale-out.md).', settings: objectStoreSettings },
+  { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
+  { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+] as const;
+
+export const envSchema = z.object({
+  ...serverSettings,
+  ...ingestSettings,
+  ...storageSettings,
+  ...objectStoreSettings,
+  ...querySettings,
+  ...otlpGrpcSettings,
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -159,31 +203,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     port: Number(addr[2]),
     dataDir,
     apiKeys: e.P_API_KEYS,
+    nodeId: e.P_NODE_ID,
+    logLevel: e.P_LOG_LEVEL,
     maxBodyBytes: e.P_MAX_BODY_BYTES,
     maxNesting: e.P_MAX_NESTING,
     maxColumns: e.P_MAX_COLUMNS,
-    flushIntervalMs: e.P_FLUSH_INTERVAL,
-    flushBytes: e.P_FLUSH_BYTES,
-    queryTimeoutMs: e.P_QUERY_TIMEOUT,
-    queryMemoryLimit: e.P_QUERY_MEMORY_LIMIT,
-    storageMemoryLimit: e.P_STORAGE_MEMORY_LIMIT,
-    // One thread for flushes and compaction: they run in the background, and a second thread added
-    // ~30-40 MB to a flush's peak memory (each thread builds its own row groups) for little speed.
-    storageThreads: e.P_STORAGE_THREADS,
-    queryThreads: e.P_QUERY_THREADS,
-    queryConcurrency: e.P_QUERY_CONCURRENCY,
-    queryConcurrencyPerKey: e.P_QUERY_CONCURRENCY_PER_KEY,
-    queryQueue: e.P_QUERY_QUEUE,
-    queryReserve: e.P_QUERY_RESERVE,
-    queryMaxRows: e.P_QUERY_MAX_ROWS,
-    queryMaxResultBytes: e.P_QUERY_MAX_RESULT_BYTES,
-    queryMaxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,
-    queryMaxDepth: e.P_QUERY_MAX_DEPTH,
-    queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
-    queryWorkerHeapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
-    queryWarmWorkers: e.P_QUERY_WARM_WORKERS,
-    rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
-    zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
     maxInflightBytes: e.P_MAX_INFLIGHT_BYTES,
     inflightWaitMs: e.P_INFLIGHT_WAIT,
@@ -192,7 +216,28 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     ingestMinBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
-    walMaxBytes: e.P_WAL_MAX_BYTES,
+    // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
+    // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
+    // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
+    ingestWorkers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
+    /** The storage engine's group (its data dir, node id and delete grace are added where it starts). */
+    engine: {
+      maxColumns: e.P_MAX_COLUMNS,
+      flushIntervalMs: e.P_FLUSH_INTERVAL,
+      flushBytes: e.P_FLUSH_BYTES,
+      walMaxBytes: e.P_WAL_MAX_BYTES,
+      zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
+      rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
+      catalogRefreshMs: e.P_CATALOG_REFRESH,
+      compactionIntervalMs: e.P_COMPACTION_INTERVAL,
+      compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
+      orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
+    },
+    /** The service's own DuckDB instance, which flushes and compacts. */
+    storageDuckDB: {
+      threads: e.P_STORAGE_THREADS,
+      memoryLimit: e.P_STORAGE_MEMORY_LIMIT,
+    },
     storage: e.P_STORAGE,
     s3: {
       url: e.P_S3_URL,
@@ -201,13 +246,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       accessKey: e.P_S3_ACCESS_KEY,
       secretKey: e.P_S3_SECRET_KEY,
     },
-    nodeId: e.P_NODE_ID,
     cacheBytes: e.P_CACHE_BYTES,
-    catalogRefreshMs: e.P_CATALOG_REFRESH,
-    compactionIntervalMs: e.P_COMPACTION_INTERVAL,
-    compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
-    orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
-    logLevel: e.P_LOG_LEVEL,
     maxConnections: e.P_MAX_CONNECTIONS,
     headersTimeoutMs: e.P_HEADERS_TIMEOUT,
     filterMaxBytes: e.P_FILTER_MAX_BYTES,
@@ -217,9 +256,26 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxConnectionAgeMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE,
       maxConnectionAgeGraceMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE,
     },
-    // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
-    // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
-    // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
-    ingestWorkers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
+    /** The query worker pool's group (its work dir is added where it starts). */
+    queryPool: {
+      concurrency: e.P_QUERY_CONCURRENCY,
+      perKey: e.P_QUERY_CONCURRENCY_PER_KEY,
+      queue: e.P_QUERY_QUEUE,
+      reserve: e.P_QUERY_RESERVE,
+      queueWaitMs: e.P_QUERY_TIMEOUT,
+      threads: e.P_QUERY_THREADS,
+      memoryLimit: e.P_QUERY_MEMORY_LIMIT,
+      heapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
+      warm: e.P_QUERY_WARM_WORKERS,
+    },
+    /** What every query is held to (the sandbox's statement checks and the executor's answer limits). */
+    queryLimits: {
+      timeoutMs: e.P_QUERY_TIMEOUT,
+      maxRows: e.P_QUERY_MAX_ROWS,
+      maxBytes: e.P_QUERY_MAX_RESULT_BYTES,
+      maxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,
+      maxDepth: e.P_QUERY_MAX_DEPTH,
+    },
+    queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
   };
 }

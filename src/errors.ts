@@ -22,8 +22,6 @@ export type ErrorKind =
   | 'too_many_requests'
   /** Temporarily unable: WAL full, bucket unreachable, all query slots busy (503, retry later). */
   | 'unavailable'
-  /** The local disk is full (507, retry later). */
-  | 'insufficient_storage'
   /** Stored data could not be read or written (500). */
   | 'storage';
 
@@ -51,5 +49,3 @@ export const tooLarge = (message: string) => new DomainError('too_large', messag
 export const unsupported = (message: string) => new DomainError('unsupported', message);
 export const tooManyRequests = (message: string, retryAfterSec = 1) => new DomainError('too_many_requests', message, retryAfterSec);
 export const unavailable = (message: string, retryAfterSec = 5) => new DomainError('unavailable', message, retryAfterSec);
-export const insufficientStorage = (message: string, retryAfterSec = 30) => new DomainError('insufficient_storage', message, retryAfterSec);
-export const storageFailure = (message: string) => new DomainError('storage', message);

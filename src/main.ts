@@ -52,56 +52,26 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, threads: config.storageThreads, memoryLimit: config.storageMemoryLimit, tempDir: path.join(tmp, 'duckdb') });
+  const duck = await openDuckDB({ dataDir: config.dataDir, ...config.storageDuckDB, tempDir: path.join(tmp, 'duckdb') });
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
   const store = await openStore(config);
   const storage = new StorageEngine(store, duck, {
+    ...config.engine,
     dataDir: config.dataDir,
     nodeId: id,
-    maxColumns: config.maxColumns,
-    flushIntervalMs: config.flushIntervalMs,
-    flushBytes: config.flushBytes,
-    walMaxBytes: config.walMaxBytes,
-    zstdLevel: config.zstdLevel,
-    rowGroupRows: config.rowGroupRows,
-    catalogRefreshMs: config.catalogRefreshMs,
-    compactionIntervalMs: config.compactionIntervalMs,
-    compactionTargetBytes: config.compactionTargetBytes,
-    deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
-    orphanSweepMs: config.orphanSweepMs,
+    // A file removed from the catalog stays while a query (here or on a worker that has not refreshed)
+    // may still read it.
+    deleteGraceMs: 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000,
   });
   await storage.init(reserved);
   storage.start();
 
   const ingestPool = new IngestPool(config.ingestWorkers);
-  const queryPool = new QueryPool({
-    workDir: path.join(tmp, 'query'),
-    concurrency: config.queryConcurrency,
-    perKey: config.queryConcurrencyPerKey,
-    reserve: config.queryReserve,
-    queue: config.queryQueue,
-    queueWaitMs: config.queryTimeoutMs,
-    threads: config.queryThreads,
-    memoryLimit: config.queryMemoryLimit,
-    heapMb: config.queryWorkerHeapMb,
-    warm: config.queryWarmWorkers,
-  });
+  const queryPool = new QueryPool({ ...config.queryPool, workDir: path.join(tmp, 'query') });
   await queryPool.start();
-  const queries = new QueryExecutor(
-    duck,
-    storage,
-    queryPool,
-    {
-      timeoutMs: config.queryTimeoutMs,
-      maxRows: config.queryMaxRows,
-      maxBytes: config.queryMaxResultBytes,
-      maxSqlBytes: config.queryMaxSqlBytes,
-      maxDepth: config.queryMaxDepth,
-    },
-    config.queryPlanCacheBytes,
-  );
+  const queries = new QueryExecutor(duck, storage, queryPool, config.queryLimits, config.queryPlanCacheBytes);
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
@@ -136,11 +106,20 @@ async function main(): Promise<void> {
       }
     },
   });
+  // The start log says where to go next: the console's address and where the admin key is.
+  const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
   const grpcServer = config.otlpGrpc.addr ? await startOtlpGrpc(config, keys, ingest) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
-    log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
+    log.info('listening', {
+      addr: `${config.host}:${config.port}`,
+      console: `http://${browseHost.includes(':') ? `[${browseHost}]` : browseHost}:${config.port}/`,
+      keys: keys.keyFile ? `admin key in ${keys.keyFile}` : 'from P_API_KEYS',
+      nodeId: id,
+      storage: config.storage,
+      dataDir: config.dataDir,
+    }),
   );
 
   // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection

@@ -6,7 +6,9 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  * registered by their owner with `onCollect`).
  */
 export const registry = new Registry();
-collectDefaultMetrics({ register: registry, prefix: 'lakehouse_process_' });
+// prom-client's default metrics are already named process_* and nodejs_*: the prefix is only ours
+// (it was `lakehouse_process_`, which made `lakehouse_process_process_cpu_seconds_total`).
+collectDefaultMetrics({ register: registry, prefix: 'lakehouse_' });
 
 const seconds = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 

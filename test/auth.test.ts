@@ -274,6 +274,10 @@ describe('generated key when P_API_KEYS is empty', () => {
     expect((await call(server, { method: 'PUT', path: '/api/v1/logstream/keyed' }, authHeaders(key))).status).toBe(200);
 
     expect((await fs.readFile(path.join(server.dataDir, 'api-key'), 'utf8')).trim()).toBe(key);
+    // The start log says where the key is kept and where the console is (never the key itself).
+    const listening = JSON.parse(server.logs().split('\n').find((l) => l.includes('"msg":"listening"'))!) as Record<string, string>;
+    expect(listening.keys).toBe(`admin key in ${path.join(server.dataDir, 'api-key')}`);
+    expect(listening.console).toBe(`${server.url}/`);
     // Printed once: the requests above did not log it again.
     expect(server.logs().split(key).length - 1).toBe(1);
 

@@ -1,11 +1,10 @@
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, describe, expect, it } from 'vitest';
-import { listFiles, until } from './helpers/files.ts';
+import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson } from './helpers/wire.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep, waitFor } from './helpers/wait.ts';
 
 const parquetFiles = (dir: string) => listFiles(dir, '.parquet');
 
@@ -34,7 +33,7 @@ describe('compaction and retention (local storage)', () => {
       const events = Array.from({ length: 100 }, (_, i) => ({ b, i, msg: `batch ${b} event ${i}` }));
       expect((await server.request('/api/v1/logstream/c', { method: 'POST', json: events })).status).toBe(200);
       total += events.length;
-      await until('flush', async () => (await stats(server, 'c')).wal.count === 0);
+      await waitFor('flush', async () => (await stats(server, 'c')).wal.count === 0);
     }
     const before = await stats(server, 'c');
     expect(before.storage.files).toBeGreaterThanOrEqual(6);
@@ -52,7 +51,7 @@ describe('compaction and retention (local storage)', () => {
         queries++;
       }
     })();
-    const after = await until('compaction', async () => {
+    const after = await waitFor('compaction', async () => {
       const s = await stats(server, 'c');
       return s.storage.files < before.storage.files ? s : undefined;
     });
@@ -66,7 +65,7 @@ describe('compaction and retention (local storage)', () => {
     const merged = await parquetFiles(path.join(dataDir, 'store', 'c'));
     expect(merged.some((f) => f.endsWith('.compacted.parquet'))).toBe(true);
     // Old files are deleted after the grace period (2×timeout + 2×refresh + 5 s: 12 s here).
-    await until('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files, 20_000);
+    await waitFor('old files deleted', async () => (await parquetFiles(path.join(dataDir, 'store', 'c'))).length === after.storage.files);
     expect(await query(server, 'SELECT count(*) AS n FROM c')).toEqual([{ n: total }]);
   });
 
@@ -90,7 +89,7 @@ describe('compaction and retention (local storage)', () => {
       for (const [from, to] of batches) {
         const res = await server.request('/v1/logs', { method: 'POST', body: otlpLogsJson(batch(from, to)), headers: { 'content-type': 'application/json', 'x-p-stream': name } });
         expect(res.status, await res.text()).toBe(200);
-        await until('flush', async () => (await stats(server, name)).wal.count === 0);
+        await waitFor('flush', async () => (await stats(server, name)).wal.count === 0);
       }
       expect((await stats(server, name)).storage.files).toBe(2);
     }
@@ -100,7 +99,7 @@ describe('compaction and retention (local storage)', () => {
     const duck = await (await DuckDBInstance.create(':memory:', { threads: '1' })).connect();
     try {
       for (const [name, , expected] of cases) {
-        await until(`${name} compacted`, async () => (await stats(server, name)).storage.files === 1);
+        await waitFor(`${name} compacted`, async () => (await stats(server, name)).storage.files === 1);
         const merged = (await parquetFiles(path.join(dataDir, 'store', name))).filter((f) => f.endsWith('.compacted.parquet'));
         expect(merged).toHaveLength(1);
         // One thread reads the file's rows in the order they are stored.
@@ -141,15 +140,15 @@ describe('compaction and retention (local storage)', () => {
     servers.push(server);
     await server.request('/api/v1/logstream/r', { method: 'PUT' });
     expect((await server.request('/api/v1/logstream/r', { method: 'POST', json: [{ a: 1 }, { a: 2 }] })).status).toBe(200);
-    await until('flush', async () => (await stats(server, 'r')).wal.count === 0);
+    await waitFor('flush', async () => (await stats(server, 'r')).wal.count === 0);
     const bad = await server.request('/api/v1/logstream/r/retention', { method: 'PUT', json: [{ action: 'delete', duration: 'soon' }] });
     expect(bad.status).toBe(400);
     const res = await server.request('/api/v1/logstream/r/retention', { method: 'PUT', json: [{ description: 'keep 2 s', action: 'delete', duration: '2s' }] });
     expect(res.status).toBe(200);
     expect(await (await server.request('/api/v1/logstream/r/retention')).json()).toEqual([{ description: 'keep 2 s', action: 'delete', duration: '2s' }]);
-    await until('retention', async () => (await stats(server, 'r')).storage.files === 0, 15_000);
+    await waitFor('retention', async () => (await stats(server, 'r')).storage.files === 0);
     expect(await query(server, 'SELECT count(*) AS n FROM r')).toEqual([{ n: 0 }]);
-    await until('files deleted', async () => (await parquetFiles(path.join(server.dataDir, 'store', 'r'))).length === 0, 20_000);
+    await waitFor('files deleted', async () => (await parquetFiles(path.join(server.dataDir, 'store', 'r'))).length === 0);
   });
 });
 
@@ -176,7 +175,7 @@ describe('crash at each step of a flush and of a compaction (kill -9 at a failpo
       for (let b = 0; b < 3; b++) {
         expect((await server.request('/api/v1/logstream/f', { method: 'POST', json: Array.from({ length: 50 }, (_, i) => ({ b, i })) })).status).toBe(200);
         total += 50;
-        await until('flush', async () => (await stats(server, 'f')).wal.count === 0);
+        await waitFor('flush', async () => (await stats(server, 'f')).wal.count === 0);
       }
       await server.stop();
       if (point.startsWith('flush')) {
@@ -190,7 +189,7 @@ describe('crash at each step of a flush and of a compaction (kill -9 at a failpo
       server = await start(dataDir, { P_COMPACTION_INTERVAL: '300ms' });
       await exactlyOnce(server, total);
       // And the interrupted work completes on the next run without changing the answer.
-      await until('compacted', async () => (await stats(server, 'f')).storage.files <= 2); // 2 if the test straddles an hour
+      await waitFor('compacted', async () => (await stats(server, 'f')).storage.files <= 2); // 2 if the test straddles an hour
       await exactlyOnce(server, total);
     });
   }

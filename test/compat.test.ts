@@ -3,8 +3,8 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { until } from './helpers/files.ts';
 import { ADMIN_KEY, query, startServer, type TestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * The endpoints and shapes Parseable's clients rely on (its CLI `pb`, its Grafana data source, its
@@ -72,7 +72,7 @@ describe('Parseable compatibility', () => {
   let server: TestServer;
   const get = (p: string, key = ADMIN_KEY) => server.request(p, as(key));
   const stats = async (name: string) => json<QueriedStats>(await get(`/api/v1/logstream/${name}/stats`));
-  const flushed = (name: string) => until(`${name} flushed`, async () => (await stats(name)).wal.count === 0 && (await stats(name)).storage.files > 0, 30_000);
+  const flushed = (name: string) => waitFor(`${name} flushed`, async () => (await stats(name)).wal.count === 0 && (await stats(name)).storage.files > 0, 30_000);
 
   beforeAll(async () => {
     server = await startServer({ env: ENV });
@@ -197,7 +197,7 @@ describe('Parseable compatibility', () => {
 
       const put = await server.request('/api/v1/logstream/olog/retention', { method: 'PUT', json: [{ description: 'two days', action: 'delete', duration: '2d' }] });
       expect(put.status).toBe(200);
-      const after = await until('retention applied', async () => {
+      const after = await waitFor('retention applied', async () => {
         const s = await stats('olog');
         return s.ingestion.deleted_count > 0 ? s : undefined;
       });

@@ -5,6 +5,7 @@ import type { Browser, Page } from 'playwright-core';
 import { startServer, ADMIN_KEY, type TestServer } from './helpers/server.ts';
 import { buildConsole, launchChromium } from './helpers/chromium.ts';
 import { sendJsonEvents, sendOtelLogs, sendOtelMetrics, sendOtelTraces, sendPrometheus, sendTraceLogs } from './helpers/consoleData.ts';
+import { sleep } from './helpers/wait.ts';
 
 /**
  * The web console in a real headless Chromium against a spawned server holding JSON logs, OTLP logs,
@@ -446,7 +447,7 @@ describe('web console', () => {
     await page.getByTestId('tail-pause').click();
     await expect.poll(() => page.getByTestId('tail-pause').textContent()).toBe('Resume');
     await sendJsonEvents(server, 'app', [{ level: 'warn', msg: `${marker}-paused` }]);
-    await new Promise((r) => setTimeout(r, 1500));
+    await sleep(1500);
     expect(await page.getByTestId('tail-list').getByText(`${marker}-paused`).count()).toBe(0);
     await page.getByTestId('tail-pause').click();
     await page.getByTestId('tail-list').getByText(`${marker}-paused`).waitFor({ timeout: 15_000 });

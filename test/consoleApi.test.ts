@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { ADMIN_KEY, startServer, type TestServer } from './helpers/server.ts';
 import { sendJsonEvents } from './helpers/consoleData.ts';
+import { sleep } from './helpers/wait.ts';
 
 /**
  * The endpoints the console uses beyond the core API, through HTTP as any client calls them: who the
@@ -106,7 +107,7 @@ describe('POST /api/v1/tail', () => {
     expect(idle.cursor).toBe(first.cursor);
     // A waiting request answers once a row arrives (long before its 25 s wait ends).
     const waiting = as(READER, '/api/v1/tail', { dataset: 'app', after: '1h', cursor: first.cursor, where: "msg = 'arrived'" });
-    await new Promise((r) => setTimeout(r, 500));
+    await sleep(500);
     await sendJsonEvents(server, 'app', [{ level: 'warn', msg: 'arrived' }]);
     const next = (await (await waiting).json()) as Tail;
     expect(next.cursor).not.toBe(first.cursor);

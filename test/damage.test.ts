@@ -2,8 +2,9 @@ import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { listFiles, until } from './helpers/files.ts';
+import { listFiles } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
 
 type Quarantined = { key: string; kind: string; reason: string };
 type Stats = { wal: { count: number }; storage: { files: number }; quarantined: Quarantined[] };
@@ -35,11 +36,11 @@ describe('damaged stored objects', () => {
     for (const name of ['hurt', 'good', 'lost', 'walhurt']) expect((await s.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(200);
     for (let b = 0; b < 5; b++) {
       await post(s, 'hurt', rows(b));
-      await until('flushed', async () => (await stats(s, 'hurt')).wal.count === 0);
+      await waitFor('flushed', async () => (await stats(s, 'hurt')).wal.count === 0);
     }
     await post(s, 'good', rows(9));
     await post(s, 'lost', rows(9));
-    await until('flushed', async () => (await stats(s, 'good')).wal.count === 0 && (await stats(s, 'lost')).wal.count === 0);
+    await waitFor('flushed', async () => (await stats(s, 'good')).wal.count === 0 && (await stats(s, 'lost')).wal.count === 0);
     await s.stop();
 
     // Phase 2: rows acknowledged into "walhurt" and never flushed (kill -9).
@@ -84,7 +85,7 @@ describe('damaged stored objects', () => {
     expect((await s.request('/api/v1/logstream/lost/stats')).status).toBe(404);
 
     // The damaged WAL segment is cut to its readable lines, flushed, and the rest set aside.
-    await until('walhurt flushed', async () => (await stats(s, 'walhurt')).wal.count === 0, 30_000);
+    await waitFor('walhurt flushed', async () => (await stats(s, 'walhurt')).wal.count === 0, 30_000);
     const [wal] = await query(s, 'SELECT count(*) AS n, count(DISTINCT id) AS d, min(id) AS lo, max(id) AS hi FROM walhurt');
     expect(wal.n).toBe(wal.d);
     expect(Number(wal.n)).toBeGreaterThanOrEqual(200 - 8);
@@ -106,7 +107,7 @@ describe('damaged stored objects', () => {
       path.join(store, '.streams', 'lost.json'),
       JSON.stringify({ version: 1, name: 'lost', generation: path.basename((await fs.readdir(path.join(store, 'lost', '.manifests')))[0]), kind: 'json', timeColumn: 'p_timestamp', createdAt: new Date().toISOString() }),
     );
-    await until('lost is back', async () => (await s.request('/api/v1/logstream/lost/stats')).status === 200, 10_000);
+    await waitFor('lost is back', async () => (await s.request('/api/v1/logstream/lost/stats')).status === 200);
     expect(await query(s, 'SELECT count(*) AS n FROM lost')).toEqual([{ n: 10 }]);
   }, 120_000);
 });

@@ -3,8 +3,9 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { listFiles, until } from './helpers/files.ts';
+import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * The local disk failing under the WAL: a full file system (a real 64 MiB tmpfs, mounted by the test:
@@ -70,14 +71,14 @@ describe('local disk faults', () => {
 
     // Space returns: without a restart, ingestion and flushes work again.
     await fs.rm(ballast);
-    await until('ingest works again', async () => {
+    await waitFor('ingest works again', async () => {
       const res = await server.request('/api/v1/logstream/diskfull', { method: 'POST', json: batch(b) });
       if (res.status !== 200) return false;
       acked += 500;
       b++;
       return true;
     });
-    await until('everything flushed', async () => (await stats(server, 'diskfull')).wal.count === 0, 60_000);
+    await waitFor('everything flushed', async () => (await stats(server, 'diskfull')).wal.count === 0, 60_000);
     expect(await query(server, 'SELECT count(*) AS n, count(DISTINCT id) AS d FROM diskfull')).toEqual([{ n: acked, d: acked }]);
 
     // And after a restart.

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { until } from './helpers/files.ts';
+import { waitFor } from './helpers/wait.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
@@ -78,7 +78,7 @@ describe('a dataset with a time field of its events', () => {
 
     // Flushed by event time: each day's hour partition holds that day's events.
     for (const [i, d] of days.entries()) {
-      await until(`stats of ${d.date}`, async () => {
+      await waitFor(`stats of ${d.date}`, async () => {
         const stats = (await (await server.request(`/api/v1/logstream/backfill/stats?date=${d.date}`)).json()) as { events: number };
         return stats.events === perDay[i];
       });
@@ -144,7 +144,7 @@ describe('a dataset with a time field of its events', () => {
       { at_time: iso(recent.noon), n: 3 },
     ]);
     expect(res.status, await res.text()).toBe(200);
-    await until('the old day removed by retention', async () => (await count(server, 'SELECT count(*) AS n FROM aged')) === 1, 40_000);
+    await waitFor('the old day removed by retention', async () => (await count(server, 'SELECT count(*) AS n FROM aged')) === 1, 40_000);
     expect(await query(server, 'SELECT n FROM aged')).toEqual([{ n: 3 }]);
   });
 
@@ -256,7 +256,7 @@ describe('a time field on two workers of one bucket', () => {
     expect((await ingest(b, 'shared', [{ ts: iso(d.noon), msg: 'from b' }])).status).toBe(200);
     expect((await ingest(a, 'shared', [{ ts: iso(d.noon + 1000), msg: 'from a' }])).status).toBe(200);
     for (const w of [a, b]) {
-      await until('both events by event time on each worker', async () => (await count(w, 'SELECT count(*) AS n FROM shared', { startTime: d.start, endTime: d.end })) === 2);
+      await waitFor('both events by event time on each worker', async () => (await count(w, 'SELECT count(*) AS n FROM shared', { startTime: d.start, endTime: d.end })) === 2);
     }
     const info = (await (await b.request('/api/v1/logstream/shared/info')).json()) as Record<string, unknown>;
     expect(info.timePartition).toBe('ts');

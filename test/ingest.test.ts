@@ -5,8 +5,6 @@ import { expectError } from './helpers/assert.ts';
 interface SchemaResponse {
   fields: { name: string; data_type: unknown }[];
 }
-/** Arrow's type of p_timestamp, as the schema endpoint reports it. */
-const TS_MS = { Timestamp: ['Millisecond', null] };
 interface Stats {
   ingestion: { count: number };
   storage: { files: number };

@@ -7,9 +7,9 @@ import * as http from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { until } from './helpers/files.ts';
 import { ADMIN_KEY, query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson, otlpLogsProtobuf, remoteWriteV1, remoteWriteV2, REMOTE_WRITE_V2, type SeriesSpec } from './helpers/wire.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 
 /** Expects 200 (the body is JSON, or empty protobuf for OTLP/protobuf) and returns the body's text. */
 async function okJson(res: Response): Promise<string> {
@@ -297,7 +297,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
     expect(held.length).toBeLessThan(LIMIT);
     const { req, response } = openIngest(server, 'inflight_held', held.length);
     req.write(held.subarray(0, held.length - 10));
-    await until('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= held.length - 10);
+    await waitFor('the held body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= held.length - 10);
 
     const refusals: [string, () => Promise<Response>][] = [
       // Each over the ~390 KB left: its body, or for remote write its body and the snappy block's decoded size.
@@ -330,9 +330,9 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
       // 100 bytes: a body that arrives in one chunk, cut short just the same.
       const { req } = openIngest(server, 'inflight_gone', size);
       req.write(body.subarray(0, Math.min(size, body.length) >> 1));
-      await until('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0);
+      await waitFor('the body is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0);
       req.destroy();
-      await until('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
+      await waitFor('the reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
     }
     const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
     expect(list.map((d) => d.name)).not.toContain('inflight_gone');
@@ -359,7 +359,7 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
           expect(res.status, `${route}: ${await res.text()}`).toBe(503);
           expect(Number(res.headers.get('retry-after'))).toBeGreaterThan(0);
           refused++;
-          await new Promise((r) => setTimeout(r, 20));
+          await sleep(20);
         }
       }),
     );
@@ -373,13 +373,19 @@ describe('the in-flight byte budget (P_MAX_INFLIGHT_BYTES)', () => {
   });
 
   it('a gzip body of several members (its trailer states only the last one) is decoded and stored whole (reserving the full decompressed limit, so it ran alone)', async () => {
-    // One JSON array split across two members; the second, tiny, is what the trailer describes.
-    const text = events(500, 0);
-    const body = Buffer.concat([gzipSync(text.slice(0, -1)), gzipSync(',{"i":500}]')]);
-    const res = await postJson(server, 'inflight_members', body, { 'content-encoding': 'gzip' });
-    expect(JSON.parse(await okJson(res))).toMatchObject({ count: 501 });
-    expect(await metric('lakehouse_ingest_inflight_peak_bytes')).toBeGreaterThanOrEqual(64 * 1024 * 1024);
-    expect(await metric('lakehouse_ingest_inflight_bytes')).toBe(0);
+    // A server of its own: the peak this test reserves must not meet the other tests' budget figures.
+    const own = await startServer({ env: { P_MAX_INFLIGHT_BYTES: String(LIMIT), P_INFLIGHT_WAIT: '0', P_MAX_BODY_BYTES: '2MiB' } });
+    try {
+      // One JSON array split across two members; the second, tiny, is what the trailer describes.
+      const text = events(500, 0);
+      const body = Buffer.concat([gzipSync(text.slice(0, -1)), gzipSync(',{"i":500}]')]);
+      const res = await postJson(own, 'inflight_members', body, { 'content-encoding': 'gzip' });
+      expect(JSON.parse(await okJson(res))).toMatchObject({ count: 501 });
+      expect(await metricOf(own, 'lakehouse_ingest_inflight_peak_bytes')).toBeGreaterThanOrEqual(64 * 1024 * 1024);
+      expect(await metricOf(own, 'lakehouse_ingest_inflight_bytes')).toBe(0);
+    } finally {
+      await own.stop();
+    }
   });
 });
 
@@ -398,19 +404,19 @@ describe('a client that leaves while its request waits for room in the in-flight
     const heldBody = events(3000);
     const a = openIngest(server, 'leave_held', heldBody.length);
     a.req.write(heldBody.subarray(0, heldBody.length - 10));
-    await until('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= heldBody.length - 10);
+    await waitFor('A is admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) >= heldBody.length - 10);
     // B's body outgrows the room left and waits; its client then goes away.
     const bBody = events(2000);
     const b = openIngest(server, 'leave_gone', bBody.length);
     b.req.write(bBody.subarray(0, bBody.length - 10));
-    await until('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
+    await waitFor('B waits', async () => (await metric('lakehouse_ingest_waiting')) === 1);
     b.req.destroy();
-    await new Promise((r) => setTimeout(r, 200));
+    await sleep(200);
     // A ends; B is let in after its client left, and must give the room back at once.
     a.req.end(heldBody.subarray(heldBody.length - 10));
     const stored = await a.response;
     expect(stored.status, stored.body).toBe(200);
-    await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
+    await waitFor('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0 && (await metric('lakehouse_ingest_waiting')) === 0);
     const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
     expect(list.map((d) => d.name)).not.toContain('leave_gone');
     expect(await query(server, 'SELECT count(*) AS n FROM leave_held')).toEqual([{ n: 3000 }]);
@@ -444,7 +450,7 @@ describe('slow bodies (one byte at a time) do not hold the in-flight budget', ()
       return { req, isClosed: () => closed, stop: () => clearInterval(trickle) };
     });
     try {
-      await until('the seven are admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0 && (await metric('lakehouse_ingest_waiting')) === 0);
+      await waitFor('the seven are admitted', async () => (await metric('lakehouse_ingest_inflight_bytes')) > 0 && (await metric('lakehouse_ingest_waiting')) === 0);
       // Each holds what it sent (one reservation step), not the 10 MiB it declared.
       expect(await metric('lakehouse_ingest_inflight_bytes')).toBeLessThanOrEqual(7 * 64 * 1024);
       const events = JSON.stringify(Array.from({ length: 5000 }, (_, i) => ({ i, pad: 'x'.repeat(200) })));
@@ -454,8 +460,8 @@ describe('slow bodies (one byte at a time) do not hold the in-flight budget', ()
       // The slow ones were still open while that was stored (the grace is far longer than one request).
       expect(slow.filter((s) => s.isClosed())).toHaveLength(0);
       // After the grace, each is cut: its connection closed, its reservation given back, nothing stored.
-      await until('the slow connections are closed by the server', async () => slow.every((s) => s.isClosed()), (GRACE_S + 45) * 1000);
-      await until('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
+      await waitFor('the slow connections are closed by the server', async () => slow.every((s) => s.isClosed()), (GRACE_S + 45) * 1000);
+      await waitFor('every reservation is given back', async () => (await metric('lakehouse_ingest_inflight_bytes')) === 0);
       const list = (await (await server.request('/api/v1/logstream')).json()) as { name: string }[];
       expect(list.map((d) => d.name)).not.toContain('slow_ds');
     } finally {

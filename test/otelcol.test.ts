@@ -9,7 +9,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchLogRecordProcessor, LoggerProvider } from '@opentelemetry/sdk-logs';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { until } from './helpers/files.ts';
+import { waitFor } from './helpers/wait.ts';
 import { startCollector, startNginx, type Process } from './helpers/otelcol.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { ADMIN_KEY, freePort, query, startServer, tempDir, type TestServer } from './helpers/server.ts';
@@ -128,7 +128,7 @@ service:
   /** Every worker sees exactly `n` distinct rows of `sql`'s shape `SELECT count(*) AS n, count(DISTINCT …) AS d`. */
   async function exactly(sql: string, n: number): Promise<void> {
     for (const w of workers.filter((x): x is TestServer => x !== undefined)) {
-      await until(
+      await waitFor(
         `${w.url}: ${n} rows once each`,
         async () => {
           const [row] = await query(w, sql).catch(() => [{ n: 'no dataset yet', d: undefined }]);
@@ -175,7 +175,7 @@ service:
     const retriesBefore = (collector.logs().match(/retry/gi) ?? []).length;
     await sendLogs('all down', 300);
     // With both workers gone nginx answers 502, which gRPC clients read as UNAVAILABLE: the Collector keeps the batches and retries.
-    await until('the Collector retries', async () => (collector.logs().match(/retry/gi) ?? []).length > retriesBefore, 60_000);
+    await waitFor('the Collector retries', async () => (collector.logs().match(/retry/gi) ?? []).length > retriesBefore, 60_000);
     await startWorker(0);
     await startWorker(1);
     await exactly(LOGS, 900);
@@ -198,12 +198,12 @@ service:
       return { req, status };
     });
     const inflight = async (w: TestServer) => Number(/^lakehouse_ingest_inflight_bytes (\S+)$/m.exec(await (await w.request('/metrics')).text())?.[1]);
-    for (const w of workers) await until('the held body is admitted', async () => (await inflight(w!)) >= held.length - 1000);
+    for (const w of workers) await waitFor('the held body is admitted', async () => (await inflight(w!)) >= held.length - 1000);
 
     const refusedBefore = workers.map((w) => (w!.logs().match(/"code":14/g) ?? []).length);
     // Batches of 100 records of ~2 KB: each over the ~90 KB left.
     await sendLogs('budget full', 300, 2000);
-    await until('the workers refuse with UNAVAILABLE', async () => workers.some((w, i) => (w!.logs().match(/"code":14/g) ?? []).length > refusedBefore[i]), 60_000);
+    await waitFor('the workers refuse with UNAVAILABLE', async () => workers.some((w, i) => (w!.logs().match(/"code":14/g) ?? []).length > refusedBefore[i]), 60_000);
     for (const h of holds) h.req.end(held.subarray(held.length - 1000));
     for (const h of holds) expect(await h.status).toBe(200);
     await exactly(LOGS, 1200);

@@ -11,7 +11,7 @@ import { BatchLogRecordProcessor, LoggerProvider } from '@opentelemetry/sdk-logs
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { requestClass, responseClass } from '../src/ingest/otlp/generated.ts';
-import { until } from './helpers/files.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 import { RawOtlpClient } from './helpers/otlpGrpc.ts';
 import { ADMIN_KEY, freePort, query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsProtobuf } from './helpers/wire.ts';
@@ -217,7 +217,7 @@ describe('OTLP over gRPC', () => {
       req.on('error', reject);
     });
     req.write(held.subarray(0, held.length - 1000));
-    await until('the held body is admitted', async () => (await metricOf(server, 'lakehouse_ingest_inflight_bytes')) >= held.length - 1000);
+    await waitFor('the held body is admitted', async () => (await metricOf(server, 'lakehouse_ingest_inflight_bytes')) >= held.length - 1000);
 
     const big = logsRequest(Array.from({ length: 600 }, (_, i) => ({ body: `${i} ${'z'.repeat(600)}` })));
     expect(big.length).toBeGreaterThan(LIMIT - held.length + 1000);
@@ -232,7 +232,7 @@ describe('OTLP over gRPC', () => {
     expect(cancelled.code).toBe(4); // DEADLINE_EXCEEDED, on the client's side
     req.end(held.subarray(held.length - 1000));
     expect(await response).toBe(200);
-    await until('every reservation is given back', async () => (await metricOf(server, 'lakehouse_ingest_inflight_bytes')) === 0 && (await metricOf(server, 'lakehouse_ingest_waiting')) === 0);
+    await waitFor('every reservation is given back', async () => (await metricOf(server, 'lakehouse_ingest_inflight_bytes')) === 0 && (await metricOf(server, 'lakehouse_ingest_waiting')) === 0);
     const names = await datasets(server);
     expect(names).not.toContain('grpc_full');
     expect(names).not.toContain('grpc_cancelled');
@@ -275,11 +275,11 @@ describe('OTLP/gRPC connections have a maximum age', () => {
     const client = new RawOtlpClient(`127.0.0.1:${(relay.address() as net.AddressInfo).port}`);
     try {
       let calls = 0;
-      await until('a second connection', async () => {
+      await waitFor('a second connection', async () => {
         const answer = await client.call('logs', logsRequest([{ body: `call ${calls}` }]), { 'x-api-key': ADMIN_KEY, 'x-p-stream': 'grpc_age' });
         expect(answer.code, answer.details).toBe(OK);
         calls++;
-        await new Promise((r) => setTimeout(r, 200));
+        await sleep(200);
         return connections >= 2;
       }, 60_000);
       expect(await query(server, 'SELECT count(*) AS n FROM grpc_age')).toEqual([{ n: calls }]);

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestV2, WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
 import { prometheusBinary, startPrometheus } from './helpers/prometheus.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
+import { sleep } from './helpers/wait.ts';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const T0 = Date.parse('2026-11-01T10:00:00.000Z');
 const RANGE = { startTime: '2026-11-01T09:00:00Z', endTime: '2026-11-01T11:00:00Z' };
 
@@ -165,7 +165,6 @@ describe('Prometheus remote write', () => {
 
   it('a real Prometheus server scrapes the service\'s /metrics and remote-writes its own and ours (Bearer key, ?stream=)', async () => {
     const binary = prometheusBinary();
-    if (!binary) throw new Error('Debian prometheus package could not be installed (scripts/ensure-deb.sh)');
     const prom = await startPrometheus(binary, {
       remoteWriteUrl: `${server.url}/v1/prometheus/write?stream=promreal`,
       bearer: server.apiKey,

@@ -1,9 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { until } from './helpers/files.ts';
 import { s3Env, startS3Server } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { sleep, waitFor } from './helpers/wait.ts';
 
 async function count(server: TestServer, dataset: string): Promise<number> {
   const rows = await query(server, `SELECT count(*) AS n FROM ${dataset}`);
@@ -44,13 +42,13 @@ describe('S3 storage and several stateless workers', () => {
     // A sees its own acknowledged rows immediately.
     expect(await count(a, 'shared')).toBe(2);
     // B learns about the dataset and A's flushed rows within flush interval + catalog refresh.
-    await until('B sees A', async () => (await count(b, 'shared')) === 2);
+    await waitFor('B sees A', async () => (await count(b, 'shared')) === 2);
     // B's own rows are visible on B at once (its flush interval is an hour: they are in its WAL).
     expect((await b.request('/api/v1/logstream/shared', { method: 'POST', json: [{ from: 'b', n: 3 }] })).status).toBe(200);
     expect(await count(b, 'shared')).toBe(3);
     // A new worker with an empty data dir serves everything that was flushed, from the bucket alone.
     const c = await worker({ P_NODE_ID: 'wc' });
-    await until('C sees A', async () => (await count(c, 'shared')) === 2);
+    await waitFor('C sees A', async () => (await count(c, 'shared')) === 2);
     const schema = (await (await c.request('/api/v1/logstream/shared/schema')).json()) as { fields: { name: string }[] };
     expect(schema.fields.map((f) => f.name)).toEqual(expect.arrayContaining(['from', 'n', 'p_timestamp']));
   }, 150_000);
@@ -58,7 +56,7 @@ describe('S3 storage and several stateless workers', () => {
   it('three workers ingesting into one dataset at once: every row exactly once everywhere', async () => {
     const ws = [await worker({ P_NODE_ID: 'x1' }), await worker({ P_NODE_ID: 'x2' }), await worker({ P_NODE_ID: 'x3' })];
     expect((await ws[0].request('/api/v1/logstream/busy', { method: 'PUT' })).status).toBe(200);
-    await until('all know busy', async () => {
+    await waitFor('all know busy', async () => {
       for (const w of ws) if ((await w.request('/api/v1/logstream/busy/schema')).status !== 200) return false;
       return true;
     });
@@ -75,7 +73,7 @@ describe('S3 storage and several stateless workers', () => {
       }),
     );
     for (const w of ws) {
-      await until('converged', async () => {
+      await waitFor('converged', async () => {
         const rows = await query(w, 'SELECT count(*) AS n, count(DISTINCT w * 100000 + b * 1000 + i) AS d FROM busy');
         return rows[0].n === total && rows[0].d === total;
       });
@@ -87,17 +85,17 @@ describe('S3 storage and several stateless workers', () => {
     const b = await worker({ P_NODE_ID: 'db', P_FLUSH_INTERVAL: '2s' });
     await a.request('/api/v1/logstream/doomed', { method: 'PUT' });
     await a.request('/api/v1/logstream/doomed', { method: 'POST', json: [{ old: true }] });
-    await until('B sees doomed', async () => (await count(b, 'doomed')) === 1);
+    await waitFor('B sees doomed', async () => (await count(b, 'doomed')) === 1);
     // B buffers a row that it has not flushed yet when A deletes the dataset.
     expect((await b.request('/api/v1/logstream/doomed', { method: 'POST', json: [{ old: true, buffered: 'b' }] })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/doomed', { method: 'DELETE' })).status).toBe(200);
-    await until('B drops doomed', async () => {
+    await waitFor('B drops doomed', async () => {
       const r = await b.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT * FROM doomed', startTime: '1h', endTime: 'now' } });
       return r.status === 404;
     });
     // Re-created with the same name: empty everywhere, and stays empty after B's flush interval.
     expect((await a.request('/api/v1/logstream/doomed', { method: 'PUT' })).status).toBe(200);
-    await until('B sees new doomed', async () => (await b.request('/api/v1/logstream/doomed/schema')).status === 200);
+    await waitFor('B sees new doomed', async () => (await b.request('/api/v1/logstream/doomed/schema')).status === 200);
     await sleep(2500);
     expect(await count(a, 'doomed')).toBe(0);
     expect(await count(b, 'doomed')).toBe(0);
@@ -113,7 +111,7 @@ describe('S3 storage and several stateless workers', () => {
       const events = Array.from({ length: 40 }, (_, i) => ({ b, i }));
       expect((await a.request('/api/v1/logstream/small', { method: 'POST', json: events })).status).toBe(200);
       total += events.length;
-      await until('flushed', async () => ((await (await a.request('/api/v1/logstream/small/stats')).json()) as { wal: { count: number } }).wal.count === 0);
+      await waitFor('flushed', async () => ((await (await a.request('/api/v1/logstream/small/stats')).json()) as { wal: { count: number } }).wal.count === 0);
     }
     const files = async (w: TestServer) => ((await (await w.request('/api/v1/logstream/small/stats')).json()) as { storage: { files: number } }).storage.files;
     const before = await files(a);
@@ -129,8 +127,8 @@ describe('S3 storage and several stateless workers', () => {
       }
     };
     const checkers = [check(compactor), check(reader)];
-    await until('compacted', async () => (await files(compactor)) < before);
-    await until('reader sees compaction', async () => (await files(reader)) < before);
+    await waitFor('compacted', async () => (await files(compactor)) < before);
+    await waitFor('reader sees compaction', async () => (await files(reader)) < before);
     done = true;
     await Promise.all(checkers);
   }, 150_000);
@@ -143,21 +141,21 @@ describe('S3 storage and several stateless workers', () => {
     for (let b = 0; b < 4; b++) {
       expect((await w.request('/api/v1/logstream/crashy', { method: 'POST', json: Array.from({ length: 25 }, (_, i) => ({ b, i })) })).status).toBe(200);
       total += 25;
-      await until('flushed', async () => ((await (await w.request('/api/v1/logstream/crashy/stats')).json()) as { wal: { count: number } }).wal.count === 0);
+      await waitFor('flushed', async () => ((await (await w.request('/api/v1/logstream/crashy/stats')).json()) as { wal: { count: number } }).wal.count === 0);
     }
     await w.stop();
     for (const point of ['compaction-after-upload', 'compaction-after-manifest']) {
       w = await worker({ P_NODE_ID: 'kc', P_COMPACTION_INTERVAL: '1s', P_FAILPOINT: point }, dataDir);
       await Promise.race([w.exited, sleep(20_000).then(() => Promise.reject(new Error(`never reached ${point}`)))]);
       const reader = await worker({ P_NODE_ID: `kr-${point}` });
-      await until('reader converged', async () => {
+      await waitFor('reader converged', async () => {
         const [row] = await query(reader, 'SELECT count(*) AS n, count(DISTINCT b * 1000 + i) AS d FROM crashy');
         return row.n === total && row.d === total;
       });
       await reader.stop();
     }
     w = await worker({ P_NODE_ID: 'kc', P_COMPACTION_INTERVAL: '300ms' }, dataDir);
-    await until('compacted', async () => ((await (await w.request('/api/v1/logstream/crashy/stats')).json()) as { storage: { files: number } }).storage.files <= 2);
+    await waitFor('compacted', async () => ((await (await w.request('/api/v1/logstream/crashy/stats')).json()) as { storage: { files: number } }).storage.files <= 2);
     expect(await query(w, 'SELECT count(*) AS n, count(DISTINCT b * 1000 + i) AS d FROM crashy')).toEqual([{ n: total, d: total }]);
   }, 150_000);
 
@@ -166,7 +164,7 @@ describe('S3 storage and several stateless workers', () => {
     await a.request('/api/v1/logstream/outage', { method: 'PUT' });
     expect((await a.request('/api/v1/readiness')).status).toBe(200);
     await s3.stop();
-    await until('not ready', async () => (await a.request('/api/v1/readiness')).status === 503);
+    await waitFor('not ready', async () => (await a.request('/api/v1/readiness')).status === 503);
     let acked = 0;
     let refused: Response | undefined;
     for (let b = 0; b < 200 && !refused; b++) {
@@ -182,10 +180,10 @@ describe('S3 storage and several stateless workers', () => {
     // Acknowledged rows are queryable while S3 is down (they are in the WAL).
     expect(await count(a, 'outage')).toBe(acked);
     await s3.start();
-    await until('ready again', async () => (await a.request('/api/v1/readiness')).status === 200);
-    await until('flushed after outage', async () => ((await (await a.request('/api/v1/logstream/outage/stats')).json()) as { wal: { count: number } }).wal.count === 0, 60_000);
+    await waitFor('ready again', async () => (await a.request('/api/v1/readiness')).status === 200);
+    await waitFor('flushed after outage', async () => ((await (await a.request('/api/v1/logstream/outage/stats')).json()) as { wal: { count: number } }).wal.count === 0, 60_000);
     expect(await count(a, 'outage')).toBe(acked);
     const fresh = await worker({ P_NODE_ID: 'fb' });
-    await until('another worker sees it all', async () => (await count(fresh, 'outage')) === acked);
+    await waitFor('another worker sees it all', async () => (await count(fresh, 'outage')) === acked);
   }, 150_000);
 });

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startServer, type TestServer } from './helpers/server.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 
 /**
  * The SQL endpoint as a hostile reader sees it (issue 8): a reader key scoped to one dataset tries to
@@ -9,9 +10,11 @@ import { startServer, type TestServer } from './helpers/server.ts';
 
 const READER = 'reader-scoped-key';
 const OTHER = 'second-reader-key';
+// Keys of their own for the tests that fill the per-key query limit or kill query workers: no other test
+// may meet a slot they still hold.
+const TRAPS = 'trap-reader-key';
+const HEAVY = 'heavy-reader-key';
 const RANGE = { startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 interface Answer {
   status: number;
   text: string;
@@ -136,9 +139,9 @@ describe('SQL sandbox: a scoped reader reads nothing but its dataset', () => {
   it('bounds statement size and nesting before planning', async () => {
     const huge = await ask(server, READER, `SELECT '${'x'.repeat(70_000)}' AS s`);
     expect(huge.status).toBe(413);
+    // Refused before planning: planning this depth would take DuckDB minutes (past the test's time limit).
     const deep = await ask(server, READER, nested(35));
     expect(deep.status).toBe(400);
-    expect(deep.ms).toBeLessThan(2000);
     const brackets = await ask(server, READER, `SELECT ${'('.repeat(5000)}1${')'.repeat(5000)} AS x`);
     expect(brackets.status).toBe(400);
     // Macros copy their argument (to_timestamp six times): eight nested calls, 131 bytes, once bound
@@ -169,8 +172,10 @@ describe('SQL sandbox: no query sinks the service', () => {
   beforeAll(async () => {
     server = await startServer({
       env: {
-        P_API_KEYS: `test-admin-key-0123456789:admin,${READER}:reader,${OTHER}:reader`,
-        P_QUERY_TIMEOUT: '6s',
+        P_API_KEYS: `test-admin-key-0123456789:admin,${READER}:reader,${OTHER}:reader,${TRAPS}:reader,${HEAVY}:reader`,
+        // The trap and heavy queries run until this limit; the probes of responsiveness must answer
+        // before it, with room to spare on a loaded machine.
+        P_QUERY_TIMEOUT: '10s',
         // Room for the optimiser trap (the depth bound alone would refuse it) to show the time limit holds.
         P_QUERY_MAX_DEPTH: '64',
         P_QUERY_MAX_ROWS: '100000',
@@ -185,17 +190,15 @@ describe('SQL sandbox: no query sinks the service', () => {
 
   /** Waits until the pool has an idle worker beside the busy ones (a spare is started as others get busy). */
   async function spareWorker(): Promise<void> {
-    for (let i = 0; i < 200; i++) {
+    await waitFor('a spare query worker beside two busy ones', async () => {
       const text = await (await server.request('/metrics')).text();
       const idle = Number(/lakehouse_query_workers\{state="idle"\} (\d+)/.exec(text)?.[1] ?? 0);
       const busy = Number(/lakehouse_query_workers\{state="busy"\} (\d+)/.exec(text)?.[1] ?? 0);
-      if (idle >= 1 && busy >= 2) return;
-      await sleep(100);
-    }
-    throw new Error('no spare query worker started');
+      return idle >= 1 && busy >= 2;
+    });
   }
 
-  /** Time for a one-event ingest and a small query by another key, and liveness, while `busy` runs. */
+  /** A one-event ingest, a small query by another key, and liveness, each answered (with how long it took). */
   async function responsiveness(): Promise<{ ingestMs: number; queryMs: number; liveMs: number }> {
     const t0 = Date.now();
     const ing = await server.request('/api/v1/logstream/app', { method: 'POST', json: { probe: t0 } });
@@ -227,17 +230,19 @@ describe('SQL sandbox: no query sinks the service', () => {
 
   it('planning that cannot be interrupted is stopped at the time limit, while ingestion and other queries go on', async () => {
     // Depth 30: minutes of optimiser time, which DuckDB's interrupt() does not stop.
-    const traps = [ask(server, READER, nested(30)), ask(server, READER, nested(31))];
+    const traps = [ask(server, TRAPS, nested(30)), ask(server, TRAPS, nested(31))];
+    let trapsOver = false;
+    const answered = Promise.all(traps).finally(() => (trapsOver = true));
     // Steady state while they run: a spare worker process is started as the others get busy.
     await spareWorker();
-    const during = await responsiveness();
-    expect(during.ingestMs).toBeLessThan(2000);
-    expect(during.queryMs).toBeLessThan(2000);
-    expect(during.liveMs).toBeLessThan(1000);
-    const answers = await Promise.all(traps);
-    for (const a of answers) {
+    // Ingestion, another key's query and liveness answer while the traps still hold their workers (no
+    // wall-clock bound: on the event loop, the planning would have held every one of them until killed).
+    await responsiveness();
+    expect(trapsOver, 'the probes answered only after the traps were stopped').toBe(false);
+    for (const a of await answered) {
       expect(a.status, a.text).toBe(408);
-      expect(a.ms).toBeLessThan(15_000);
+      // Stopped at the time limit (10 s), not after the minutes the planning would take.
+      expect(a.ms).toBeLessThan(45_000);
     }
     // The killed workers were replaced: queries still run.
     expect((await ask(server, READER, 'SELECT 1 AS one')).status).toBe(200);
@@ -245,18 +250,22 @@ describe('SQL sandbox: no query sinks the service', () => {
 
   it('heavy valid queries do not stall ingestion; beyond the per-key limit a key gets 429 with Retry-After', async () => {
     const heavy = 'SELECT sum(hash(a.range * b.range)) AS h FROM range(100000) a, range(100000) b';
-    const running = [ask(server, READER, heavy), ask(server, READER, heavy)];
-    await sleep(300);
-    const queued = [ask(server, READER, heavy), ask(server, READER, heavy)];
-    await sleep(300);
+    const running = [ask(server, HEAVY, heavy), ask(server, HEAVY, heavy)];
     await spareWorker();
-    const refused = await ask(server, READER, heavy);
+    const queued = [ask(server, HEAVY, heavy), ask(server, HEAVY, heavy)];
+    // The key has twice its limit in flight once both are waiting for a slot.
+    await waitFor('two queries queued', async () => {
+      const text = await (await server.request('/metrics')).text();
+      return Number(/lakehouse_queries_waiting (\d+)/.exec(text)?.[1] ?? 0) >= 2;
+    });
+    const refused = await ask(server, HEAVY, heavy);
     expect(refused.status).toBe(429);
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    const during = await responsiveness();
-    expect(during.ingestMs).toBeLessThan(2000);
-    expect(during.queryMs).toBeLessThan(2000);
-    const statuses = (await Promise.all([...running, ...queued])).map((a) => `${a.status} ${a.text}`);
+    let heavyOver = false;
+    const all = Promise.all([...running, ...queued]).finally(() => (heavyOver = true));
+    await responsiveness();
+    expect(heavyOver, 'the probes answered only after the heavy queries were stopped').toBe(false);
+    const statuses = (await all).map((a) => `${a.status} ${a.text}`);
     for (const s of statuses) expect(s).toMatch(/^(408|503) /);
   });
 
@@ -291,13 +300,10 @@ describe('SQL sandbox: no query sinks the service', () => {
     expect(a.status, a.text).toBe(400);
     expect(a.text).toMatch(/Out of Memory/i);
     // Everything reaches Parquet: the flushes had their own memory.
-    for (let i = 0; i < 50; i++) {
-      const stats = (await (await server.request('/api/v1/logstream/app/stats')).json()) as { wal: { count: number } };
-      if (stats.wal.count === 0) break;
-      await sleep(200);
-    }
-    const stats = (await (await server.request('/api/v1/logstream/app/stats')).json()) as { wal: { count: number }; storage: { files: number } };
-    expect(stats.wal.count).toBe(0);
+    const stats = await waitFor('the WAL flushed', async () => {
+      const st = (await (await server.request('/api/v1/logstream/app/stats')).json()) as { wal: { count: number }; storage: { files: number } };
+      return st.wal.count === 0 && st;
+    });
     expect(stats.storage.files).toBeGreaterThan(0);
     expect(server.logs()).not.toMatch(/flush failed/);
   });
@@ -305,9 +311,8 @@ describe('SQL sandbox: no query sinks the service', () => {
   it('SIGTERM still stops the process while a trap query runs', async () => {
     const trap = ask(server, READER, nested(32)).catch(() => undefined);
     await sleep(500);
-    const started = Date.now();
+    // Stops at all (the test's time limit would catch a hang), without waiting for the planning's minutes.
     await server.stop();
-    expect(Date.now() - started).toBeLessThan(10_000);
     await trap;
   });
 });

@@ -5,7 +5,8 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { listFiles, until } from './helpers/files.ts';
+import { listFiles } from './helpers/files.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { ADMIN_KEY, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
@@ -41,7 +42,7 @@ describe('saved filters are bounded', () => {
     const deadline = Date.now() + 30_000;
     while (!(await exists(moved)) || (await exists(original))) {
       if (Date.now() > deadline) throw new Error(`not set aside:\n${server.logs()}`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
     const res = await server.request('/api/v1/filters', as(READER));
     expect(res.status).toBe(200);
@@ -90,7 +91,7 @@ describe('connections are bounded', () => {
     const deadline = Date.now() + 30_000;
     while (list.some((s) => !s.destroyed)) {
       if (Date.now() > deadline) throw new Error(`${list.filter((s) => !s.destroyed).length} ${what} still open`);
-      await new Promise((r) => setTimeout(r, 100));
+      await sleep(100);
     }
   };
 
@@ -112,7 +113,7 @@ describe('connections are bounded', () => {
       const ok = await fetch(`${server.url}/api/v1/liveness`).then((r) => r.ok, () => false);
       if (ok) break;
       if (Date.now() > deadline) throw new Error('liveness never answered');
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     await allClosed(silent, 'silent connections');
   });
@@ -127,7 +128,7 @@ describe('connections are bounded', () => {
       });
       idle.push(s);
     }
-    await new Promise((r) => setTimeout(r, 1500)); // longer than P_HEADERS_TIMEOUT: idle is not silent
+    await sleep(1500); // longer than P_HEADERS_TIMEOUT: idle is not silent
     expect(idle.filter((s) => !s.destroyed)).toHaveLength(30);
     // Near the cap (nine tenths of 40), a new connection closes the idle ones; the new client is served.
     const more = await Promise.all(Array.from({ length: 8 }, connect));
@@ -228,7 +229,7 @@ describe('query admission: no set of keys takes every slot', () => {
       const held = async () => (await gauge('lakehouse_queries_waiting')) + (await gauge('lakehouse_query_workers{state="busy"}'));
       while ((await held()) < 4) {
         if (Date.now() > deadline) throw new Error(`heavy queries did not start:\n${await (await server.request('/metrics')).text()}`);
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
       for (const key of [ADMIN_KEY, C]) {
         const res = await ask(key, 'SELECT 42 AS answer');
@@ -276,7 +277,7 @@ describe('S3: a damaged cached copy or a frozen bucket', () => {
     const rows = Array.from({ length: ROWS }, (_, i) => ({ i, msg: `row ${i}` }));
     expect((await a.request('/api/v1/logstream/cached', { method: 'POST', json: rows })).status).toBe(200);
     // Every row in Parquet in the bucket (none left in the WAL).
-    await until('flushed', async () => {
+    await waitFor('flushed', async () => {
       const s = (await (await a.request('/api/v1/logstream/cached/stats')).json()) as { storage: { files: number }; wal: { count: number } };
       return s.storage.files > 0 && s.wal.count === 0;
     });
@@ -314,7 +315,7 @@ describe('S3: a damaged cached copy or a frozen bucket', () => {
     const b = await startServer({ env: { ...env, P_NODE_ID: 'sb' } });
     servers.push(b);
     // B knows the dataset and its files (from the catalog), and has downloaded none of them.
-    await until('B knows the files', async () => {
+    await waitFor('B knows the files', async () => {
       const res = await b.request('/api/v1/logstream/cached/stats');
       return res.status === 200 && ((await res.json()) as { storage: { files: number } }).storage.files > 0;
     });
@@ -331,7 +332,7 @@ describe('S3: a damaged cached copy or a frozen bucket', () => {
     } finally {
       s3.thaw();
     }
-    await until('B answers again', async () => (await countOn(b)).body === JSON.stringify([{ n: ROWS }]), 60_000);
+    await waitFor('B answers again', async () => (await countOn(b)).body === JSON.stringify([{ n: ROWS }]), 60_000);
   }, 120_000);
 });
 
@@ -350,7 +351,7 @@ describe('a data file damaged in place (same size) is set aside; the good rows s
     for (let b = 0; b < 2; b++) {
       const rows = Array.from({ length: 500 }, (_, i) => ({ b, i, msg: `batch ${b} row ${i} ${Math.random().toString(36)}` }));
       expect((await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: rows })).status).toBe(200);
-      await until('flushed', async () => {
+      await waitFor('flushed', async () => {
         const s = await stats(name);
         return s.wal.count === 0 && s.storage.files === b + 1;
       });

@@ -1,9 +1,9 @@
 import { ListObjectsV2Command, S3Client } from '@aws-sdk/client-s3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectError } from './helpers/assert.ts';
-import { until } from './helpers/files.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
+import { sleep, waitFor } from './helpers/wait.ts';
 
 /**
  * Several workers on one bucket (moto, which honours conditional writes as AWS S3 and MinIO do):
@@ -69,7 +69,7 @@ describe('several workers on one bucket', () => {
   /** Every worker ends up with exactly the `n` acknowledged events, each once. */
   async function expectExactlyOnce(ws: TestServer[], sql: string, n: number): Promise<void> {
     for (const w of ws) {
-      await until(
+      await waitFor(
         `worker sees ${n} events once each`,
         async () => {
           const [row] = await query(w, sql);
@@ -81,7 +81,7 @@ describe('several workers on one bucket', () => {
       );
     }
     // And it stays so after every flush and refresh (a lost generation used to vanish at a refresh).
-    await new Promise((r) => setTimeout(r, 5000));
+    await sleep(5000);
     for (const w of ws) expect(await query(w, sql)).toEqual([{ n, d: n }]);
   }
 
@@ -137,7 +137,7 @@ describe('several workers on one bucket', () => {
     // A dataset that exists nowhere is still 404.
     await expectError(await b.request('/api/v1/logstream/nowhere', { method: 'POST', json: [{ n: 1 }] }), 404);
     await expectError(await b.request('/api/v1/logstream/nowhere/stats'), 404);
-    await until('A sees both rows', async () => Number((await query(a, 'SELECT count(*) AS n FROM fresh'))[0].n) === 2, 20_000);
+    await waitFor('A sees both rows', async () => Number((await query(a, 'SELECT count(*) AS n FROM fresh'))[0].n) === 2);
   }, 240_000);
 
   it('delete, then ingest on a worker that has not heard of it: those events go with the dataset, and no object of the old generation stays behind', async () => {
@@ -145,7 +145,7 @@ describe('several workers on one bucket', () => {
     const b = await worker({ P_NODE_ID: 'del-b', P_FLUSH_INTERVAL: '300ms', P_CATALOG_REFRESH: '3s' });
     expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/gone', { method: 'POST', json: [{ before: true }] })).status).toBe(200);
-    await until('flushed on B', async () => (await stats(b, 'gone')).wal.count === 0);
+    await waitFor('flushed on B', async () => (await stats(b, 'gone')).wal.count === 0);
     const generation = (await keys('gone/.manifests/'))[0].split('/')[2];
     expect((await a.request('/api/v1/logstream/gone', { method: 'DELETE' })).status).toBe(200);
     // B has not refreshed yet: it still acknowledges into the deleted generation, and flushes it.
@@ -154,19 +154,18 @@ describe('several workers on one bucket', () => {
       const res = await b.request('/api/v1/logstream/gone', { method: 'POST', json: [{ late: i }] });
       if (res.status !== 200) break;
       late++;
-      await new Promise((r) => setTimeout(r, 200));
+      await sleep(200);
     }
     // Once B learns of the delete: 404, and nothing of the old generation is left in the bucket.
-    await until('B drops the dataset', async () => (await b.request('/api/v1/logstream/gone/stats')).status === 404, 20_000);
-    await until(
+    await waitFor('B drops the dataset', async () => (await b.request('/api/v1/logstream/gone/stats')).status === 404);
+    await waitFor(
       'no object of the deleted generation',
       async () => (await keys('gone/')).filter((k) => k.includes(generation)).length === 0 && (await keys('.streams/gone.json')).length === 0,
-      20_000,
     );
     // A re-created dataset starts empty on every worker: none of the late events reappear in it.
     expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(200);
-    await until('B sees the new one', async () => (await b.request('/api/v1/logstream/gone/stats')).status === 200);
-    await new Promise((r) => setTimeout(r, 1500));
+    await waitFor('B sees the new one', async () => (await b.request('/api/v1/logstream/gone/stats')).status === 200);
+    await sleep(1500);
     expect(await query(a, 'SELECT count(*) AS n FROM gone')).toEqual([{ n: 0 }]);
     expect(await query(b, 'SELECT count(*) AS n FROM gone')).toEqual([{ n: 0 }]);
   }, 90_000);
@@ -176,7 +175,7 @@ describe('several workers on one bucket', () => {
     const b = await worker({ P_NODE_ID: 'q-b', P_CATALOG_REFRESH: '1h' });
     expect((await a.request('/api/v1/logstream/vanish', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/vanish', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
-    await until('flushed on A', async () => (await stats(a, 'vanish')).storage.files > 0);
+    await waitFor('flushed on A', async () => (await stats(a, 'vanish')).storage.files > 0);
     // B loads the dataset and its catalog (no file downloaded yet), then A deletes it.
     expect((await stats(b, 'vanish')).storage.files).toBeGreaterThan(0);
     expect((await a.request('/api/v1/logstream/vanish', { method: 'DELETE' })).status).toBe(200);
@@ -189,7 +188,7 @@ describe('several workers on one bucket', () => {
     const b = await worker({ P_NODE_ID: 'o-b', P_CATALOG_REFRESH: '1h' });
     expect((await a.request('/api/v1/logstream/dark', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/dark', { method: 'POST', json: [{ n: 1 }, { n: 2 }] })).status).toBe(200);
-    await until('flushed on A', async () => (await stats(a, 'dark')).storage.files > 0);
+    await waitFor('flushed on A', async () => (await stats(a, 'dark')).storage.files > 0);
     expect((await stats(b, 'dark')).storage.files).toBeGreaterThan(0);
     await s3.stop();
     try {

@@ -49,7 +49,14 @@ export function parseApiKeys(spec: string): { key: string; principal: Omit<Princ
 }
 
 export class ApiKeys {
-  private constructor(private readonly entries: KeyEntry[]) {}
+  /**
+   * @param keyFile where the generated admin key is kept, when the keys were not configured (the start
+   *   log names it, so the operator knows where to read the key).
+   */
+  private constructor(
+    private readonly entries: KeyEntry[],
+    readonly keyFile?: string,
+  ) {}
 
   /**
    * Keys from P_API_KEYS; with none configured, one admin key generated on first start, kept in the
@@ -57,8 +64,10 @@ export class ApiKeys {
    */
   static async load(spec: string, dataDir: string): Promise<ApiKeys> {
     const parsed = parseApiKeys(spec);
+    let keyFile: string | undefined;
     if (parsed.length === 0) {
       const file = path.join(dataDir, 'api-key');
+      keyFile = file;
       let key = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
       if (!key) {
         key = randomBytes(24).toString('base64url');
@@ -74,6 +83,7 @@ export class ApiKeys {
         const d = digest(key);
         return { ...principal, digest: d, id: createHash('sha256').update('owner:').update(d).digest('hex').slice(0, 16) };
       }),
+      keyFile,
     );
   }
 

@@ -14,7 +14,6 @@ export const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
   too_many_requests: 429,
   storage: 500,
   unavailable: 503,
-  insufficient_storage: 507,
 };
 
 /** Status, headers and JSON body `{"error": message}` of a domain error. */
@@ -43,5 +42,4 @@ export const GRPC_STATUS: Record<ErrorKind, { code: number; retry: boolean }> = 
   too_many_requests: { code: 8, retry: true }, // RESOURCE_EXHAUSTED with RetryInfo: throttled, retried
   storage: { code: 13, retry: false }, // INTERNAL
   unavailable: { code: 14, retry: true }, // UNAVAILABLE
-  insufficient_storage: { code: 14, retry: true }, // UNAVAILABLE: a full disk frees up again
 };

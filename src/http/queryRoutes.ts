@@ -71,7 +71,7 @@ export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Serv
         for await (const chunk of answer.chunks) {
           bytes += chunk.length;
         // The worker enforces the same limit; this keeps the service's own memory bounded regardless.
-          if (bytes > config.queryMaxResultBytes) throw tooLarge(`the result is larger than ${config.queryMaxResultBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT or ask for streaming=true`);
+          if (bytes > config.queryLimits.maxBytes) throw tooLarge(`the result is larger than ${config.queryLimits.maxBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT or ask for streaming=true`);
           parts.push(chunk);
         }
       } catch (err) {

@@ -28,7 +28,7 @@ export class IngestPool {
   private closed = false;
   private failures = 0;
 
-  constructor(private readonly size: number) {
+  constructor(size: number) {
     for (let i = 0; i < size; i++) this.spawn();
   }
 

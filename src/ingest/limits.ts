@@ -15,10 +15,9 @@
  */
 import protobuf from 'protobufjs';
 import { tooLarge } from '../errors.ts';
-import root from '@opentelemetry/otlp-transformer/build/src/generated/root.js';
 import type { OtlpSignal } from './otlp/index.ts';
 import type { Msg } from './otlp/values.ts';
-import { v1Root, v2Root } from './prometheus/decode.ts';
+import { messageTypes } from './protobuf.ts';
 
 export interface RequestLimits {
   maxEvents: number;
@@ -161,12 +160,31 @@ export function checkFieldCount(n: number): void {
 
 type Decoder = (reader: unknown, length?: number) => unknown;
 
+/** Which messages of a root count as what, beyond one value each. */
+export interface DecodeCounts {
+  /** Message types that are records (events): log records, spans, data points, samples. */
+  records: ReadonlySet<string>;
+  /** Packed repeated fields whose elements count as values, by message type. */
+  packed: Readonly<Record<string, string[]>>;
+  /** The field holding a distinct name (attribute key, label name), by message type. */
+  names: Readonly<Record<string, string>>;
+}
+
 /**
- * Wraps a message type's decode so that each message counts as a value (and a record, if it is one),
- * plus the elements of its packed repeated fields. Generated decoders look nested types' `decode` up at
- * call time, so replacing the property counts nested messages too.
+ * Counts what a decoder module's own message types create against the request's budget: each message
+ * a value (and a record, if it is one), plus the elements of its packed repeated fields, and the names.
+ * Called by each decoder module on the root it loaded (src/ingest/otlp/generated.ts,
+ * src/ingest/prometheus/decode.ts), after its types are set up: generated decoders look nested types'
+ * `decode` up at call time, so wrapping each type's own property counts nested messages too. Nothing
+ * outside those roots is touched.
  */
-function countDecodes(holder: { decode: Decoder }, record: boolean, packed: string[] = [], nameField?: string): void {
+export function countDecodes(root: protobuf.NamespaceBase, counts: DecodeCounts): void {
+  for (const t of messageTypes(root)) {
+    countDecodesOf(t as unknown as { decode: Decoder }, counts.records.has(t.name), counts.packed[t.name] ?? [], counts.names[t.name]);
+  }
+}
+
+function countDecodesOf(holder: { decode: Decoder }, record: boolean, packed: string[], nameField?: string): void {
   const decode = holder.decode;
   holder.decode = function counted(this: unknown, reader: unknown, length?: number) {
     const b = budget;
@@ -186,36 +204,3 @@ function countDecodes(holder: { decode: Decoder }, record: boolean, packed: stri
     return message;
   };
 }
-
-const OTLP_RECORDS = new Set(['LogRecord', 'Span', 'NumberDataPoint', 'HistogramDataPoint', 'ExponentialHistogramDataPoint', 'SummaryDataPoint']);
-const OTLP_PACKED: Record<string, string[]> = { HistogramDataPoint: ['bucketCounts', 'explicitBounds'], Buckets: ['bucketCounts'] };
-
-/** Every message class of the generated OTLP module (nested namespaces are plain objects there). */
-function instrumentOtlp(ns: Record<string, unknown>, seen = new Set<unknown>()): void {
-  for (const [name, value] of Object.entries(ns)) {
-    if ((typeof value !== 'function' && typeof value !== 'object') || value === null || seen.has(value)) continue;
-    seen.add(value);
-    const cls = value as { decode?: unknown; encode?: unknown };
-    if (typeof cls.decode === 'function' && typeof cls.encode === 'function') {
-      countDecodes(cls as { decode: Decoder }, OTLP_RECORDS.has(name), OTLP_PACKED[name], name === 'KeyValue' ? 'key' : undefined);
-    }
-    instrumentOtlp(value as Record<string, unknown>, seen);
-  }
-}
-instrumentOtlp((root as unknown as { opentelemetry: Record<string, unknown> }).opentelemetry);
-
-const PROM_PACKED: Record<string, string[]> = {
-  Histogram: ['negativeDeltas', 'negativeCounts', 'positiveDeltas', 'positiveCounts', 'customValues'],
-  TimeSeries: ['labelsRefs'],
-  Exemplar: ['labelsRefs'],
-  Request: ['symbols'],
-};
-
-function instrumentProtobufRoot(ns: protobuf.NamespaceBase): void {
-  for (const t of ns.nestedArray) {
-    if (t instanceof protobuf.Type) countDecodes(t as unknown as { decode: Decoder }, t.name === 'Sample' || t.name === 'Histogram', PROM_PACKED[t.name], t.name === 'Label' ? 'name' : undefined);
-    if (t instanceof protobuf.Namespace || t instanceof protobuf.Type) instrumentProtobufRoot(t as protobuf.NamespaceBase);
-  }
-}
-instrumentProtobufRoot(v1Root);
-instrumentProtobufRoot(v2Root);

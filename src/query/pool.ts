@@ -27,8 +27,8 @@ export interface QueryPoolSettings {
   memoryLimit: string;
   /** JS heap of a worker process, in MiB. */
   heapMb: number;
-  /** Workers started with the service (one answers, one is the spare a busy pool would otherwise start). */
-  warm?: number;
+  /** Workers started with the service (P_QUERY_WARM_WORKERS). */
+  warm: number;
 }
 
 /** What the caller sees of a running query: its events, and a way to stop it. */
@@ -77,7 +77,7 @@ export class QueryPool {
     await fs.mkdir(this.s.workDir, { recursive: true });
     // Warm workers answer the first queries without a process start, and without one starting beside
     // them (a start takes a core for ~0.5 s: measured, it made the first queries 5–10× slower).
-    for (let i = 0; i < Math.max(1, Math.min(this.s.concurrency, this.s.warm ?? 2)); i++) this.spawn();
+    for (let i = 0; i < Math.max(1, Math.min(this.s.concurrency, this.s.warm)); i++) this.spawn();
   }
 
   get stats(): { starting: number; idle: number; busy: number; waiting: number } {

@@ -1,14 +1,16 @@
 import { execFileSync } from 'node:child_process';
+import { findBinary } from './binaries.ts';
 import * as path from 'node:path';
 import { chromium, type Browser } from 'playwright-core';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
-/** Debian's Chromium, installed by the project's script when missing; throws when that is impossible. */
+/**
+ * Debian's Chromium (CHROMIUM_PATH, else on the PATH), as scripts/test-setup.d/20-chromium.sh installed
+ * it; throws, saying what to run, when it is absent. Tests install nothing themselves.
+ */
 export function chromiumBinary(): string {
-  if (process.env.CHROMIUM_PATH) return process.env.CHROMIUM_PATH;
-  // Fonts so that screenshots show text; the package pulls in the rest.
-  return execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'chromium', 'chromium', 'fonts-dejavu-core'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 900_000 }).trim();
+  return findBinary('chromium', process.env.CHROMIUM_PATH);
 }
 
 /** Builds the console bundle (a second or two), so the test runs on the current source. */

@@ -14,19 +14,3 @@ export async function listFiles(dir: string, suffix: string): Promise<string[]> 
   await walk(dir);
   return out.sort();
 }
-
-/** Polls `fn` until it returns something truthy; fails with `what` after the timeout. */
-export async function until<T>(what: string, fn: () => Promise<T | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    try {
-      const v = await fn();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

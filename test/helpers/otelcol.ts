@@ -4,6 +4,7 @@ import * as fsp from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { sleep } from './wait.ts';
 
 const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache/lakehouse-test');
 
@@ -48,7 +49,7 @@ export async function listening(port: number, what: string, logs: () => string, 
     });
     if (ok) return;
     if (Date.now() > deadline) throw new Error(`${what} did not listen on ${port}:\n${logs()}`);
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
 }
 

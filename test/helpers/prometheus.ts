@@ -1,17 +1,16 @@
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
+import { findBinary } from './binaries.ts';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { freePort, tempDir } from './server.ts';
+import { sleep } from './wait.ts';
 
-const root = path.resolve(import.meta.dirname, '../..');
-
-/** The Prometheus binary, installed by the project's script when missing; undefined if impossible. */
-export function prometheusBinary(): string | undefined {
-  try {
-    return execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'prometheus', 'prometheus'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'], timeout: 300_000 }).trim();
-  } catch {
-    return undefined;
-  }
+/**
+ * Debian's Prometheus, as scripts/test-setup.d/30-prometheus.sh installed it; throws, saying what to run,
+ * when it is absent. Tests install nothing themselves.
+ */
+export function prometheusBinary(): string {
+  return findBinary('prometheus');
 }
 
 export interface PrometheusOptions {
@@ -70,15 +69,14 @@ ${
 /**
  * A real Prometheus server on loopback that scrapes itself every second and remote-writes to
  * `remoteWriteUrl`; its config and TSDB live in a temp dir removed on stop. Resolves once
- * Prometheus reports ready. Without a binary argument it is found (or installed) by
- * scripts/ensure-deb.sh, and a missing one throws.
+ * Prometheus reports ready. Without a binary argument it is found on the PATH (installed by
+ * scripts/test-setup.d/30-prometheus.sh), and a missing one throws.
  */
 export async function startPrometheus(opts: PrometheusOptions): Promise<RunningPrometheus>;
 export async function startPrometheus(binary: string, opts: PrometheusOptions): Promise<RunningPrometheus>;
 export async function startPrometheus(a: string | PrometheusOptions, b?: PrometheusOptions): Promise<RunningPrometheus> {
   const binary = typeof a === 'string' ? a : prometheusBinary();
   const opts = typeof a === 'string' ? b! : a;
-  if (!binary) throw new Error('no prometheus binary: scripts/ensure-deb.sh could not find or install one');
   const dir = await tempDir('prometheus-');
   const port = await freePort();
   await fs.writeFile(path.join(dir, 'prometheus.yml'), prometheusConfig(port, opts));
@@ -109,7 +107,7 @@ export async function startPrometheus(a: string | PrometheusOptions, b?: Prometh
       await stop();
       throw new Error(`prometheus was not ready within 30s:\n${output.slice(-3000)}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   return { url, stop, logs: () => output };
 }

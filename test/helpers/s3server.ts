@@ -1,11 +1,11 @@
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
+import * as os from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { freePort } from './server.ts';
-
-const root = path.resolve(import.meta.dirname, '../..');
+import { sleep } from './wait.ts';
 
 export interface S3TestServer {
   endpoint: string;
@@ -40,17 +40,17 @@ sys.stdin.read()
 os._exit(0)
 `;
 
-let python: Promise<string> | undefined;
-
-/** The interpreter with moto, installed from PyPI by the project's own script when missing. */
-function motoPython(): Promise<string> {
-  python ??= promisify(execFile)(path.join(root, 'scripts/ensure-moto.sh'), { timeout: 600_000 }).then(
-    ({ stdout }) => stdout.trim(),
-    (err: Error & { stderr?: string }) => {
-      python = undefined;
-      throw new Error(`scripts/ensure-moto.sh failed: ${err.message}\n${err.stderr ?? ''}`);
-    },
-  );
+/**
+ * The interpreter with moto, as scripts/test-setup.d/10-moto.sh found or installed it (`npm test` runs it
+ * first). Tests install nothing themselves: without it, this fails saying what to run.
+ */
+async function motoPython(): Promise<string> {
+  const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test');
+  const file = path.join(cache, 'moto-python');
+  const python = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+  if (!python || !(await fs.access(python, fs.constants.X_OK).then(() => true, () => false))) {
+    throw new Error(`no Python with moto (${file} is missing or stale): run \`bash scripts/test-setup.sh\` (npm test runs it first)`);
+  }
   return python;
 }
 
@@ -100,7 +100,7 @@ async function prepare(endpoint: string, bucket: string): Promise<void> {
         break;
       } catch (err) {
         if (Date.now() > deadline) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
     const probe = { Bucket: bucket, Key: '.conditional-write-probe', Body: 'x', IfNoneMatch: '*' };
@@ -155,7 +155,7 @@ export async function startS3Server(): Promise<S3TestServer> {
         return;
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EADDRINUSE' || attempt >= 50) throw err;
-        await new Promise((r) => setTimeout(r, 100));
+        await sleep(100);
       }
     }
   };

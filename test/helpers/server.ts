@@ -3,6 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { sleep } from './wait.ts';
 
 const root = path.resolve(import.meta.dirname, '../..');
 
@@ -83,7 +84,7 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
       child.kill('SIGKILL');
       throw new Error(`server did not become live:\n${output}`);
     }
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   const apiKey = ADMIN_KEY;
   return {

@@ -468,7 +468,12 @@ describe('logs', () => {
     for (let i = 0; i < 100; i++) value = { arrayValue: { values: [value] } };
     const request = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: value }] }] }] };
     expect(httpError(() => decodeOtlp('logs', 'json', jsonBody(request))).status).toBe(400);
-    expect(httpError(() => decodeOtlp('logs', 'protobuf', protoRequest('logs', request))).status).toBe(400);
+    // 40 AnyValue levels (past the service's 32): within protobufjs' own limit of 100 message levels,
+    // which the encoder building this body would otherwise refuse (the decoder refuses deeper bodies too).
+    let value40: unknown = { stringValue: 'deep' };
+    for (let i = 0; i < 40; i++) value40 = { arrayValue: { values: [value40] } };
+    const request40 = { resourceLogs: [{ scopeLogs: [{ logRecords: [{ body: value40 }] }] }] };
+    expect(httpError(() => decodeOtlp('logs', 'protobuf', protoRequest('logs', request40))).status).toBe(400);
     const text = `{"resourceLogs":${'['.repeat(200_000)}${']'.repeat(200_000)}}`;
     expect(httpError(() => decodeOtlp('logs', 'json', Buffer.from(text))).status).toBe(400);
     // snake_case keys make the parser walk the tree to rename them, recursively.

@@ -1,6 +1,39 @@
-import root from '@opentelemetry/otlp-transformer/build/src/generated/root.js';
+import * as path from 'node:path';
+import protobuf from 'protobufjs';
+import { countDecodes } from '../limits.ts';
+import { messageTypes, setupTypes } from '../protobuf.ts';
 
-/** The part of a protobufjs static-module message class this service uses. */
+/**
+ * The OTLP message types, this service's own: loaded from the .proto files of opentelemetry-proto
+ * v1.7.0 kept in ./proto (the version @opentelemetry/otlp-transformer 0.210 generated its classes
+ * from). Our own root, not the transformer's generated classes: those live in protobufjs' process-wide
+ * `roots.default`, and counting decodes for the per-request limits means wrapping each type's decoder.
+ */
+const protoDir = path.join(import.meta.dirname, 'proto');
+const root = new protobuf.Root();
+root.resolvePath = (_origin, target) => path.join(protoDir, target);
+root.loadSync(['logs', 'trace', 'metrics'].map((s) => `opentelemetry/proto/collector/${s}/v1/${s}_service.proto`));
+setupTypes(root);
+// Unset fields read as the classes protobufjs' static code generator makes them (what the row builders
+// were written against): a member of a oneof (AnyValue's kinds, proto3 `optional`) that is not set is
+// null, not its type's zero value, and an unset bytes field (trace and span ids) an empty Buffer.
+for (const t of messageTypes(root)) {
+  const proto = t.ctor.prototype as unknown as Record<string, unknown>;
+  for (const f of t.fieldsArray) {
+    if (f.repeated || f.map) continue;
+    if (f.partOf) proto[f.name] = null;
+    else if (f.type === 'bytes') proto[f.name] = Buffer.alloc(0);
+  }
+}
+// Every message counts as a value, records as events, the packed lists' elements as values, attribute
+// keys as names (src/ingest/limits.ts).
+countDecodes(root, {
+  records: new Set(['LogRecord', 'Span', 'NumberDataPoint', 'HistogramDataPoint', 'ExponentialHistogramDataPoint', 'SummaryDataPoint']),
+  packed: { HistogramDataPoint: ['bucketCounts', 'explicitBounds'], Buckets: ['bucketCounts'] },
+  names: { KeyValue: 'key' },
+});
+
+/** The part of a protobufjs message type this service uses. */
 export interface MessageClass {
   decode(data: Uint8Array): object;
   encode(message: object): { finish(): Uint8Array };
@@ -8,26 +41,16 @@ export interface MessageClass {
   toObject(message: object, options?: Record<string, unknown>): Record<string, unknown>;
 }
 
-interface Service {
-  v1: Record<string, MessageClass>;
-}
-
-interface GeneratedRoot {
-  opentelemetry: { proto: { collector: { logs: Service; trace: Service; metrics: Service } } };
-}
-
-// The package's root.d.ts declares only a generic protobufjs Root (pbts output is not shipped), so the
-// generated namespaces need this narrow cast; the shapes above are what root.js defines.
-const collector = (root as unknown as GeneratedRoot).opentelemetry.proto.collector;
+const type = (name: string): protobuf.Type => root.lookupType(`opentelemetry.proto.collector.${name}`);
 
 export const requestClass = {
-  logs: collector.logs.v1.ExportLogsServiceRequest,
-  traces: collector.trace.v1.ExportTraceServiceRequest,
-  metrics: collector.metrics.v1.ExportMetricsServiceRequest,
-} as const;
+  logs: type('logs.v1.ExportLogsServiceRequest'),
+  traces: type('trace.v1.ExportTraceServiceRequest'),
+  metrics: type('metrics.v1.ExportMetricsServiceRequest'),
+} as const satisfies Record<string, MessageClass>;
 
 export const responseClass = {
-  logs: collector.logs.v1.ExportLogsServiceResponse,
-  traces: collector.trace.v1.ExportTraceServiceResponse,
-  metrics: collector.metrics.v1.ExportMetricsServiceResponse,
-} as const;
+  logs: type('logs.v1.ExportLogsServiceResponse'),
+  traces: type('trace.v1.ExportTraceServiceResponse'),
+  metrics: type('metrics.v1.ExportMetricsServiceResponse'),
+} as const satisfies Record<string, MessageClass>;

@@ -1,6 +1,7 @@
 import type { ColumnType, FlatRow, RowBatch } from '../../model.ts';
 import type { OtlpFormat } from './decode.ts';
 import { requestClass } from './generated.ts';
+import { decodeMessage } from '../protobuf.ts';
 import { parseOtlpJson } from './json.ts';
 import { LOGS_KNOWN_TYPES, LOGS_TIME_COLUMN, logRows } from './logs.ts';
 import { METRICS_KNOWN_TYPES, METRICS_TIME_COLUMN, metricRows } from './metrics.ts';
@@ -48,7 +49,7 @@ function parseProtobuf(signal: OtlpSignal, body: Buffer): Msg {
     // A Buffer (not a bare Uint8Array) makes protobufjs decode strings with Buffer#utf8Slice, which
     // turns invalid UTF-8 into U+FFFD; its own decoder can leave lone surrogates.
     const buf = Buffer.isBuffer(body) ? body : Buffer.from(body);
-    return requestClass[signal].decode(buf) as Msg;
+    return decodeMessage(requestClass[signal], buf) as unknown as Msg;
   } catch (err) {
     // A limit reached while decoding (src/ingest/limits.ts) is not a malformed body.
     if (err instanceof DomainError) throw err;

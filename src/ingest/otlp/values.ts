@@ -86,13 +86,12 @@ function int64(v: unknown, at: string, field: Field, signed: boolean): bigint | 
 }
 
 export const u64 = (v: unknown, at: string, field?: Field) => int64(v, at, field, false);
-export const i64 = (v: unknown, at: string, field?: Field) => int64(v, at, field, true);
 
 const TWO_32 = 4294967296;
 
 /**
  * A 64-bit integer as a JS number when that is exact, else null — the fast path that avoids BigInt for
- * the common small values. `undefined` means "not a small integer": use u64/i64.
+ * the common small values. `undefined` means "not a small integer": use u64 (or int64).
  */
 function smallInt(v: unknown, signed: boolean): number | null | undefined {
   if (v === null || v === undefined) return null;

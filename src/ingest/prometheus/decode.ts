@@ -2,6 +2,8 @@ import * as path from 'node:path';
 import protobuf from 'protobufjs';
 import snappy from 'snappy';
 import { invalidInput, tooLarge, unsupported } from '../../errors.ts';
+import { countDecodes } from '../limits.ts';
+import { decodeMessage, setupTypes } from '../protobuf.ts';
 
 const here = import.meta.dirname;
 export const v1Root = protobuf.loadSync(path.join(here, 'remote.proto'));
@@ -9,22 +11,7 @@ export const v2Root = protobuf.loadSync(path.join(here, 'remote_v2.proto'));
 export const WriteRequestV1 = v1Root.lookupType('prometheus.WriteRequest');
 export const RequestV2 = v2Root.lookupType('io.prometheus.write.v2.Request');
 
-/**
- * protobufjs 8 verifies proto3 strings and rejects the whole message on one invalid UTF-8 byte.
- * Prometheus' gogo-generated decoder does not, so a label value with a stray byte should not cost the
- * batch it came in: such bytes become U+FFFD. A reader subclass rather than a patch of
- * Reader.prototype, so that other protobufjs users in the process keep strict decoding.
- */
-class LenientReader extends protobuf.BufferReader {
-  override stringVerify(): string {
-    return this.string();
-  }
-}
-
-/** Decodes with lenient strings; the body of a Buffer-backed reader must be a Buffer. */
-export function decodeMessage(type: protobuf.Type, bytes: Buffer): protobuf.Message {
-  return type.decode(new LenientReader(bytes));
-}
+export { decodeMessage };
 
 /** Prometheus' staleness marker: a NaN with this exact bit pattern (value.StaleNaN). */
 export const STALE_NAN_BITS = 0x7ff0000000000002n;
@@ -71,21 +58,28 @@ function installSampleDecoder(type: protobuf.Type): void {
     if (r.pos !== end) throw new Error(`Sample overruns its length by ${r.pos - end} bytes`);
     return out;
   };
-  // Every type is set up first: setting up a message type (re)generates the decoders of the types it
-  // uses, which would replace this one if it ran later.
-  const setupAll = (ns: protobuf.NamespaceBase) => {
-    for (const t of ns.nestedArray) {
-      if (t instanceof protobuf.Type) t.setup();
-      if (t instanceof protobuf.Namespace || t instanceof protobuf.Type) setupAll(t as protobuf.NamespaceBase);
-    }
-  };
-  setupAll(type.root);
+  // Every type is set up first: setting up a message type replaces its decoder (src/ingest/protobuf.ts).
+  setupTypes(type.root);
   // The generated TimeSeries decoder calls `types[i].decode(reader, length)` on the Type object at call
   // time, so replacing the property is enough for nested samples to come through here.
   (type as unknown as { decode: typeof decode }).decode = decode;
 }
 installSampleDecoder(v1Root.lookupType('prometheus.Sample'));
 installSampleDecoder(v2Root.lookupType('io.prometheus.write.v2.Sample'));
+// Counted against the per-request limits (src/ingest/limits.ts): samples and histograms are records,
+// label names the distinct names, the packed lists' elements values.
+for (const root of [v1Root, v2Root]) {
+  countDecodes(root, {
+    records: new Set(['Sample', 'Histogram']),
+    packed: {
+      Histogram: ['negativeDeltas', 'negativeCounts', 'positiveDeltas', 'positiveCounts', 'customValues'],
+      TimeSeries: ['labelsRefs'],
+      Exemplar: ['labelsRefs'],
+      Request: ['symbols'],
+    },
+    names: { Label: 'name' },
+  });
+}
 
 /** int64/uint64 from protobufjs (number or Long) → number (exact below 2^53, as timestamps in ms are). */
 export function toNumber(v: Int64 | null | undefined): number {

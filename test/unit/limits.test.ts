@@ -72,3 +72,15 @@ describe('withDecodeBudget: protobuf decoders count what they create and stop at
   ];
   it.each(cases)('%s', (_name, fn, expected) => expect(outcome(fn)).toMatch(expected));
 });
+
+describe('counting decodes touches only the service’s own message types', () => {
+  it("the OpenTelemetry package's generated classes (protobufjs' process-wide default root) keep their own decoders", async () => {
+    const { default: shared } = (await import('@opentelemetry/otlp-transformer/build/src/generated/root.js')) as unknown as {
+      default: { opentelemetry: { proto: { logs: { v1: Record<string, { decode: { name: string } }> } } } };
+    };
+    const { requestClass } = await import('../../src/ingest/otlp/generated.ts');
+    expect(shared.opentelemetry.proto.logs.v1.LogRecord!.decode.name).not.toBe('counted');
+    expect(shared.opentelemetry.proto.logs.v1.LogRecord).not.toBe(requestClass.logs.lookupType('opentelemetry.proto.logs.v1.LogRecord'));
+    expect((requestClass.logs.lookupType('opentelemetry.proto.logs.v1.LogRecord') as unknown as { decode: { name: string } }).decode.name).toBe('counted');
+  });
+});

@@ -2,9 +2,9 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { QueryPool } from '../../src/query/pool.ts';
-import type { FromWorker } from '../../src/query/protocol.ts';
-import { tempDir } from '../helpers/server.ts';
+import { QueryPool } from '../src/query/pool.ts';
+import type { FromWorker } from '../src/query/protocol.ts';
+import { tempDir } from './helpers/server.ts';
 
 /**
  * The second line of the sandbox, on its own: a query worker's DuckDB reads the files linked for its
@@ -26,7 +26,7 @@ describe('query worker sandbox (defence in depth)', () => {
     await conn.run(`COPY (SELECT 'visible' AS v) TO '${granted}' (FORMAT parquet)`);
     await conn.run(`COPY (SELECT 'hidden' AS v) TO '${other}' (FORMAT parquet)`);
     conn.closeSync();
-    pool = new QueryPool({ workDir: path.join(dir, 'work'), concurrency: 2, perKey: 2, queue: 4, queueWaitMs: 10_000, threads: 1, memoryLimit: '256MB', heapMb: 128 });
+    pool = new QueryPool({ workDir: path.join(dir, 'work'), concurrency: 2, perKey: 2, queue: 4, queueWaitMs: 10_000, threads: 1, memoryLimit: '256MB', heapMb: 128, warm: 2 });
     await pool.start();
   });
   afterAll(async () => {

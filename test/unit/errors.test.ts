@@ -33,10 +33,9 @@ describe('error map (app.request)', async () => {
     ['too_many_requests', 429, { 'retry-after': '3' }],
     ['storage', 500, {}],
     ['unavailable', 503, { 'retry-after': '3' }],
-    ['insufficient_storage', 507, { 'retry-after': '3' }],
   ];
   it.each(cases)('%s → %i', async (kind, status, headers) => {
-    next = new DomainError(kind, `the ${kind} message`, kind === 'too_many_requests' || kind === 'unavailable' || kind === 'insufficient_storage' ? 2.5 : undefined);
+    next = new DomainError(kind, `the ${kind} message`, kind === 'too_many_requests' || kind === 'unavailable' ? 2.5 : undefined);
     const res = await get('/api/v1/logstream/some/stats');
     expect(res.status).toBe(status);
     expect(res.headers.get('content-type')).toContain('application/json');

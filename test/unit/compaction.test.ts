@@ -1,0 +1,37 @@
+import { describe, expect, it } from 'vitest';
+import type { FileEntry } from '../../src/storage/catalog.ts';
+import { followInTime, planCompaction } from '../../src/storage/compaction.ts';
+
+const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
+
+describe('planCompaction: own small files, per hour, in runs near the target', () => {
+  const h = (hour: string, name: string, over: Partial<FileEntry> = {}) => file(`ds/date=2026-11-23/hour=${hour}/minute=00/${name}.parquet`, over);
+  const cases: [string, FileEntry[], string[][]][] = [
+    ['two small files of one hour merge', [h('01', 'a'), h('01', 'b')], [['a', 'b']]],
+    ['one file alone is left', [h('01', 'a'), h('02', 'b')], []],
+    ['hours are merged separately', [h('01', 'a'), h('01', 'b'), h('02', 'c'), h('02', 'd')], [['a', 'b'], ['c', 'd']]],
+    ['another worker’s files are not touched', [h('01', 'a'), h('01', 'b', { nodeId: 'n2' })], []],
+    ['files at the target size are left alone', [h('01', 'a', { bytes: 1000 }), h('01', 'b'), h('01', 'c')], [['b', 'c']]],
+    ['runs split near the target', [h('01', 'a', { bytes: 400 }), h('01', 'b', { bytes: 400 }), h('01', 'c', { bytes: 400 }), h('01', 'd', { bytes: 400 })], [['a', 'b'], ['c', 'd']]],
+  ];
+  it.each(cases)('%s', (_name, files, groups) => {
+    const names = planCompaction(files, 'n1', 1000).map((g) => g.map((f) => f.key.replace(/^.*\/([^/]+)\.parquet$/, '$1')).sort());
+    expect(names.sort()).toEqual(groups);
+  });
+});
+
+describe('followInTime: when compaction may join files as stored instead of sorting them', () => {
+  const range = (minMs: number, maxMs: number) => ({ minMs, maxMs });
+  const cases: [string, { minMs: number; maxMs: number }[], boolean][] = [
+    ['one file', [range(0, 10)], true],
+    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], true],
+    ['touching at one millisecond', [range(0, 10), range(10, 20)], true],
+    ['the second starts inside the first', [range(0, 10), range(9, 20)], false],
+    ['the second lies inside the first', [range(0, 100), range(10, 20)], false],
+    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], false],
+    ['listed out of order', [range(20, 30), range(0, 10)], false],
+  ];
+  it.each(cases)('%s', (_name, files, expected) => {
+    expect(followInTime(files)).toBe(expected);
+  });
+});

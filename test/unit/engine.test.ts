@@ -1,0 +1,213 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { DomainError } from '../../src/errors.ts';
+import { listFiles } from '../helpers/files.ts';
+import { createDataset, openEngine, rows, type EngineFixture } from '../helpers/engine.ts';
+import { waitFor } from '../helpers/wait.ts';
+
+// The storage engine's facade, in process over a LocalObjectStore in a temp dir (test/helpers/engine.ts):
+// the one ingest sink and its conflicts, flush, snapshots, retention, restart. The system tests cover
+// the same through HTTP and real crashes; these say which rule broke, in milliseconds.
+
+let f: EngineFixture | undefined;
+afterEach(async () => {
+  await f?.cleanup();
+  f = undefined;
+});
+
+const count = (e: EngineFixture, name: string) => e.engine.stats(name).current.rows;
+
+describe('append: the one ingest sink', () => {
+  it.each([
+    ['a new column is added', [{ a: 'x' }], [{ b: 1 }], { a: 'VARCHAR', b: 'BIGINT' }],
+    ['an integer column widens to DOUBLE', [{ n: 1 }], [{ n: 1.5 }], { n: 'DOUBLE' }],
+    ['the same types change nothing', [{ s: 'x', n: 2 }], [{ s: 'y', n: 3 }], { s: 'VARCHAR', n: 'BIGINT' }],
+  ])('%s', async (_, first, second, columns) => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    expect(await f.engine.append('app', rows(first), 10)).toEqual({ count: first.length });
+    expect(await f.engine.append('app', rows(second), 10)).toEqual({ count: second.length });
+    expect(f.engine.schemaOf('app').schema).toMatchObject({ ...columns, p_timestamp: 'TIMESTAMP' });
+    expect(count(f, 'app')).toBe(2);
+  });
+
+  it.each([
+    // A batch placed against an old schema that no longer fits: nothing is stored, the current schema comes back.
+    ['a VARCHAR where the column became BIGINT', [{ x: 1 }], [{ x: 'one' }], 'x'],
+    ['a BOOLEAN where the column is DOUBLE', [{ x: 1.5 }], [{ x: true }], 'x'],
+  ])('conflict: %s', async (_, first, second, column) => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows(first), 10);
+    const answer = await f.engine.append('app', rows(second), 10);
+    expect(answer).toMatchObject({ conflict: expect.stringContaining(column) });
+    expect(count(f, 'app')).toBe(1);
+  });
+
+  it('a batch that would pass P_MAX_COLUMNS conflicts instead of being stored', async () => {
+    f = await openEngine({ maxColumns: 3 });
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1, b: 2 }]), 10);
+    expect(await f.engine.append('app', rows([{ c: 1, d: 2 }]), 10)).toHaveProperty('conflict');
+    expect(Object.keys(f.engine.schemaOf('app').schema).sort()).toEqual(['a', 'b', 'p_timestamp']);
+  });
+
+  it('an empty batch stores nothing and changes nothing', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    expect(await f.engine.append('app', { lines: '', rows: 0, types: new Map(), fixed: [] }, 0)).toEqual({ count: 0 });
+    expect(f.engine.stats('app').wal.rows).toBe(0);
+  });
+
+  it('a full WAL answers unavailable with a retry hint and stores nothing', async () => {
+    f = await openEngine({ walMaxBytes: 10 });
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 'first batch fits: the check is before the append' }]), 10);
+    const err = await f.engine.append('app', rows([{ a: 'second' }]), 10).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(DomainError);
+    expect((err as DomainError).kind).toBe('unavailable');
+    expect(count(f, 'app')).toBe(1);
+  });
+
+  it('appending to a dataset that does not exist is notFound', async () => {
+    f = await openEngine();
+    const err = await f.engine.append('nope', rows([{ a: 1 }]), 1).catch((e: unknown) => e);
+    expect((err as DomainError).kind).toBe('not_found');
+  });
+});
+
+describe('flush, restart and WAL recovery', () => {
+  it('shutdown flushes every acknowledged row into Parquet; a restart reads them from the catalog', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    for (let i = 0; i < 5; i++) await f.engine.append('app', rows([{ i }, { i: i + 100 }]), 20);
+    await f.engine.shutdown();
+    await f.restart();
+    const s = f.engine.stats('app');
+    expect(s.current.rows).toBe(10);
+    expect(s.wal.rows).toBe(0);
+    expect(s.current.files).toBeGreaterThan(0);
+  });
+
+  it('a crash (no shutdown) keeps every acknowledged row in the WAL, which the restart recovers', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }, { a: 2 }]), 20);
+    await f.engine.append('app', rows([{ a: 3 }]), 10);
+    await f.restart();
+    expect(f.engine.stats('app').wal.rows).toBe(3);
+    expect(f.engine.schemaOf('app').schema).toMatchObject({ a: 'BIGINT' });
+  });
+
+  it.each([
+    ['half a line', '{"a":9,"p_timestamp":"2026-'],
+    ['a whole line without its commit marker', '{"a":9,"p_timestamp":"2026-11-25T00:00:00.000Z"}\n'],
+  ])('a torn write (%s) after the last commit marker is cut at recovery, never acknowledged', async (_, torn) => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }]), 10);
+    const [segment] = await listFiles(path.join(f.settings.dataDir, 'wal', 'app'), '.ndjson');
+    await fs.appendFile(segment!, torn);
+    await f.restart();
+    expect(f.engine.stats('app').wal.rows).toBe(1);
+    await f.engine.shutdown();
+    await f.restart();
+    expect(f.engine.stats('app').current.rows).toBe(1);
+  });
+
+  it('segments already in Parquet (a crash after the manifest, before the WAL cleanup) are dropped at restart, not stored twice', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }, { a: 2 }]), 20);
+    const walDir = path.join(f.settings.dataDir, 'wal', 'app');
+    const before = await listFiles(walDir, '.ndjson');
+    const copies = await Promise.all(before.map(async (p) => [p, await fs.readFile(p)] as const));
+    await f.engine.shutdown();
+    // Put the flushed segments back, as if the process died before deleting them.
+    for (const [p, body] of copies) await fs.writeFile(p, body);
+    await f.restart();
+    expect(f.engine.stats('app').wal.rows).toBe(0);
+    expect(f.engine.stats('app').current.rows).toBe(2);
+  });
+});
+
+describe('snapshots', () => {
+  it('hold the files in range and the unflushed WAL: each row in exactly one of them', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }]), 10);
+    await f.engine.shutdown();
+    await f.restart();
+    await f.engine.append('app', rows([{ a: 2 }]), 10);
+    const snap = await f.engine.snapshot('app', 0, Date.now() + 60_000);
+    try {
+      expect(snap.files.reduce((n, x) => n + x.rows, 0) + snap.segments.reduce((n, s) => n + s.rows, 0)).toBe(2);
+      expect(snap.files).toHaveLength(1);
+    } finally {
+      snap.release();
+    }
+    const outside = await f.engine.snapshot('app', 0, 1000);
+    expect(outside.files).toHaveLength(0);
+    outside.release();
+  });
+
+  it('a Parquet file missing from the store is set aside and the rest is served', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }]), 10);
+    await f.engine.shutdown();
+    await f.restart();
+    await f.engine.append('app', rows([{ a: 2 }]), 10);
+    await f.engine.shutdown();
+    await f.restart();
+    const files = await listFiles(path.join(f.dir, 'store', 'app'), '.parquet');
+    expect(files).toHaveLength(2);
+    await fs.rm(files[0]!);
+    const snap = await f.engine.snapshot('app', 0, Date.now() + 60_000);
+    snap.release();
+    expect(snap.files).toHaveLength(1);
+    expect(f.engine.stats('app').quarantined).toEqual([expect.objectContaining({ kind: 'parquet', reason: expect.stringMatching(/missing/) })]);
+  });
+
+  it('a file whose size differs from the catalog (truncated) is set aside too', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }]), 10);
+    await f.engine.shutdown();
+    await f.restart();
+    const [file] = await listFiles(path.join(f.dir, 'store', 'app'), '.parquet');
+    await fs.truncate(file!, 10);
+    const snap = await f.engine.snapshot('app', 0, Date.now() + 60_000);
+    snap.release();
+    expect(snap.files).toHaveLength(0);
+    expect(f.engine.stats('app').quarantined[0]).toMatchObject({ kind: 'parquet', reason: expect.stringMatching(/truncated/) });
+  });
+
+  it('of a deleted dataset is notFound', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.delete('app');
+    const err = await f.engine.snapshot('app', 0, 1).catch((e: unknown) => e);
+    expect((err as DomainError).kind).toBe('not_found');
+  });
+});
+
+describe('retention', () => {
+  it('removes files entirely older than the rule and counts them as deleted', async () => {
+    const old = Date.now() - 10 * 86_400_000;
+    f = await openEngine();
+    await createDataset(f.engine, 'app');
+    await f.engine.append('app', rows([{ a: 1 }, { a: 2 }], old), 20);
+    await f.engine.append('app', rows([{ a: 3 }]), 10);
+    await f.engine.shutdown();
+    await f.restart({ compactionIntervalMs: 50 });
+    await f.engine.setRetention('app', [{ description: 'a week', action: 'delete', duration: '7d' }]);
+    f.engine.start();
+    await waitFor('retention', async () => f!.engine.stats('app').deleted.rows === 2);
+    expect(f.engine.stats('app').current.rows).toBe(1);
+    // The file itself goes after the grace period (0 here), by the garbage collector.
+    await waitFor('the expired file deleted', async () => (await listFiles(path.join(f!.dir, 'store', 'app'), '.parquet')).length === 1);
+    await f.engine.shutdown();
+  });
+});
