@@ -223,9 +223,22 @@ describe('several workers on one bucket', () => {
     expect((await send(b, [{ type: 3, family: 'z' }, { type: 2, family: 'x_total' }])).status).toBe(200);
     // Many requests at once over both workers, each with a family of its own.
     await burst([a, b], 20, (w, i) => send(w, [{ type: 2, family: `burst_${i}` }]));
-    const want = { x_total: 'gauge', y: 'gauge', z: 'histogram', ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`burst_${i}`, 'gauge'])) };
+    const want: Record<string, string> = { x_total: 'gauge', y: 'gauge', z: 'histogram', ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`burst_${i}`, 'gauge'])) };
     // Read from the store at each request: no refresh to wait for.
     expect(await typesOn(a)).toEqual(want);
+    expect(await typesOn(b)).toEqual(want);
+    // The bucket is down: a metadata-only request is not acknowledged (Prometheus sends it again), and
+    // once the bucket is back the same request is, and both workers see it.
+    const late = [{ type: 5, family: 'late_summary' }];
+    await s3.stop();
+    try {
+      const res = await send(a, late);
+      await expectError(res, 503);
+    } finally {
+      await s3.start();
+    }
+    expect((await send(a, late)).status).toBe(200);
+    Object.assign(want, { late_summary: 'summary' });
     expect(await typesOn(b)).toEqual(want);
     // One object per worker, under the dataset's generation.
     const objects = await keys('shared_meta/.metric-metadata/');
