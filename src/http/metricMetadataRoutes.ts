@@ -11,8 +11,7 @@ export function registerMetricMetadataRoutes(app: Hono<AppEnv>, { storage }: Ser
   app.get('/api/v1/logstream/:name/metric-metadata', requires('read', 'name'), knownDataset(storage), async (c) => {
     const families = await storage.metricMetadataOf(c.req.param('name'));
     const only = c.req.query('metric');
-    const out: Record<string, { type: string; help: string; unit: string }[]> = {};
-    for (const [name, f] of families) if (only === undefined || only === name) out[name] = [f];
-    return c.json(out);
+    // fromEntries defines own properties: a family named `__proto__` is a key like any other.
+    return c.json(Object.fromEntries([...families].filter(([name]) => only === undefined || only === name).map(([name, f]) => [name, [f]])));
   });
 }
