@@ -145,12 +145,13 @@ const MetricFamilyZ = z.object({
   at: z.number(),
 });
 export type StoredMetricFamily = z.infer<typeof MetricFamilyZ>;
-const MetricMetadataZ = z.object({ version, families: z.record(z.string(), MetricFamilyZ) });
+/** Families as a list, not an object keyed by name: any name (even `__proto__`) reads back as written. */
+const MetricMetadataZ = z.object({ version, families: z.array(MetricFamilyZ.extend({ family: z.string() })) });
 
 export function encodeMetricMetadata(families: Map<string, StoredMetricFamily>): string {
-  return JSON.stringify({ version: 1, families: Object.fromEntries(families) });
+  return JSON.stringify({ version: 1, families: [...families].map(([family, f]) => ({ family, ...f })) });
 }
 
 export function decodeMetricMetadata(key: string, bytes: Buffer | string): Map<string, StoredMetricFamily> {
-  return new Map(Object.entries(decode(MetricMetadataZ, key, bytes).families));
+  return new Map(decode(MetricMetadataZ, key, bytes).families.map(({ family, ...f }) => [family, f]));
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { StoredMetricFamily } from '../../src/storage/codec.ts';
+import { decodeMetricMetadata, encodeMetricMetadata, type StoredMetricFamily } from '../../src/storage/codec.ts';
 import { metricMetadataKey, parseKey } from '../../src/storage/layout.ts';
 import { applyFamilies, boundFamily, mergeFamilies, type MetricMetadataLimits } from '../../src/storage/metricMetadata.ts';
 
@@ -45,6 +45,11 @@ describe('remembered metric metadata: workers merged on read', () => {
     ['at most the limit of families, by name', [new Map([['d', stored('gauge', 1)], ['a', stored('gauge', 1)]]), new Map([['c', stored('gauge', 1)], ['b', stored('gauge', 1)]])], { a: 'gauge', b: 'gauge', c: 'gauge' }],
   ])('%s', (_, tables, want) => {
     expect(Object.fromEntries([...mergeFamilies(tables, LIMITS)].map(([k, v]) => [k, v.type]))).toEqual(want);
+  });
+
+  it('a worker\'s object reads back as written, whatever the family names', () => {
+    const table = new Map([['__proto__', stored('gauge', 1)], ['constructor', stored('counter', 2, 'h', 's')], ['up', stored('gauge', 3)]]);
+    expect(decodeMetricMetadata('k', encodeMetricMetadata(table))).toEqual(table);
   });
 
   it('a worker\'s object key belongs to its dataset generation (deleted with it, swept as an orphan)', () => {
