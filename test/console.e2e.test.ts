@@ -355,6 +355,8 @@ describe('web console', () => {
     expect(await option('room_temperature_celsius').textContent()).toMatch(/\(gauge, /);
     // Its name says counter; the remote-write metadata sent with it says gauge: the metadata wins.
     expect(await option('queue_depth_total').textContent()).toMatch(/\(gauge, /);
+    // No type on its rows, a name that says nothing: the metadata Prometheus sent on its own says counter.
+    expect(await option('jobs_done').textContent()).toMatch(/\(counter, /);
 
     // A classic histogram: the quantile of the buckets' increase, by route; `le` is not a label to group by.
     await page.getByTestId('metric-select').selectOption('http_request_duration_seconds_bucket');

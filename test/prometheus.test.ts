@@ -2,8 +2,9 @@ import snappy from 'snappy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RequestV2, WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
 import { prometheusBinary, startPrometheus } from './helpers/prometheus.ts';
-import { query, startServer, type TestServer } from './helpers/server.ts';
+import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { sleep } from './helpers/wait.ts';
+import { remoteWriteV1 } from './helpers/wire.ts';
 
 const T0 = Date.parse('2026-11-01T10:00:00.000Z');
 const RANGE = { startTime: '2026-11-01T09:00:00Z', endTime: '2026-11-01T11:00:00Z' };
@@ -216,4 +217,82 @@ describe('Prometheus remote write', () => {
       await prom.stop();
     }
   }, 400_000); // a fresh machine first installs Debian's prometheus package (apt-get)
+
+  it('a real Prometheus\'s metadata (sent in requests of its own) types its counters, gauges and histograms', async () => {
+    const binary = prometheusBinary();
+    if (!binary) throw new Error('Debian prometheus package could not be installed (scripts/ensure-deb.sh)');
+    // metadata_config.send_interval is 1s in the helper's config (1m by default).
+    const prom = await startPrometheus(binary, { remoteWriteUrl: `${server.url}/v1/prometheus/write?stream=prommeta`, bearer: server.apiKey });
+    const wanted = { prometheus_http_requests_total: 'counter', go_goroutines: 'gauge', prometheus_http_request_duration_seconds: 'histogram', go_gc_duration_seconds: 'summary' };
+    type Families = Record<string, { type: string; help: string; unit: string }[]>;
+    try {
+      const deadline = Date.now() + 60_000;
+      let families: Families = {};
+      for (;;) {
+        const res = await server.request('/api/v1/logstream/prommeta/metric-metadata');
+        if (res.status === 200) {
+          families = (await res.json()) as Families;
+          if (Object.keys(wanted).every((f) => families[f])) break;
+        } else await res.text();
+        if (Date.now() > deadline) throw new Error(`no metadata from Prometheus in time (missing ${Object.keys(wanted).filter((f) => !families[f]).join(', ')} of ${Object.keys(families).length} families); its log:\n${prom.logs().slice(-3000)}`);
+        await sleep(500);
+      }
+      for (const [family, type] of Object.entries(wanted)) {
+        expect(families[family], family).toHaveLength(1);
+        expect(families[family][0].type, family).toBe(type);
+        expect(families[family][0].help, family).not.toBe('');
+      }
+      // One family asked for alone; the samples of those families are stored under their series' names.
+      const one = (await (await server.request('/api/v1/logstream/prommeta/metric-metadata?metric=go_goroutines')).json()) as Families;
+      expect(Object.keys(one)).toEqual(['go_goroutines']);
+      const seriesDeadline = Date.now() + 60_000;
+      const names = ['prometheus_http_requests_total', 'go_goroutines', 'prometheus_http_request_duration_seconds_bucket'];
+      for (;;) {
+        // The dataset may have metadata before any sample (then it has no metric_name column yet: 400).
+        const rows = await query(server, `SELECT DISTINCT metric_name FROM prommeta WHERE metric_name IN (${names.map((n) => `'${n}'`).join(', ')})`, { startTime: '5m', endTime: 'now' }).catch((err: Error) => [{ error: err.message }]);
+        if (rows.length === names.length && rows.every((r) => r.metric_name)) break;
+        if (Date.now() > seriesDeadline) throw new Error(`series missing: have ${JSON.stringify(rows)}`);
+        await sleep(500);
+      }
+    } finally {
+      await prom.stop();
+    }
+  }, 400_000);
+
+  it('a metadata-only request is acknowledged once stored, and the dataset remembers it after a restart', async () => {
+    const dataDir = await tempDir();
+    let s = await startServer({ dataDir });
+    try {
+      const body = remoteWriteV1([], [
+        { type: 1, family: 'jobs_done', help: 'Jobs finished.', unit: '' },
+        { type: 3, family: 'job_seconds', help: 'h'.repeat(3000), unit: 'seconds' },
+        { type: 0, family: 'mystery' },
+      ]);
+      const res = await write(s, body, {}, 'metaonly');
+      expect(res.status).toBe(200);
+      expect(await res.json()).toMatchObject({ count: 0, samples: 0 });
+      // Repeats (Prometheus sends the same every interval) and metadata riding with samples are kept too.
+      const now = Date.now();
+      expect((await write(s, body, {}, 'metaonly')).status).toBe(200);
+      const mixed = remoteWriteV1([{ labels: [['__name__', 'queue_depth']], samples: [{ value: 3, timestampMs: now }] }], [{ type: 2, family: 'queue_depth', help: 'Items waiting.' }]);
+      expect(await (await write(s, mixed, {}, 'metaonly')).json()).toMatchObject({ count: 1 });
+      await s.stop();
+      s = await startServer({ dataDir });
+      const families = (await (await s.request('/api/v1/logstream/metaonly/metric-metadata')).json()) as Record<string, { type: string; help: string; unit: string }[]>;
+      expect(families).toEqual({
+        jobs_done: [{ type: 'counter', help: 'Jobs finished.', unit: '' }],
+        // Help texts are cut at 1024 characters.
+        job_seconds: [{ type: 'histogram', help: 'h'.repeat(1024), unit: 'seconds' }],
+        mystery: [{ type: 'unknown', help: '', unit: '' }],
+        queue_depth: [{ type: 'gauge', help: 'Items waiting.', unit: '' }],
+      });
+      // Another change after the restart keeps what was there before it.
+      expect((await write(s, remoteWriteV1([], [{ type: 2, family: 'jobs_done', help: 'Now a gauge.' }]), {}, 'metaonly')).status).toBe(200);
+      const after = (await (await s.request('/api/v1/logstream/metaonly/metric-metadata')).json()) as Record<string, { type: string }[]>;
+      expect(Object.fromEntries(Object.entries(after).map(([k, v]) => [k, v[0].type]))).toEqual({ jobs_done: 'gauge', job_seconds: 'histogram', mystery: 'unknown', queue_depth: 'gauge' });
+      expect((await s.request('/api/v1/logstream/nosuch/metric-metadata')).status).toBe(404);
+    } finally {
+      await s.stop();
+    }
+  });
 });

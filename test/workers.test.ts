@@ -4,6 +4,7 @@ import { expectError } from './helpers/assert.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { sleep, waitFor } from './helpers/wait.ts';
+import { remoteWriteV1 } from './helpers/wire.ts';
 
 /**
  * Several workers on one bucket (moto, which honours conditional writes as AWS S3 and MinIO do):
@@ -199,5 +200,49 @@ describe('several workers on one bucket', () => {
       await s3.start();
     }
     expect(await query(b, 'SELECT count(*) AS n FROM dark')).toEqual([{ n: 2 }]);
+  }, 120_000);
+
+  it('remote-write metric metadata sent to either worker is seen by both; concurrent requests lose none; it goes with the dataset', async () => {
+    const a = await worker({ P_NODE_ID: 'meta-a' });
+    const b = await worker({ P_NODE_ID: 'meta-b' });
+    const send = (w: TestServer, metadata: Parameters<typeof remoteWriteV1>[1]) =>
+      w.request('/v1/prometheus/write?stream=shared_meta', {
+        method: 'POST',
+        body: new Uint8Array(remoteWriteV1([], metadata)),
+        headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf' },
+      });
+    const typesOn = async (w: TestServer) => {
+      const res = await w.request('/api/v1/logstream/shared_meta/metric-metadata');
+      expect(res.status).toBe(200);
+      const body = (await res.json()) as Record<string, { type: string }[]>;
+      return Object.fromEntries(Object.entries(body).map(([k, v]) => [k, v[0].type]));
+    };
+    expect((await send(a, [{ type: 1, family: 'x_total' }, { type: 2, family: 'y' }])).status).toBe(200);
+    // B learns of the dataset from the store; its later metadata for x_total wins everywhere.
+    expect((await send(b, [{ type: 3, family: 'z' }, { type: 2, family: 'x_total' }])).status).toBe(200);
+    // Many requests at once over both workers, each with a family of its own.
+    await burst([a, b], 20, (w, i) => send(w, [{ type: 2, family: `burst_${i}` }]));
+    const want: Record<string, string> = { x_total: 'gauge', y: 'gauge', z: 'histogram', ...Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`burst_${i}`, 'gauge'])) };
+    // Read from the store at each request: no refresh to wait for.
+    expect(await typesOn(a)).toEqual(want);
+    expect(await typesOn(b)).toEqual(want);
+    // The bucket is down: a metadata-only request is not acknowledged (Prometheus sends it again), and
+    // once the bucket is back the same request is, and both workers see it.
+    const late = [{ type: 5, family: 'late_summary' }];
+    await s3.stop();
+    try {
+      const res = await send(a, late);
+      await expectError(res, 503);
+    } finally {
+      await s3.start();
+    }
+    expect((await send(a, late)).status).toBe(200);
+    Object.assign(want, { late_summary: 'summary' });
+    expect(await typesOn(b)).toEqual(want);
+    // One object per worker, under the dataset's generation.
+    const objects = await keys('shared_meta/.metric-metadata/');
+    expect(objects.map((k) => k.split('/').pop()).sort()).toEqual(['meta-a.json', 'meta-b.json']);
+    expect((await a.request('/api/v1/logstream/shared_meta', { method: 'DELETE' })).status).toBe(200);
+    expect(await keys('shared_meta/.metric-metadata/')).toEqual([]);
   }, 120_000);
 });

@@ -11,6 +11,7 @@ import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
+import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
 import { DomainError } from '../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -103,6 +104,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerCompatRoutes(app, services);
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
+  registerMetricMetadataRoutes(app, services);
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

@@ -18,7 +18,7 @@ import { parseOtlpJson } from './otlp/json.ts';
 import type { Msg } from './otlp/values.ts';
 import { placeRows, placeValues, timeGuess, type TimeGuess } from './placement.ts';
 import { timeFieldRule } from './eventTime.ts';
-import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion } from './prometheus/index.ts';
+import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion, type FamilyMetadata } from './prometheus/index.ts';
 import { uncompress } from './prometheus/decode.ts';
 import { TIME_COLUMN, type ColumnType, type FlatRow } from '../model.ts';
 import type { DatasetMeta, TimeField } from '../storage/engine.ts';
@@ -61,6 +61,8 @@ export interface IngestInfo {
   samples?: number;
   histograms?: number;
   exemplars?: number;
+  /** Remote write 1.0 metric family metadata of the request, remembered for the dataset. */
+  metadata?: FamilyMetadata[];
 }
 
 export interface SerializedBatch {
@@ -130,7 +132,7 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       // Plain samples go straight to WAL lines (labels serialised once per series); only when some
       // value must move (a label conflicting with a column) are the rows built and placed.
       const d = withDecodeBudget(job.limits, 'samples', () => decodeRemoteWriteBytes(version, bytes, stamp, 'lines'));
-      const info: IngestInfo = { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars };
+      const info: IngestInfo = { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars, metadata: d.metadata };
       const lines = d.lines!;
       if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);
       if (lines.types.size > job.limits.maxNames) throw tooManyNames(job.limits);

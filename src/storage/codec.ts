@@ -135,3 +135,23 @@ export function encodeSchema(columns: Schema): string {
 export function decodeSchema(key: string, bytes: Buffer | string): Schema {
   return decode(SchemaObjectZ, key, bytes).columns;
 }
+
+/** One metric family's remote-write metadata as a worker last received it (see metricMetadata.ts). */
+const MetricFamilyZ = z.object({
+  type: z.string(),
+  help: z.string(),
+  unit: z.string(),
+  /** Epoch ms when this worker received this content (unchanged repeats keep the first time). */
+  at: z.number(),
+});
+export type StoredMetricFamily = z.infer<typeof MetricFamilyZ>;
+/** Families as a list, not an object keyed by name: any name (even `__proto__`) reads back as written. */
+const MetricMetadataZ = z.object({ version, families: z.array(MetricFamilyZ.extend({ family: z.string() })) });
+
+export function encodeMetricMetadata(families: Map<string, StoredMetricFamily>): string {
+  return JSON.stringify({ version: 1, families: [...families].map(([family, f]) => ({ family, ...f })) });
+}
+
+export function decodeMetricMetadata(key: string, bytes: Buffer | string): Map<string, StoredMetricFamily> {
+  return new Map(decode(MetricMetadataZ, key, bytes).families.map(({ family, ...f }) => [family, f]));
+}

@@ -10,6 +10,7 @@ import { flushDataset } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
 import { metaKey } from './layout.ts';
 import { Manifests } from './manifests.ts';
+import { MetricMetadataStore, type IncomingFamily, type MetricFamilyMeta } from './metricMetadata.ts';
 import type { ObjectStore } from './objectStore.ts';
 import { Quarantine, type QuarantinedObject } from './quarantine.ts';
 import { applyRetention } from './retention.ts';
@@ -19,7 +20,7 @@ import { evolveSchema } from './schemaState.ts';
 import { takeSnapshot } from './snapshot.ts';
 import { datasetStats, dateTotals, type DatasetStats, type Totals } from './stats.ts';
 
-export type { DatasetKind, DatasetMeta, DatasetStats, RetentionRule, Snapshot, StorageSettings, TimeField, Totals };
+export type { DatasetKind, DatasetMeta, DatasetStats, IncomingFamily, MetricFamilyMeta, RetentionRule, Snapshot, StorageSettings, TimeField, Totals };
 
 /** A batch of rows an ingest worker serialised as WAL lines, placed against the schema it was given. */
 export interface SerializedRows {
@@ -44,6 +45,7 @@ export class StorageEngine {
   private readonly manifests: Manifests;
   private readonly datasets: DatasetSet;
   private readonly scheduler = new Scheduler();
+  private readonly metricMetadata: MetricMetadataStore;
 
   constructor(
     readonly store: ObjectStore,
@@ -54,6 +56,7 @@ export class StorageEngine {
     this.gc = new GarbageCollector(this.ctx);
     this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule(keys, at));
     this.datasets = new DatasetSet(this.ctx, this.manifests, this.gc);
+    this.metricMetadata = new MetricMetadataStore(this.ctx);
   }
 
   /** Loads every dataset from the store and recovers this worker's WAL. */
@@ -119,6 +122,19 @@ export class StorageEngine {
     ds.oldestUnflushedAt ??= Date.now();
     if (ds.wal.size.bytes >= this.settings.flushBytes) this.flushSoon(ds);
     return { count: batch.rows };
+  }
+
+  /**
+   * Remembers remote-write metric metadata of a dataset (see metricMetadata.ts); resolves once it is in
+   * the store. `dropped`: families past the bounds, not remembered.
+   */
+  async rememberMetricMetadata(name: string, families: IncomingFamily[]): Promise<{ dropped: number }> {
+    return this.metricMetadata.remember(this.datasets.dataset(name).meta, families);
+  }
+
+  /** Every worker's remembered metric metadata of a dataset, by family name. */
+  async metricMetadataOf(name: string): Promise<Map<string, MetricFamilyMeta>> {
+    return this.metricMetadata.read(await this.require(name));
   }
 
   /** Starts a flush unless one runs or a failed one is backing off. */

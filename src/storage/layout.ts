@@ -9,6 +9,7 @@ import * as path from 'node:path';
  * .streams/{dataset}.json                                   dataset metadata
  * {dataset}/.schema/{generation}/{node}.json                a worker's schema
  * {dataset}/.manifests/{generation}/{node}.{seq}.json       catalog manifests
+ * {dataset}/.metric-metadata/{generation}/{node}.json       a worker's remote-write metric metadata
  * {dataset}/date=…/hour=…/minute=…/{generation}.{node}.{seq}_{i}.parquet     flushed files
  * {dataset}/date=…/hour=…/{generation}.{node}.{seq}.compacted.parquet        compacted files
  * ```
@@ -36,6 +37,9 @@ export const manifestPrefix = (name: string, generation: string) => `${name}/.ma
 export const manifestKey = (name: string, generation: string, nodeId: string, seq: number) =>
   `${manifestPrefix(name, generation)}${nodeId}.${pad(seq)}.json`;
 
+export const metricMetadataPrefix = (name: string, generation: string) => `${name}/.metric-metadata/${generation}/`;
+export const metricMetadataKey = (name: string, generation: string, nodeId: string) => `${metricMetadataPrefix(name, generation)}${nodeId}.json`;
+
 /** Stem of the files one flush writes (DuckDB appends `_{i}.parquet`). */
 export const flushFileStem = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}`;
 export const compactedFileName = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}.compacted.parquet`;
@@ -47,7 +51,7 @@ export function hourPartition(key: string): string | undefined {
   return /\/(date=[^/]+\/hour=[^/]+)\//.exec(key)?.[1];
 }
 
-export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'data';
+export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'metric-metadata' | 'data';
 
 export interface ParsedKey {
   role: ObjectRole;
@@ -64,6 +68,8 @@ export function parseKey(key: string): ParsedKey | undefined {
   if (meta !== undefined) return { role: 'metadata', dataset: meta };
   let m = /^([^/.][^/]*)\/\.schema\/([^/]+)\/([^/]+)\.json$/.exec(key);
   if (m) return { role: 'schema', dataset: m[1], generation: m[2], nodeId: m[3] };
+  m = /^([^/.][^/]*)\/\.metric-metadata\/([^/]+)\/([^/]+)\.json$/.exec(key);
+  if (m) return { role: 'metric-metadata', dataset: m[1], generation: m[2], nodeId: m[3] };
   m = /^([^/.][^/]*)\/\.manifests\/([^/]+)\/([^/]+)\.(\d{12})\.json$/.exec(key);
   if (m) return { role: 'manifest', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
   m = /^([^/.][^/]*)\/date=[^/]+\/hour=[^/]+\/(?:minute=[^/]+\/)?([^/.]+)\.([^/]+)\.(\d{12})(?:_\d+|\.compacted)\.parquet$/.exec(key);

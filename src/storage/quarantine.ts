@@ -1,7 +1,7 @@
 import { log } from '../log.ts';
 import { isCorruptObject } from './codec.ts';
 
-export type DamagedKind = 'metadata' | 'manifest' | 'schema' | 'parquet' | 'wal';
+export type DamagedKind = 'metadata' | 'manifest' | 'schema' | 'metric-metadata' | 'parquet' | 'wal';
 
 export interface QuarantinedObject {
   /** Object key in the store, or the local file for WAL segments. */

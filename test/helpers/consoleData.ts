@@ -162,13 +162,17 @@ export async function sendPrometheus(server: TestServer, dataset: string, minute
   }
   for (let k = 1; k <= 23; k++) add({ __name__: 'room_temperature_celsius', sensor: `s${String(k).padStart(2, '0')}` }, (i) => 15 + k * 0.5 + Math.sin(i / 5 + k));
   add({ __name__: 'queue_depth_total' }, (i) => 10 + (i % 7));
-  const body = WriteRequestV1.encode(WriteRequestV1.fromObject({ timeseries: series, metadata: [{ type: 2, metricFamilyName: 'queue_depth_total', help: 'jobs waiting', unit: '' }] })).finish();
-  await ok(
-    server.request(`/v1/prometheus/write?stream=${dataset}`, {
-      method: 'POST',
-      body: new Uint8Array(snappy.compressSync(Buffer.from(body))),
-      headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf', 'x-prometheus-remote-write-version': '0.1.0' },
-    }),
-    'Prometheus remote write',
-  );
+  // A counter its name does not reveal: only the metadata Prometheus sends on its own (below) types it.
+  add({ __name__: 'jobs_done' }, (i) => 50 * (i + 1));
+  const send = (request: Record<string, unknown>, what: string) =>
+    ok(
+      server.request(`/v1/prometheus/write?stream=${dataset}`, {
+        method: 'POST',
+        body: new Uint8Array(snappy.compressSync(Buffer.from(WriteRequestV1.encode(WriteRequestV1.fromObject(request)).finish()))),
+        headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf', 'x-prometheus-remote-write-version': '0.1.0' },
+      }),
+      what,
+    );
+  await send({ timeseries: series, metadata: [{ type: 2, metricFamilyName: 'queue_depth_total', help: 'jobs waiting', unit: '' }] }, 'Prometheus remote write');
+  await send({ metadata: [{ type: 1, metricFamilyName: 'jobs_done', help: 'Jobs finished.', unit: '' }] }, 'Prometheus remote write metadata');
 }

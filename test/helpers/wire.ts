@@ -94,9 +94,25 @@ export interface SeriesSpec {
   samples: { value: number; timestampMs: number }[];
 }
 
-/** Remote write 1.0 WriteRequest, snappy-compressed. */
-export function remoteWriteV1(series: SeriesSpec[]): Buffer {
+/** Remote write 1.0 MetricMetadata: `type` is the MetricType number (1 counter, 2 gauge, 3 histogram, 5 summary…). */
+export interface MetadataSpec {
+  type: number;
+  family: string | Bytes;
+  help?: string | Bytes;
+  unit?: string | Bytes;
+}
+
+/** Remote write 1.0 WriteRequest, snappy-compressed; with `metadata` and no series, what Prometheus sends every metadata_config.send_interval. */
+export function remoteWriteV1(series: SeriesSpec[], metadata: MetadataSpec[] = []): Buffer {
   const w = protobuf.Writer.create();
+  for (const m of metadata) {
+    message(w, 3, (md) => {
+      tag(md, 1, 0).int32(m.type);
+      bytesField(md, 2, m.family);
+      if (m.help !== undefined) bytesField(md, 4, m.help);
+      if (m.unit !== undefined) bytesField(md, 5, m.unit);
+    });
+  }
   for (const s of series) {
     message(w, 1, (ts) => {
       for (const [name, value] of s.labels) {

@@ -3,7 +3,7 @@ import { autoBucketSeconds, parseTimestamp, parseTimestampNs, resolveBound, reso
 import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit } from '../../console/src/lib/sql.ts';
 import { normalizeSchema } from '../../console/src/lib/schema.ts';
 import { computeLines, histogramQuantile, type MetricPoint } from '../../console/src/lib/metrics.ts';
-import { aggregationOf, isLabelColumn, labelsOf, metricKind, toPoints } from '../../console/src/lib/metricsQuery.ts';
+import { aggregationOf, isLabelColumn, labelsOf, metricKind, toPoints, withFamilyMetadata, type FamilyMetadata } from '../../console/src/lib/metricsQuery.ts';
 import { addCondition, valueCondition } from '../../console/src/lib/sql.ts';
 import { chips, levelClass, logLayout, looksLikeLogs } from '../../console/src/lib/logs.ts';
 import { seriesColors } from '../../console/src/lib/metrics.ts';
@@ -138,6 +138,32 @@ describe('metrics', () => {
   ] as const)('%s (%s, monotonic %s, buckets %i, le %i, quantile %i) → %s, %s', (name, type, monotonic, otlpBuckets, le, quantile, kind, agg) => {
     expect(metricKind({ name, type, monotonic, otlpBuckets, le, quantile })).toBe(kind);
     expect(aggregationOf(kind)).toBe(agg);
+  });
+
+  // Metadata the dataset remembers (Prometheus' own family names: a counter's with `_total`).
+  const families: FamilyMetadata = {
+    prometheus_http_requests_total: [{ type: 'counter', help: 'Requests.', unit: '' }],
+    prometheus_http_request_duration_seconds: [{ type: 'histogram', help: 'Latency.', unit: 'seconds' }],
+    jobs_done: [{ type: 'counter', help: '', unit: '' }],
+    mystery: [{ type: 'unknown', help: '', unit: '' }],
+    jobs: [{ type: 'counter', help: '', unit: '' }],
+  };
+  // series name, type on its rows → type used, typed by the remembered metadata, kind
+  test.each([
+    ['prometheus_http_requests_total', null, 'counter', true, 'counter'],
+    ['prometheus_http_request_duration_seconds_count', null, 'histogram', true, 'counter'],
+    ['jobs_done', null, 'counter', true, 'counter'],
+    // OpenMetrics names a counter's family without `_total`.
+    ['jobs_total', null, 'counter', true, 'counter'],
+    ['mystery', null, null, false, 'gauge'],
+    ['not_remembered', null, null, false, 'gauge'],
+    // A type on the rows (sent with the samples, or OTLP's) is the more specific one.
+    ['jobs_done', 'gauge', 'gauge', false, 'gauge'],
+  ] as const)('%s (rows typed %s) → %s (by metadata %s) → %s', (name, type, want, byMeta, kind) => {
+    const m = withFamilyMetadata({ name, type, monotonic: null, unit: null, points: 1, otlpBuckets: 0, le: 0, quantile: 0 }, families);
+    expect(m.type).toBe(want);
+    expect(m.typedByMetadata ?? false).toBe(byMeta);
+    expect(metricKind(m)).toBe(kind);
   });
 
   test("a classic histogram's le buckets become per-bucket counts, drawn as a quantile", () => {

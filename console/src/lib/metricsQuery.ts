@@ -21,6 +21,34 @@ export interface MetricInfo {
   /** Points with an `le` label (Prometheus classic histogram buckets) / a `quantile` label (summary). */
   le: number;
   quantile: number;
+  /** The type came from the remote-write metadata the dataset remembers, not from the rows. */
+  typedByMetadata?: boolean;
+}
+
+/**
+ * Remote-write metadata the dataset remembers, by metric family (`GET /api/v1/logstream/{name}/metric-metadata`,
+ * the `data` shape of Prometheus' `/api/v1/metadata`). Prometheus sends it apart from the samples, so
+ * its rows mostly carry no type.
+ */
+export type FamilyMetadata = Record<string, { type: string; help: string; unit: string }[]>;
+
+/**
+ * A series name's family metadata: the name itself (Prometheus' text format names a counter's family
+ * with its `_total`), else the name without a histogram's, summary's or OpenMetrics counter's suffix.
+ */
+export function familyOf(name: string, families: FamilyMetadata): { type: string; help: string; unit: string } | undefined {
+  const exact = families[name]?.[0];
+  if (exact) return exact;
+  const m = /^(.*)_(bucket|sum|count|total|created|info)$/.exec(name);
+  return m ? families[m[1]]?.[0] : undefined;
+}
+
+/** A metric whose rows carry no type gets its family's remembered type (and unit); `unknown` says nothing. */
+export function withFamilyMetadata(m: MetricInfo, families: FamilyMetadata): MetricInfo {
+  if (m.type) return m;
+  const f = familyOf(m.name, families);
+  if (!f || !f.type || f.type === 'unknown') return m;
+  return { ...m, type: f.type, unit: m.unit ?? (f.unit || null), typedByMetadata: true };
 }
 
 /** Columns of a metric row that are not labels (everything else a data point carries is a label). */
@@ -32,7 +60,8 @@ export function isLabelColumn(name: string): boolean {
 /**
  * The metric's kind, from (in this order) OTLP's data (bucket counts), Prometheus' conventions for a
  * classic histogram's `_bucket` series (an `le` label), the stored type (OTLP's kind with its
- * monotonic flag, or remote-write metadata), then the name's suffix (`_total`, `_count`, `_sum` are
+ * monotonic flag, or remote-write metadata on the rows or remembered by the dataset: see
+ * `withFamilyMetadata`), then the name's suffix (`_total`, `_count`, `_sum` are
  * counters; Prometheus metadata names a histogram's or summary's family, so these come first).
  */
 export function metricKind(m: Pick<MetricInfo, 'name' | 'type' | 'monotonic' | 'otlpBuckets' | 'le' | 'quantile'>): MetricKind {

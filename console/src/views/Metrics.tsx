@@ -5,7 +5,7 @@ import { navigate } from '../lib/route.ts';
 import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
 import { computeLines, seriesColors, type Lines } from '../lib/metrics.ts';
 import {
-  aggregationOf, catalogSql, isLabelColumn, KIND_LABEL, labelsOf, labelsSql, metricKind, pointsSql, toMetricInfo, toPoints, type MetricInfo,
+  aggregationOf, catalogSql, isLabelColumn, KIND_LABEL, labelsOf, labelsSql, metricKind, pointsSql, toMetricInfo, toPoints, withFamilyMetadata, type FamilyMetadata, type MetricInfo,
 } from '../lib/metricsQuery.ts';
 import { DatasetSelect } from '../components/DatasetSelect.tsx';
 import { TimeRangePicker } from '../components/TimeRangePicker.tsx';
@@ -56,8 +56,12 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
       const cols = new Set(sc.fields.map((f) => f.name));
       setColumns(cols);
       setAllLabels(sc.fields.map((f) => f.name).filter(isLabelColumn));
-      const { records } = await s.api.query({ query: catalogSql(dataset, (c) => cols.has(c)), ...req() });
-      setMetrics(records.map(toMetricInfo));
+      // What Prometheus sent as metadata on its own (a server without the endpoint: none).
+      const [{ records }, families] = await Promise.all([
+        s.api.query({ query: catalogSql(dataset, (c) => cols.has(c)), ...req() }),
+        s.api.json<FamilyMetadata>(`/api/v1/logstream/${encodeURIComponent(dataset)}/metric-metadata`).catch((): FamilyMetadata => ({})),
+      ]);
+      setMetrics(records.map((r) => withFamilyMetadata(toMetricInfo(r), families)));
     }).catch((e) => setError((e as Error).message));
   }, [dataset, range.from, range.to]);
 
@@ -165,7 +169,12 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
       {metric && (
         <p class="muted" data-testid="metric-desc">
           <strong>{metric.name}</strong> {metric.unit ? `(${metric.unit}) ` : ''}— {KIND_LABEL[kind]}
-          {metric.type ? ` (stored type ${metric.type}${metric.monotonic ? ', monotonic' : ''})` : ' (untyped in the data: typed by its name and labels)'}: showing the{' '}
+          {metric.typedByMetadata
+            ? ` (type ${metric.type} from the remote-write metadata)`
+            : metric.type
+              ? ` (stored type ${metric.type}${metric.monotonic ? ', monotonic' : ''})`
+              : ' (untyped in the data: typed by its name and labels)'}
+          : showing the{' '}
           {agg === 'quantile' ? `p${quantile * 100}` : agg === 'rate' ? 'rate per second' : agg === 'mean' ? 'mean (sum / count)' : 'average'}
           {group ? ` by ${group}` : ''}.
         </p>

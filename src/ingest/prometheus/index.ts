@@ -15,6 +15,16 @@ export interface RemoteWriteDecoded extends RowBatch {
   exemplars: number;
   /** With output 'lines': the rows as WAL lines (and `rows` is empty). */
   lines?: SeriesSink['lines'];
+  /** Remote write 1.0 metadata, per metric family, to be remembered for the dataset (docs/console.md). */
+  metadata: FamilyMetadata[];
+}
+
+/** One metric family's remote write 1.0 metadata; an unset type reads `unknown`, as Prometheus names it. */
+export interface FamilyMetadata {
+  family: string;
+  type: string;
+  help: string;
+  unit: string;
 }
 
 function decodeV1(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteDecoded {
@@ -23,8 +33,11 @@ function decodeV1(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
     metadata?: { type?: number; metricFamilyName?: string; help?: string; unit?: string }[];
   };
   const metadata = new Map<string, Meta>();
+  const families: FamilyMetadata[] = [];
   for (const m of req.metadata ?? []) {
-    if (m.metricFamilyName) metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
+    if (!m.metricFamilyName) continue;
+    metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
+    families.push({ family: m.metricFamilyName, type: METRIC_TYPES[m.type ?? 0] ?? 'unknown', help: m.help ?? '', unit: m.unit ?? '' });
   }
   const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
   for (const ts of req.timeseries ?? []) {
@@ -39,7 +52,7 @@ function decodeV1(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
       })),
     );
   }
-  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', ...totals };
+  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '1.0', metadata: families, ...totals };
 }
 
 function decodeV2(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteDecoded {
@@ -80,7 +93,7 @@ function decodeV2(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
       ts.exemplars?.map((e) => ({ labels: Object.fromEntries(pairs(e.labelsRefs)), value: e.value ?? 0, timestamp: isoMs(toNumber(e.timestamp)) })),
     );
   }
-  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', ...totals };
+  return { rows: sink.rows, lines: sink.lines, knownTypes: { ...PROMETHEUS_KNOWN_TYPES }, timeColumn: PROMETHEUS_TIME_COLUMN, version: '2.0', metadata: [], ...totals };
 }
 
 /**

@@ -54,7 +54,8 @@ function sampleRow(base: FlatRow, s: DecodedSample): FlatRow {
 /**
  * Remote write 1.0 metadata is per metric family: it also describes `family_bucket`, `_sum`, `_count`…
  * Prometheus sends it in its own requests (every metadata_config.send_interval, 1m by default), not
- * with the samples, so it only reaches rows of senders that put both in one request.
+ * with the samples, so it only reaches rows of senders that put both in one request; the dataset
+ * remembers it for the rest (src/storage/metricMetadata.ts).
  */
 export function familyMeta(metadata: Map<string, Meta>, name: string | undefined): Meta | undefined {
   if (!name) return undefined;
