@@ -93,10 +93,38 @@ const envSchema = z.object({
   P_COMPACTION_TARGET_BYTES: bytes('128MiB'),
   P_ORPHAN_SWEEP_INTERVAL: duration('10m'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional(),
+  P_PG_ADDR: z
+    .string()
+    .default('0.0.0.0:5432')
+    .describe('host:port of the PostgreSQL wire protocol front door, or `off`. 5432 because every PostgreSQL client defaults to it.'),
+  P_PG_TLS_CERT: z.string().optional().describe('PEM certificate file for TLS on the PostgreSQL port (SSLRequest); none by default, so clients with sslmode=prefer use plain TCP.'),
+  P_PG_TLS_KEY: z.string().optional().describe('PEM private key file matching P_PG_TLS_CERT.'),
+  P_PG_REQUIRE_TLS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .describe('Refuse passwords (API keys) over plain TCP on the PostgreSQL port. Off by default because TLS needs a certificate the operator provides.'),
+  P_PG_MAX_CONNECTIONS: z.coerce.number().int().positive().default(100).describe('Most PostgreSQL connections at once (PostgreSQL\'s own default); more are refused with SQLSTATE 53300.'),
+  P_PG_IDLE_TIMEOUT: duration('10m').describe('A PostgreSQL connection idle this long (no query running) is closed, like idle_session_timeout; long enough for a BI tool\'s pooled connections.'),
   P_LOG_LEVEL: z.enum(['debug', 'info', 'warn', 'error']).default('info'),
 });
 
 export type Config = ReturnType<typeof loadConfig>;
+
+function pgSettings(e: z.infer<typeof envSchema>) {
+  if (e.P_PG_ADDR.trim().toLowerCase() === 'off') return undefined;
+  const m = /^(.*):(\d+)$/.exec(e.P_PG_ADDR);
+  if (!m) throw new Error(`invalid configuration: P_PG_ADDR must be host:port or off, got ${e.P_PG_ADDR}`);
+  if (Boolean(e.P_PG_TLS_CERT) !== Boolean(e.P_PG_TLS_KEY)) throw new Error('invalid configuration: P_PG_TLS_CERT and P_PG_TLS_KEY go together');
+  return {
+    host: m[1] || '0.0.0.0',
+    port: Number(m[2]),
+    tlsCert: e.P_PG_TLS_CERT,
+    tlsKey: e.P_PG_TLS_KEY,
+    requireTls: e.P_PG_REQUIRE_TLS === 'true',
+    maxConnections: e.P_PG_MAX_CONNECTIONS,
+    idleTimeoutMs: e.P_PG_IDLE_TIMEOUT,
+  };
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
@@ -161,6 +189,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     compactionTargetBytes: e.P_COMPACTION_TARGET_BYTES,
     orphanSweepMs: e.P_ORPHAN_SWEEP_INTERVAL,
     logLevel: e.P_LOG_LEVEL,
+    pg: pgSettings(e),
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
     // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
     // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.

@@ -5,6 +5,7 @@ import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
 import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
+import { startPgServer } from './http/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
@@ -112,7 +113,7 @@ async function main(): Promise<void> {
     return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
   });
 
-  const app = createApp({
+  const services = {
     config,
     keys,
     storage,
@@ -132,7 +133,9 @@ async function main(): Promise<void> {
         return { ready: false, reason, details: { storage: reason, quarantined } };
       }
     },
-  });
+  };
+  const app = createApp(services);
+  const pgServer = config.pg ? await startPgServer(services, config.pg) : undefined;
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port }, () =>
     log.info('listening', { addr: `${config.host}:${config.port}`, nodeId: id, storage: config.storage, dataDir: config.dataDir }),
   );
@@ -149,6 +152,7 @@ async function main(): Promise<void> {
     stopping = true;
     log.info('shutting down', { signal });
     server.close();
+    pgServer?.close();
     await queryPool.close();
     await storage.shutdown();
     await ingestPool.close();
