@@ -260,11 +260,29 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
         rewritten = true;
       }
     }
+    if (n.class === 'COLUMN_REF') {
+      // `pg_catalog.pg_namespace.nspname`, `public.logs.n`: the table is in FROM unqualified (or renamed).
+      const names = n.column_names as string[];
+      if (names.length >= 3 && (CATALOG_SCHEMAS.has(names[0].toLowerCase()) || names[0].toLowerCase() === 'public')) {
+        n.column_names = names.slice(1);
+        rewritten = true;
+      }
+    }
     if (n.type === 'TABLE_FUNCTION' && n.alias && !(n.column_name_alias as unknown[] | undefined)?.length) {
       // PostgreSQL: `FROM generate_series(…) s` names the column `s` too (a scalar function's alias).
       const fn = String((n.function as Node | undefined)?.function_name ?? '').toLowerCase();
       if (fn === 'generate_series' || fn === 'unnest') {
         n.column_name_alias = [n.alias];
+        rewritten = true;
+      } else if (SCALAR_IN_FROM.has(fn)) {
+        // `FROM string_to_array(…) s`: a scalar function in FROM is a one-row table whose column is `s`.
+        const call = { ...(n.function as Node), alias: String(n.alias) };
+        const alias = n.alias;
+        for (const k of Object.keys(n)) delete n[k];
+        Object.assign(n, {
+          type: 'SUBQUERY', alias, sample: null, column_name_alias: [],
+          subquery: { node: { type: 'SELECT_NODE', modifiers: [], cte_map: { map: [] }, select_list: [call], from_table: { type: 'EMPTY', alias: '', sample: null }, where_clause: null, group_expressions: [], group_sets: [], aggregate_handling: 'STANDARD_HANDLING', having: null, sample: null, qualify: null } },
+        });
         rewritten = true;
       }
     }
@@ -276,15 +294,9 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
         n.schema = '';
         rewritten = true;
       }
-      if (name === 'format_type' && (schema === '' || schema === 'pg_catalog')) {
-        // DuckDB's format_type knows DuckDB's type ids, not PostgreSQL's oids.
-        n.function_name = '__pg_format_type';
-        n.schema = '';
-        rewritten = true;
-      }
-      if (name === 'version' && (schema === '' || schema === 'pg_catalog')) {
-        // Clients parse "PostgreSQL <major>.<minor>" out of it (SQLAlchemy does).
-        n.function_name = '__pg_version';
+      const renamed = name === 'current_setting' ? ((n.children as unknown[]).length === 2 ? '__pg_setting2' : '__pg_setting') : FUNCTION_RENAMES[name];
+      if (renamed && (schema === '' || schema === 'pg_catalog')) {
+        n.function_name = renamed;
         n.schema = '';
         rewritten = true;
       }
@@ -309,6 +321,20 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
   visit(ast);
   return { catalog, rewritten };
 }
+
+/** Scalar functions clients call in FROM as PostgreSQL allows. */
+const SCALAR_IN_FROM = new Set(['string_to_array', 'current_schemas', 'regexp_split_to_array']);
+
+/**
+ * Functions DuckDB has under another name or with other semantics: DuckDB's format_type knows DuckDB's
+ * type ids, not PostgreSQL's oids; clients parse "PostgreSQL <major>.<minor>" out of version().
+ */
+const FUNCTION_RENAMES: Record<string, string> = {
+  format_type: '__pg_format_type',
+  version: '__pg_version',
+  json_build_object: 'json_object',
+  jsonb_build_object: 'json_object',
+};
 
 /** Macros of catalogSql.ts in `main` that clients call qualified with `pg_catalog.`. */
 const MAIN_MACROS = new Set(['pg_get_userbyid', 'pg_encoding_to_char', 'pg_get_indexdef', 'pg_get_partkeydef', 'pg_total_relation_size', 'pg_relation_size', 'pg_table_size', 'pg_get_function_identity_arguments', 'pg_get_serial_sequence', 'pg_get_statisticsobjdef_columns', 'pg_get_triggerdef', 'pg_get_ruledef', 'pg_backend_pid', 'pg_is_in_recovery', 'pg_get_function_result', 'pg_get_function_arguments', 'quote_ident', 'pg_relation_is_publishable']);

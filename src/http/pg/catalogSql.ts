@@ -5,6 +5,8 @@
  * those of a server with one read-only role and no indexes, constraints, sequences or inheritance.
  */
 
+import { FIXED } from './sessionCommands.ts';
+
 /** A table macro `__<name>()` answering these rows (each a select list). */
 const relation = (name: string, rows: string[]) => `CREATE MACRO __${name}() AS TABLE ${rows.map((r) => `SELECT ${r}`).join(' UNION ALL ')}`;
 
@@ -82,6 +84,13 @@ const OID_OF_DUCKDB_TYPE = `CASE
   ELSE 25 END`;
 
 export const CATALOG_SQL: string[] = [
+  // current_setting() of PostgreSQL's settings (DuckDB's knows DuckDB's, and would reveal them).
+  `CREATE MACRO __pg_setting(name) AS CASE lower(name) ${Object.entries(FIXED)
+    .map(([k, v]) => `WHEN '${k}' THEN '${v.replaceAll("'", "''")}'`)
+    .join(' ')} ELSE NULL END`,
+  `CREATE MACRO __pg_setting2(name, missing_ok) AS __pg_setting(name)`,
+  `CREATE MACRO parse_ident(x) AS list_transform(string_split(CAST(x AS VARCHAR), '.'), p -> trim(p, '"'))`,
+  `CREATE MACRO array_length(a, d) AS len(a)`,
   `CREATE MACRO __pg_type_oid(t) AS ${OID_OF_DUCKDB_TYPE}`,
   relation(
     'pg_type',
@@ -114,6 +123,8 @@ export const CATALOG_SQL: string[] = [
   `CREATE MACRO __pg_regtype(x) AS COALESCE(TRY_CAST(x AS BIGINT), (SELECT min(oid) FROM __pg_type() WHERE typname = __pg_unqualify(x)))`,
   `CREATE MACRO __pg_regnamespace(x) AS COALESCE(TRY_CAST(x AS BIGINT), (SELECT min(oid) FROM pg_catalog.pg_namespace WHERE nspname = __pg_unqualify(x)))`,
   `CREATE MACRO __pg_oid(x) AS TRY_CAST(x AS BIGINT)`,
+  `CREATE MACRO to_regtype(x) AS (SELECT min(oid) FROM __pg_type() WHERE typname = __pg_unqualify(x))`,
+  `CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = __pg_unqualify(x))`,
   `CREATE MACRO __pg_name(x) AS CAST(x AS VARCHAR)`,
   // Catalog functions DuckDB lacks.
   `CREATE MACRO __pg_version() AS (SELECT 'PostgreSQL 15.0 (telemetry lakehouse; DuckDB ' || library_version || ')' FROM pragma_version())`,
@@ -122,6 +133,9 @@ export const CATALOG_SQL: string[] = [
   `CREATE MACRO pg_get_indexdef(a) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR`,
   `CREATE MACRO pg_get_partkeydef(a) AS NULL::VARCHAR`,
   `CREATE MACRO array_upper(a, d) AS len(a)`,
+  // A set-returning function in PostgreSQL; here one row per call is enough: it is only ever applied to
+  // index keys, and no dataset has an index.
+  `CREATE MACRO _pg_expandarray(a) AS {'x': a[1], 'n': 1}`,
   `CREATE MACRO array_lower(a, d) AS CASE WHEN len(a) > 0 THEN 1 END`,
   // No column has a default expression; this shadows DuckDB's, which lacks the 3-argument form.
   `CREATE MACRO pg_get_expr(a, b) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR`,
@@ -151,6 +165,11 @@ export const CATALOG_SQL: string[] = [
      false AS rolreplication, -1 AS rolconnlimit, NULL::TIMESTAMPTZ AS rolvaliduntil, false AS rolbypassrls, NULL::VARCHAR[] AS rolconfig, '********' AS rolpassword`,
   ]),
   relation('pg_user', [`'lakehouse' AS usename, 10::BIGINT AS usesysid, false AS usecreatedb, false AS usesuper, false AS userepl, false AS usebypassrls, NULL::TIMESTAMPTZ AS valuntil, NULL::VARCHAR[] AS useconfig`]),
+  // No dataset has an index, a constraint, a default or a comment: PostgreSQL 15's columns, no rows.
+  empty('pg_index', `indexrelid BIGINT, indrelid BIGINT, indnatts SMALLINT, indnkeyatts SMALLINT, indisunique BOOLEAN, indnullsnotdistinct BOOLEAN, indisprimary BOOLEAN, indisexclusion BOOLEAN, indimmediate BOOLEAN, indisclustered BOOLEAN, indisvalid BOOLEAN, indcheckxmin BOOLEAN, indisready BOOLEAN, indislive BOOLEAN, indisreplident BOOLEAN, indkey SMALLINT[], indcollation BIGINT[], indclass BIGINT[], indoption SMALLINT[], indexprs VARCHAR, indpred VARCHAR`),
+  empty('pg_constraint', `oid BIGINT, conname VARCHAR, connamespace BIGINT, contype VARCHAR, condeferrable BOOLEAN, condeferred BOOLEAN, convalidated BOOLEAN, conrelid BIGINT, contypid BIGINT, conindid BIGINT, conparentid BIGINT, confrelid BIGINT, confupdtype VARCHAR, confdeltype VARCHAR, confmatchtype VARCHAR, conislocal BOOLEAN, coninhcount INTEGER, connoinherit BOOLEAN, conkey SMALLINT[], confkey SMALLINT[], conpfeqop BIGINT[], conppeqop BIGINT[], conffeqop BIGINT[], confdelsetcols SMALLINT[], conexclop BIGINT[], conbin VARCHAR`),
+  empty('pg_description', `objoid BIGINT, classoid BIGINT, objsubid INTEGER, description VARCHAR`),
+  empty('pg_attrdef', `oid BIGINT, adrelid BIGINT, adnum SMALLINT, adbin VARCHAR`),
   empty('pg_auth_members', `roleid BIGINT, member BIGINT, grantor BIGINT, admin_option BOOLEAN`),
   empty('pg_inherits', `inhrelid BIGINT, inhparent BIGINT, inhseqno INTEGER, inhdetachpending BOOLEAN`),
   empty('pg_partitioned_table', `partrelid BIGINT, partstrat VARCHAR, partnatts SMALLINT, partdefid BIGINT`),
@@ -168,9 +187,10 @@ export const CATALOG_SQL: string[] = [
   empty('pg_event_trigger', `oid BIGINT, evtname VARCHAR`),
   empty('pg_stat_activity', `datid BIGINT, datname VARCHAR, pid INTEGER, usename VARCHAR, application_name VARCHAR, state VARCHAR, query VARCHAR`),
   empty('pg_stat_user_tables', `relid BIGINT, schemaname VARCHAR, relname VARCHAR, n_live_tup BIGINT`),
+  empty('pg_cursors', `name VARCHAR, statement VARCHAR, is_holdable BOOLEAN, is_binary BOOLEAN, is_scrollable BOOLEAN, creation_time TIMESTAMPTZ`),
   empty('pg_language', `oid BIGINT, lanname VARCHAR`),
   empty('pg_operator', `oid BIGINT, oprname VARCHAR, oprleft BIGINT, oprright BIGINT, oprresult BIGINT`),
-  empty('pg_opclass', `oid BIGINT, opcname VARCHAR, opcmethod BIGINT`),
+  empty('pg_opclass', `oid BIGINT, opcmethod BIGINT, opcname VARCHAR, opcnamespace BIGINT, opcowner BIGINT, opcfamily BIGINT, opcintype BIGINT, opcdefault BOOLEAN, opckeytype BIGINT`),
   empty('pg_cast', `oid BIGINT, castsource BIGINT, casttarget BIGINT, castcontext VARCHAR`),
 ];
 

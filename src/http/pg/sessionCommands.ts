@@ -21,7 +21,7 @@ export interface SessionAnswer {
 }
 
 /** Settings a SHOW answers when the session did not set them (names lower-case). */
-const FIXED: Record<string, string> = {
+export const FIXED: Record<string, string> = {
   server_version: '15.0',
   server_version_num: '150000',
   server_encoding: 'UTF8',
@@ -95,7 +95,7 @@ export function sessionCommand(sql: string, settings: SessionSettings, txn: 'I' 
     case 'set': {
       // SET [SESSION | LOCAL] name {TO | =} value | SET TIME ZONE value | SET TRANSACTION … | SET SESSION CHARACTERISTICS …
       const body = rest.replace(/^(session|local)\s+/i, '');
-      if (/^(transaction|session\s+characteristics)\b/i.test(body)) {
+      if (/^(transaction|characteristics|session\s+characteristics)\b/i.test(body)) {
         if (/read\s+write/i.test(body)) throw new DomainError('invalid', 'cannot set transaction read-write mode: this server is read-only');
         return { tag: 'SET', txn };
       }
@@ -119,11 +119,14 @@ export function sessionCommand(sql: string, settings: SessionSettings, txn: 'I' 
       return { tag: 'SET', txn, report: reported ? [[reported, settings.get(name) ?? FIXED[name] ?? '']] : undefined };
     }
     case 'show': {
-      const name = unquote(rest).toLowerCase();
+      // PostgreSQL's spelled-out forms of two settings.
+      const spelled: Record<string, string> = { 'transaction isolation level': 'transaction_isolation', 'time zone': 'timezone' };
+      const asked = unquote(rest).toLowerCase().replace(/\s+/g, ' ');
+      const name = spelled[asked] ?? asked;
       if (name === 'all') throw new DomainError('unsupported', 'SHOW ALL is not supported; SHOW a setting by name');
       const value = settings.get(name) ?? FIXED[name];
       if (value === undefined) throw new DomainError('not_found', `unrecognized configuration parameter "${name}"`);
-      return { tag: 'SHOW', txn, columns: [name], rows: [value] };
+      return { tag: 'SHOW', txn, columns: [spelled[asked] ? asked.replaceAll(' ', '_') : name], rows: [value] };
     }
     default:
       throw new DomainError('invalid', 'not a session statement');

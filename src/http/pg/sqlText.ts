@@ -125,7 +125,7 @@ export function replacePlaceholders(sql: string, render: (n: number) => string):
  * PostgreSQL syntax in catalog queries that DuckDB's parser reads differently, made plain:
  * - `OPERATOR(pg_catalog.~)` → `~` (DuckDB's parser drops the operator);
  * - `COLLATE pg_catalog.default` → nothing (DuckDB has no such collation);
- * - `pg_catalog.f(…)` → `f(…)` (DuckDB reads `a.f(x)` as a method call on a column `a`; its own
+ * - `pg_catalog.f(…)`, `information_schema.f(…)` → `f(…)` (DuckDB reads `a.f(x)` as a method call on a column `a`; its own
  *   pg_catalog functions and the catalog macros resolve unqualified);
  * - `::pg_catalog.text`, `AS pg_catalog.regtype` → `::text`, `AS regtype` (qualified type names).
  */
@@ -136,7 +136,7 @@ export function pgSyntax(sql: string): string {
         ? p.text
             .replace(/OPERATOR\s*\(\s*pg_catalog\s*\.\s*([^\s)]+)\s*\)/gi, ' $1 ')
             .replace(/COLLATE\s+pg_catalog\s*\.\s*default\b/gi, ' ')
-            .replace(/\bpg_catalog\s*\.\s*(?=[A-Za-z_]\w*\s*\()/gi, '')
+            .replace(/\b(pg_catalog|information_schema)\s*\.\s*(?=[A-Za-z_]\w*\s*\()/gi, '')
             .replace(/(::\s*|\bAS\s+)pg_catalog\s*\.\s*/gi, '$1')
         : p.text,
     )
