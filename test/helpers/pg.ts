@@ -33,9 +33,9 @@ export function psqlPath(): string {
 }
 
 /** Runs psql with one command (-c), unaligned output; resolves stdout, rejects with stderr on failure. */
-export async function psql(server: PgTestServer, command: string, opts: { password?: string; extra?: string[] } = {}): Promise<string> {
+export async function psql(server: PgTestServer, command: string, opts: { password?: string; extra?: string[]; env?: Record<string, string> } = {}): Promise<string> {
   const { stdout } = await run(psqlPath(), ['-X', '-h', '127.0.0.1', '-p', String(server.pgPort), '-U', 'anyone', '-d', 'anydb', '-v', 'ON_ERROR_STOP=1', ...(opts.extra ?? []), '-c', command], {
-    env: { ...process.env, PGPASSWORD: opts.password ?? server.apiKey, PGCONNECT_TIMEOUT: '20' },
+    env: { ...process.env, PGPASSWORD: opts.password ?? server.apiKey, PGCONNECT_TIMEOUT: '20', ...opts.env },
     timeout: 60_000,
   });
   return stdout;

@@ -5,7 +5,6 @@ import { log } from '../../log.ts';
 import type { Services } from '../context.ts';
 import { canAccess } from '../auth.ts';
 import { CatalogPool, type CatalogDb, type DatasetSchema } from './catalog.ts';
-import { msg } from './messages.ts';
 import { newBackendKey, Session } from './session.ts';
 
 export interface PgSettings {
@@ -40,16 +39,17 @@ export async function startPgServer(services: Services, settings: PgSettings): P
   let open = 0;
 
   const server = net.createServer((socket) => {
-    if (open >= settings.maxConnections) {
-      socket.end(msg.error('FATAL', '53300', `sorry, too many clients already (P_PG_MAX_CONNECTIONS=${settings.maxConnections})`));
-      return;
+    // Past the limit a connection is still answered as PostgreSQL does: after its SSLRequest, at its
+    // startup packet, so clients show the error instead of a failed TLS negotiation.
+    const refused = open >= settings.maxConnections;
+    if (!refused) {
+      open++;
+      socket.once('close', () => open--);
     }
-    open++;
-    socket.once('close', () => open--);
     socket.setNoDelay(true);
     const releases: (() => void)[] = [];
     socket.once('close', () => releases.splice(0).forEach((r) => r()));
-    new Session(socket, {
+    const session = new Session(socket, {
       keys,
       queries,
       openCatalog: async (principal): Promise<CatalogDb> => {
@@ -76,6 +76,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
         if (entry && entry.secret === secret) entry.session.cancel();
       },
     });
+    if (refused) session.refuse = `sorry, too many clients already (P_PG_MAX_CONNECTIONS=${settings.maxConnections})`;
   });
   server.on('error', (err) => log.error('pg: server error', { error: err }));
   await new Promise<void>((resolve, reject) => {

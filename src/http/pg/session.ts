@@ -166,6 +166,10 @@ export class Session {
         this.socket.end();
         return;
       case 'startup':
+        if (this.refuse) {
+          this.fatal('53300', this.refuse);
+          return;
+        }
         this.params = p.params;
         if (!p.params.get('user')) throw new ProtocolViolation('no PostgreSQL user name specified in startup packet', '28000');
         if (this.deps.requireTls && !this.tlsActive) {
@@ -231,6 +235,9 @@ export class Session {
     this.cancelled = true;
     this.active.cancel(new QueryCancelled());
   }
+
+  /** Set for a connection past the connection limit: refused once its startup packet arrives. */
+  refuse?: string;
 
   private async drain(): Promise<void> {
     if (this.working) return;
@@ -601,10 +608,24 @@ export class Session {
     }
     const principal = this.principal!;
     const range = await this.deps.queries.timeRange(statement.sql);
-    const answer = await this.deps.queries.executePg(
-      { sql: statement.sql, startMs: range.startMs, endMs: range.endMs, principalId: principal.id, canRead: (name) => canAccess(principal, name) },
-      formats,
-    );
+    // Cancellable from the start (a CancelRequest, or the client leaving, while the worker still plans
+    // or computes its first batch); the query's worker is stopped either way.
+    const abort = new AbortController();
+    const onClose = () => abort.abort();
+    this.socket.once('close', onClose);
+    this.active = { cancel: () => abort.abort() };
+    let answer;
+    try {
+      answer = await this.deps.queries.executePg(
+        { sql: statement.sql, startMs: range.startMs, endMs: range.endMs, principalId: principal.id, canRead: (name) => canAccess(principal, name), signal: abort.signal },
+        formats,
+      );
+    } catch (err) {
+      throw this.cancelled ? new QueryCancelled() : err;
+    } finally {
+      this.active = undefined;
+      this.cancelled = false;
+    }
     const iterator = answer.batches[Symbol.asyncIterator]();
     const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
     return {
@@ -615,6 +636,7 @@ export class Session {
       },
       tag: (n) => `SELECT ${n}`,
       close: () => {
+        this.socket.off('close', onClose);
         answer.cancel(new DomainError('invalid', 'the portal was closed'));
         void iterator.return?.();
       },
