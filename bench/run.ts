@@ -10,6 +10,7 @@ import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, js
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchS3 } from './s3.ts';
+import { benchPgWire } from './pgwire.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -207,6 +208,10 @@ async function main(): Promise<void> {
     table(await benchOtel());
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
+  if (process.env.BENCH_SKIP_PG !== '1') {
+    console.log('\n## PostgreSQL wire protocol vs HTTP streaming vs DuckDB on the same files');
+    table(await benchPgWire());
+  }
 }
 
 main().catch((err) => {

@@ -106,9 +106,11 @@ export class QueryExecutor {
   async timeRange(sql: string): Promise<TimeRange> {
     const plan = await this.plan(sql);
     const columns = new Map<string, string>();
+    const lower = sql.toLowerCase();
     for (const table of plan.tables) {
       const meta = await this.source.resolve(table, true);
-      if (meta) columns.set(table.toLowerCase(), meta.timeColumn);
+      // A statement that never names the time column has no condition on it: no need to parse it.
+      if (meta && lower.includes(meta.timeColumn.toLowerCase())) columns.set(table.toLowerCase(), meta.timeColumn);
     }
     if (!columns.size) return WHOLE_RANGE;
     return withConnection(this.duck, async (conn) => {

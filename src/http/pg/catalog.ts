@@ -132,8 +132,29 @@ export class CatalogDb {
     }
   }
 
-  /** Catalog or data, and the statement rewritten as it will run. */
+  /** Classifications by statement text, for the current set of datasets (cleared when it changes). */
+  private classified = new Map<string, Statement>();
+  private classifiedFor = '';
+
+  /** Catalog or data, and the statement rewritten as it will run (remembered: clients repeat statements). */
   async classify(original: string): Promise<Statement> {
+    const names = this.datasets()
+      .map((d) => d.name)
+      .join('\n');
+    if (names !== this.classifiedFor) {
+      this.classified.clear();
+      this.classifiedFor = names;
+    }
+    const known = this.classified.get(original);
+    if (known) return known;
+    const statement = await this.classifyUncached(original);
+    // Bounded: a client sending ever new statements (literals inlined) must not grow it.
+    if (this.classified.size >= 2000) this.classified.delete(this.classified.keys().next().value!);
+    if (original.length <= 16_384) this.classified.set(original, statement);
+    return statement;
+  }
+
+  private async classifyUncached(original: string): Promise<Statement> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
       const ast = await parse(conn, sql);

@@ -621,6 +621,7 @@ export class Session {
         formats,
       );
     } catch (err) {
+      this.socket.off('close', onClose);
       throw this.cancelled ? new QueryCancelled() : err;
     } finally {
       this.active = undefined;
@@ -632,6 +633,7 @@ export class Session {
       fields: answer.fields.map((name, i) => ({ name: name === 'count_star()' ? 'count' : name, type: answer.types[i], format: format(i) })),
       next: async () => {
         const n = await iterator.next();
+        if (n.done) this.socket.off('close', onClose);
         return n.done ? undefined : n.value;
       },
       tag: (n) => `SELECT ${n}`,
