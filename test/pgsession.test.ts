@@ -6,7 +6,7 @@ import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { psql, startPgServer, type PgTestServer } from './helpers/pg.ts';
-import { tempDir } from './helpers/server.ts';
+import { startServer, tempDir } from './helpers/server.ts';
 
 /**
  * The PostgreSQL door's connection handling: TLS through SSLRequest and the setting that refuses
@@ -30,6 +30,19 @@ afterAll(async () => {
 });
 
 const client = () => new pg.Client({ host: '127.0.0.1', port: server.pgPort, user: 'u', password: server.apiKey, database: 'd', ssl: { rejectUnauthorized: false } });
+
+describe('start-up', () => {
+  it('stops with an error naming P_PG_ADDR when the port is taken', async () => {
+    const taken = net.createServer();
+    await new Promise<void>((r) => taken.listen(0, '127.0.0.1', () => r()));
+    const port = (taken.address() as net.AddressInfo).port;
+    try {
+      await expect(startServer({ env: { P_PG_ADDR: `127.0.0.1:${port}` } })).rejects.toThrow(/cannot listen for PostgreSQL clients on 127\.0\.0\.1:\d+ \(P_PG_ADDR\)/);
+    } finally {
+      taken.close();
+    }
+  });
+});
 
 describe('TLS', () => {
   it('serves psql over TLS and refuses passwords over plain TCP', async () => {

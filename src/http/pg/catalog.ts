@@ -1,5 +1,5 @@
 import { DuckDBInstance, quotedIdentifier, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
-import { DomainError, timedOut, tooLarge } from '../../errors.ts';
+import { DomainError, invalidInput, timedOut, tooLarge } from '../../errors.ts';
 import type { ColumnType } from '../../model.ts';
 import { DIALECT_SQL } from '../../query/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
@@ -82,6 +82,8 @@ export class CatalogDb {
       await conn.run('CREATE SCHEMA public');
       for (const stmt of CATALOG_SQL) await conn.run(stmt);
       await conn.run(`SET memory_limit = '128MB'`);
+      // Nothing spills to disk (and no directory of the service shows in its settings).
+      await conn.run(`SET temp_directory = ''`);
       await conn.run('SET enable_external_access = false');
       await conn.run('SET autoinstall_known_extensions = false');
       await conn.run('SET autoload_known_extensions = false');
@@ -310,6 +312,9 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
     if (n.class === 'FUNCTION') {
       const name = String(n.function_name ?? '').toLowerCase();
       const schema = String(n.schema ?? '').toLowerCase();
+      // No client introspection needs DuckDB's own metadata, settings or file functions: they would
+      // show the service's paths and extensions rather than the datasets.
+      if (CATALOG_DENIED_PREFIXES.some((p) => name.startsWith(p))) throw invalidInput(`function "${name}" is not allowed`);
       if (schema === 'pg_catalog' || CATALOG_FUNCTIONS.has(name) || CATALOG_FUNCTION_PREFIXES.some((p) => name.startsWith(p))) catalog = true;
       if (schema === 'pg_catalog' && MAIN_MACROS.has(name)) {
         n.schema = '';
@@ -342,6 +347,8 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
   visit(ast);
   return { catalog, rewritten };
 }
+
+const CATALOG_DENIED_PREFIXES = ['duckdb_', 'pragma_', 'read_', 'glob', 'sniff_', 'parquet_', 'getenv', 'getvariable', 'json_execute', 'query', 'current_query', 'which_secret', 'iceberg_', 'delta_'];
 
 /** Scalar functions clients call in FROM as PostgreSQL allows. */
 const SCALAR_IN_FROM = new Set(['string_to_array', 'current_schemas', 'regexp_split_to_array']);

@@ -104,6 +104,11 @@ export class Framer {
   private length = 0;
   constructor(private readonly maxMessageBytes: number) {}
 
+  /** Bytes received and not yet taken as messages. */
+  get buffered(): number {
+    return this.length;
+  }
+
   push(data: Buffer): void {
     this.chunks.push(data);
     this.length += data.length;

@@ -154,6 +154,9 @@ export class Session {
           this.socket.write('N');
           return;
         }
+        // Bytes after the SSLRequest and before the handshake would be plaintext injected into the
+        // encrypted session (CVE-2021-23214): refuse them.
+        if (this.framer.buffered > 0) throw new ProtocolViolation('received unencrypted data after SSL request');
         this.socket.write('S');
         this.startTls();
         return;
@@ -183,8 +186,6 @@ export class Session {
   }
 
   private startTls(): void {
-    // Bytes after the SSLRequest and before the handshake would be plaintext injected into the
-    // encrypted session (CVE-2021-23214): refuse them.
     const plain = this.socket as net.Socket;
     this.tlsActive = true;
     plain.removeAllListeners('data');
