@@ -11,5 +11,7 @@ COPY scripts/build-console.ts scripts/build-service.ts ./scripts/
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 ENV P_DATA_DIR=/data
 EXPOSE 8000
+# The PostgreSQL wire protocol (P_PG_ADDR); see docs/postgresql.md.
+EXPOSE 5432
 STOPSIGNAL SIGTERM
 CMD ["node", "dist/main.js"]
