@@ -433,9 +433,9 @@ export class Session {
         const prepared = this.statements.get(name);
         if (!prepared) throw new DomainError('not_found', `prepared statement "${name}" does not exist`);
         if (values.length !== prepared.params) {
-          throw new ProtocolViolation(`bind message supplies ${values.length} parameters, but prepared statement "${name}" requires ${prepared.params}`);
+          throw new DomainError('invalid', `bind message supplies ${values.length} parameters, but prepared statement "${name}" requires ${prepared.params}`);
         }
-        if (nFormats > 1 && nFormats !== values.length) throw new ProtocolViolation(`bind message has ${nFormats} parameter formats but ${values.length} parameters`);
+        if (nFormats > 1 && nFormats !== values.length) throw new DomainError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`);
         const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
         if (needsInference && !prepared.inferred) prepared.inferred = await (await this.catalogDb()).parameterTypes(prepared.sql).catch(() => []);
         const sql = values.length
