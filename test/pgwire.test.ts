@@ -100,6 +100,30 @@ describe('node-postgres', () => {
     }
   });
 
+  it("runs the data queries Grafana, Metabase and Superset write", async () => {
+    const c = client();
+    await c.connect();
+    try {
+      // Grafana: $__timeGroupAlias(p_timestamp, 1m) and $__timeFilter(p_timestamp), expanded.
+      const grafana = await c.query(
+        `SELECT floor(extract(epoch from p_timestamp)/60)*60 AS "time", count(*) AS requests FROM pglogs WHERE p_timestamp BETWEEN '1970-01-01T00:00:00Z' AND '2100-01-01T00:00:00Z' GROUP BY 1 ORDER BY 1`,
+      );
+      expect(grafana.rows.reduce((s, r) => s + Number(r.requests), 0)).toBe(3);
+      // Metabase: names qualified with the schema, a timestamptz literal.
+      const metabase = await c.query(
+        `SELECT "public"."pglogs"."level" AS "level", count(*) AS "count" FROM "public"."pglogs" WHERE "public"."pglogs"."p_timestamp" >= timestamp with time zone '${between.replace('T', ' ').replace('Z', '+00')}' GROUP BY "public"."pglogs"."level" ORDER BY "public"."pglogs"."level" ASC`,
+      );
+      expect(metabase.rows).toEqual([{ level: 'warn', count: '1' }]);
+      // Superset: to_timestamp with a PostgreSQL format.
+      const superset = await c.query(
+        `SELECT n FROM pglogs WHERE p_timestamp >= TO_TIMESTAMP('${between.replace('T', ' ').replace('Z', '')}000', 'YYYY-MM-DD HH24:MI:SS.US') ORDER BY n`,
+      );
+      expect(superset.rows.map((r) => Number(r.n))).toEqual([3]);
+    } finally {
+      await c.end();
+    }
+  });
+
   it('returns binary results with the right types', async () => {
     const c = client();
     await c.connect();

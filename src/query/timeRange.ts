@@ -26,7 +26,7 @@ export interface TimeRange {
 export const WHOLE_RANGE: TimeRange = { startMs: new Date('0001-01-01T00:00:00Z').getTime(), endMs: new Date('9999-12-31T23:59:59.999Z').getTime() };
 
 /** Functions allowed in a bound's constant expression (all cheap, none reads data). */
-const CONSTANT_FUNCTIONS = new Set(['+', '-', 'now', 'current_timestamp', 'get_current_timestamp', 'transaction_timestamp', 'current_date', 'today', 'date_trunc', 'to_timestamp', 'epoch_ms', 'make_timestamp', 'timezone', 'date_add', 'date_sub', 'to_days', 'to_hours', 'to_minutes', 'to_seconds']);
+const CONSTANT_FUNCTIONS = new Set(['+', '-', 'now', 'current_timestamp', 'get_current_timestamp', 'transaction_timestamp', 'current_date', 'today', 'date_trunc', 'to_timestamp', 'epoch_ms', 'make_timestamp', 'timezone', 'strptime', 'date_add', 'date_sub', 'to_days', 'to_hours', 'to_minutes', 'to_seconds']);
 
 function isConstant(n: unknown): boolean {
   if (n === null || typeof n !== 'object') return true;

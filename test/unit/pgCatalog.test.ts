@@ -1,7 +1,7 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CatalogDb, type DatasetSchema } from '../../src/http/pg/catalog.ts';
+import { CatalogDb, strptimeFormat, type DatasetSchema } from '../../src/http/pg/catalog.ts';
 import { sessionCommand } from '../../src/http/pg/sessionCommands.ts';
 
 /**
@@ -104,6 +104,11 @@ describe('catalog answers', () => {
     // A file function DuckDB would resolve by name, without the denied prefixes, still cannot open files.
     const st = await db.classify("SELECT * FROM 'x.csv', pg_catalog.pg_class");
     await expect(db.run(st.sql, [])).rejects.toThrow(/disabled|not allowed|Permission|does not exist/i);
+  });
+
+  it("turns PostgreSQL's to_timestamp formats into strptime's", () => {
+    expect(strptimeFormat('YYYY-MM-DD HH24:MI:SS.US')).toBe('%Y-%m-%d %H:%M:%S.%f');
+    expect(strptimeFormat('DD/MM/YYYY HH12:MI AM 100%')).toBe('%d/%m/%Y %I:%M %p 100%%');
   });
 
   it('classifies dataset statements as data, public-qualified names unqualified', async () => {

@@ -40,6 +40,7 @@ describe('timeRangeOf', () => {
     ['constant on the left', `SELECT * FROM logs WHERE '${A}' <= p_timestamp`, { startMs: ms(A), endMs: WHOLE_RANGE.endMs }],
     ["BETWEEN (Grafana's $__timeFilter)", `SELECT * FROM logs WHERE "p_timestamp" BETWEEN '${A}' AND '${B}'`, { startMs: ms(A), endMs: ms(B) + 1 }],
     ['Metabase: qualified column, timestamp literal', `SELECT count(*) FROM "public"."logs" WHERE "public"."logs"."p_timestamp" >= timestamp '2026-01-02 03:04:05.678' AND "public"."logs"."p_timestamp" < timestamp '2026-01-03 00:00:00'`, { startMs: ms(A), endMs: ms(B) + 1 }],
+    ['Superset: to_timestamp as the door rewrites it (strptime)', `SELECT * FROM logs WHERE p_timestamp >= strptime('2026-01-02 03:04:05.678000', '%Y-%m-%d %H:%M:%S.%f')`, { startMs: ms(A), endMs: WHOLE_RANGE.endMs }],
     ['alias', `SELECT * FROM logs l WHERE l.p_timestamp >= '${A}'`, { startMs: ms(A), endMs: WHOLE_RANGE.endMs }],
     ['intersection of several', `SELECT * FROM logs WHERE p_timestamp >= '2026-01-01' AND n > 3 AND p_timestamp >= '${A}' AND p_timestamp < '${B}'`, { startMs: ms(A), endMs: ms(B) + 1 }],
     ['under OR: no bound', `SELECT * FROM logs WHERE p_timestamp >= '${A}' OR n = 1`, WHOLE_RANGE],

@@ -320,6 +320,17 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
         n.schema = '';
         rewritten = true;
       }
+      if (name === 'to_timestamp' && (n.children as Node[]).length === 2) {
+        // Superset's PostgreSQL dialect writes times as to_timestamp(text, 'YYYY-MM-DD HH24:MI:SS.US').
+        const fmt = (n.children as Node[])[1];
+        const value = (fmt?.value as Node | undefined)?.value;
+        if (fmt?.class === 'CONSTANT' && typeof value === 'string') {
+          (fmt.value as Node).value = strptimeFormat(value);
+          n.function_name = 'strptime';
+          n.schema = '';
+          rewritten = true;
+        }
+      }
       const renamed = name === 'current_setting' ? ((n.children as unknown[]).length === 2 ? '__pg_setting2' : '__pg_setting') : FUNCTION_RENAMES[name];
       if (renamed && (schema === '' || schema === 'pg_catalog')) {
         n.function_name = renamed;
@@ -349,6 +360,26 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
 }
 
 const CATALOG_DENIED_PREFIXES = ['duckdb_', 'pragma_', 'read_', 'glob', 'sniff_', 'parquet_', 'getenv', 'getvariable', 'json_execute', 'query', 'current_query', 'which_secret', 'iceberg_', 'delta_'];
+
+/** PostgreSQL's to_timestamp format patterns → DuckDB's strptime specifiers (longest first). */
+const PG_TIME_PATTERNS: [string, string][] = [
+  ['YYYY', '%Y'], ['HH24', '%H'], ['HH12', '%I'], ['MM', '%m'], ['DD', '%d'], ['MI', '%M'], ['SS', '%S'], ['US', '%f'], ['MS', '%g'], ['HH', '%I'], ['AM', '%p'], ['PM', '%p'], ['TZ', '%Z'], ['OF', '%z'],
+];
+
+export function strptimeFormat(pg: string): string {
+  let out = '';
+  for (let i = 0; i < pg.length; ) {
+    const hit = PG_TIME_PATTERNS.find(([p]) => pg.startsWith(p, i));
+    if (hit) {
+      out += hit[1];
+      i += hit[0].length;
+    } else {
+      out += pg[i] === '%' ? '%%' : pg[i];
+      i++;
+    }
+  }
+  return out;
+}
 
 /** Scalar functions clients call in FROM as PostgreSQL allows. */
 const SCALAR_IN_FROM = new Set(['string_to_array', 'current_schemas', 'regexp_split_to_array']);
