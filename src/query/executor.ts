@@ -168,6 +168,14 @@ export class QueryExecutor {
    */
   async executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer> {
     const { first: m, iterator, exec, cleanup } = await this.start({ ...req, sendNull: true, timeFormat: 'iso', streaming: true }, formats);
+    if (m.type === 'answer' && m.pgTypes && m.data) {
+      // A small result run whole: the worker is already free.
+      await iterator.return?.();
+      cleanup();
+      const data = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+      const rows = m.rows;
+      return { fields: m.fields, types: m.pgTypes, batches: (async function* () { if (rows) yield { data, rows }; })(), cancel: () => undefined };
+    }
     if (m.type !== 'fields' || !m.pgTypes) {
       await iterator.return?.();
       cleanup();
@@ -236,7 +244,8 @@ export class QueryExecutor {
           maxRows: this.limits.maxRows,
           maxBytes: this.limits.maxBytes,
           streaming: req.streaming,
-          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
+          // The PostgreSQL door streams too, but a result the parse tree bounds is run whole there as well.
+          materialize: (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
           ...(pgFormats ? { pgFormats } : {}),
         };
       };

@@ -37,8 +37,11 @@ export type ToWorker = RunJob | { type: 'ack'; id: number };
 export type FromWorker =
   | { type: 'ready' }
   | { type: 'fields'; id: number; fields: string[]; types: string[]; pgTypes?: PgType[] }
-  /** A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and done. */
-  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number }
+  /**
+   * A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and
+   * done. For jobs with `pgFormats`, the rows are DataRow messages in `data` (and `text` is empty).
+   */
+  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number; pgTypes?: PgType[]; data?: Uint8Array }
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
   /** Rows of one DuckDB chunk as PostgreSQL DataRow messages (jobs with `pgFormats`). */

@@ -227,6 +227,16 @@ async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullab
  * door acknowledges a chunk once the socket took it, so a slow reader holds the worker, not memory).
  */
 async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[], state: NonNullable<typeof current>): Promise<void> {
+  if (job.materialize) {
+    // A result the parse tree proves small (as for HTTP, see runMaterialized): run whole, one message.
+    const whole = (await conn.run(job.sql)) as DuckDBMaterializedResult;
+    const wholeTypes = whole.columnTypes();
+    const encodeAll = dataRowEncoder(wholeTypes, formats);
+    const w = new RowWriter();
+    for (let c = 0; c < whole.chunkCount; c++) for (const row of whole.getChunk(c).getRows()) encodeAll(w, row);
+    send({ type: 'answer', id: job.id, fields: whole.columnNames(), types: wholeTypes.map((t) => t.toString()), pgTypes: wholeTypes.map(pgTypeOf), text: '', data: w.take(), rows: whole.rowCount });
+    return;
+  }
   const result = await conn.stream(job.sql);
   const columnTypes = result.columnTypes();
   send({ type: 'fields', id: job.id, fields: result.columnNames(), types: columnTypes.map((t) => t.toString()), pgTypes: columnTypes.map(pgTypeOf) });
