@@ -49,6 +49,8 @@ interface Prepared {
   params: number;
   /** DuckDB types of the placeholders (for unspecified parameter types), learnt once. */
   inferred?: string[];
+  /** The statement classified (and rewritten) once, with its placeholders; each Bind fills them in. */
+  classified?: Statement;
 }
 
 interface Portal {
@@ -438,17 +440,18 @@ export class Session {
         if (nFormats > 1 && nFormats !== values.length) throw new DomainError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`);
         const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
         if (needsInference && !prepared.inferred) prepared.inferred = await (await this.catalogDb()).parameterTypes(prepared.sql).catch(() => []);
+        prepared.classified ??= await this.prepareStatement(prepared.sql);
+        const template = prepared.classified;
         const sql = values.length
-          ? replacePlaceholders(prepared.sql, (n) => {
+          ? replacePlaceholders(template.sql, (n) => {
               const i = n - 1;
               if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
               const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i];
               return parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
             })
-          : prepared.sql;
+          : template.sql;
         this.portals.get(portal)?.cursor?.close();
-        const statement = await this.prepareStatement(sql);
-        this.portals.set(portal, { statement, formats: resultFormats, pendingRows: 0, sent: 0 });
+        this.portals.set(portal, { statement: { kind: template.kind, sql }, formats: resultFormats, pendingRows: 0, sent: 0 });
         await this.write(msg.bindComplete());
         return;
       }
