@@ -1,7 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CatalogDb, strptimeFormat, type DatasetSchema } from '../../src/http/pg/catalog.ts';
+import { CatalogDb, type DatasetSchema } from '../../src/http/pg/catalog.ts';
+import { strptimeFormat } from '../../src/http/pg/catalogRewrite.ts';
 import { sessionCommand } from '../../src/http/pg/sessionCommands.ts';
 
 /**
