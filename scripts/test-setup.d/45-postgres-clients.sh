@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The real PostgreSQL clients test/pgwire*.test.ts connects with: psql (Debian's postgresql-client),
+# The real PostgreSQL clients test/pgwire.test.ts, test/pgclients.test.ts and test/pgsession.test.ts use: psql (Debian's postgresql-client),
 # psycopg 3 and SQLAlchemy (PyPI, in a venv), pgjdbc (Maven Central) with a small Java program
 # (test/fixtures/pgjdbc/PgClient.java) compiled against it. Everything lands in
 # $LAKEHOUSE_TEST_CACHE/pg-clients; a second run only checks what is there.
@@ -10,7 +10,7 @@ mkdir -p "$cache"
 
 scripts/ensure-deb.sh psql postgresql-client >/dev/null
 
-# psycopg 3 (with its pure-Python implementation: no libpq build needed beyond the Debian libpq) and SQLAlchemy 2.
+# psycopg 3 (its binary wheel carries its own libpq: nothing to compile) and SQLAlchemy 2.
 venv=$cache/venv
 if ! "$venv/bin/python" -c 'import psycopg, sqlalchemy' 2>/dev/null; then
   python3 -m venv "$venv"
