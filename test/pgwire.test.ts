@@ -168,6 +168,12 @@ describe('node-postgres', () => {
       await expect(c.query('DELETE FROM pglogs')).rejects.toMatchObject({ code: '25006' });
       await expect(c.query("SELECT read_csv('/etc/passwd')")).rejects.toMatchObject({ code: '42601' });
       expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      // In a transaction block, a failed statement aborts the block until ROLLBACK, as in PostgreSQL.
+      await c.query('BEGIN');
+      await expect(c.query('SELECT * FROM nope')).rejects.toMatchObject({ code: '42P01' });
+      await expect(c.query('SELECT 1')).rejects.toMatchObject({ code: '25P02' });
+      await c.query('ROLLBACK');
+      expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
     } finally {
       await c.end();
     }

@@ -63,6 +63,17 @@ interface Portal {
   sent: number;
 }
 
+/** An error whose SQLSTATE is more precise than its kind's (protocol-level conditions). */
+class PgError extends DomainError {
+  constructor(
+    kind: ConstructorParameters<typeof DomainError>[0],
+    message: string,
+    readonly sqlstate: string,
+  ) {
+    super(kind, message);
+  }
+}
+
 export class QueryCancelled extends DomainError {
   constructor() {
     super('timeout', 'canceling statement due to user request');
@@ -366,7 +377,7 @@ export class Session {
       code = '57014';
       text = err.message;
     } else if (isDomainError(err)) {
-      code = /read-only|only read-only/i.test(err.message) ? '25006' : SQLSTATE[err.kind];
+      code = err instanceof PgError ? err.sqlstate : /read-only/i.test(err.message) ? '25006' : SQLSTATE[err.kind];
       text = err.message;
     } else {
       log.warn('pg: statement failed', { error: err as Error });
@@ -406,7 +417,7 @@ export class Session {
         const paramTypes: number[] = [];
         for (let i = 0; i < n; i++) paramTypes.push(r.int32());
         r.end();
-        if (name && this.statements.has(name)) throw new DomainError('conflict', `prepared statement "${name}" already exists`);
+        if (name && this.statements.has(name)) throw new PgError('conflict', `prepared statement "${name}" already exists`, '42P05');
         if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
         this.statements.set(name, { sql, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
         await this.write(msg.parseComplete());
@@ -433,11 +444,11 @@ export class Session {
         r.end();
         for (const f of [...formats, ...resultFormats]) if (f !== 0 && f !== 1) throw new ProtocolViolation(`invalid format code ${f}`);
         const prepared = this.statements.get(name);
-        if (!prepared) throw new DomainError('not_found', `prepared statement "${name}" does not exist`);
+        if (!prepared) throw new PgError('not_found', `prepared statement "${name}" does not exist`, '26000');
         if (values.length !== prepared.params) {
-          throw new DomainError('invalid', `bind message supplies ${values.length} parameters, but prepared statement "${name}" requires ${prepared.params}`);
+          throw new PgError('invalid', `bind message supplies ${values.length} parameters, but prepared statement "${name}" requires ${prepared.params}`, '08P01');
         }
-        if (nFormats > 1 && nFormats !== values.length) throw new DomainError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`);
+        if (nFormats > 1 && nFormats !== values.length) throw new PgError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`, '08P01');
         const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
         if (needsInference && !prepared.inferred) prepared.inferred = await (await this.catalogDb()).parameterTypes(prepared.sql).catch(() => []);
         prepared.classified ??= await this.prepareStatement(prepared.sql);
@@ -461,14 +472,14 @@ export class Session {
         r.end();
         if (kind === 'S') {
           const prepared = this.statements.get(name);
-          if (!prepared) throw new DomainError('not_found', `prepared statement "${name}" does not exist`);
+          if (!prepared) throw new PgError('not_found', `prepared statement "${name}" does not exist`, '26000');
           const described = await this.describeStatement(prepared);
           await this.write(Buffer.concat([msg.parameterDescription(described.params), described.fields ? rowDescription(described.fields) : msg.noData()]));
           return;
         }
         if (kind !== 'P') throw new ProtocolViolation(`invalid DESCRIBE message subtype '${kind}'`);
         const portal = this.portals.get(name);
-        if (!portal) throw new DomainError('not_found', `portal "${name}" does not exist`);
+        if (!portal) throw new PgError('not_found', `portal "${name}" does not exist`, '34000');
         portal.cursor ??= await this.open(portal.statement, portal.formats);
         await this.write(portal.cursor.fields ? rowDescription(portal.cursor.fields) : msg.noData());
         return;
@@ -478,7 +489,7 @@ export class Session {
         const maxRows = r.int32();
         r.end();
         const portal = this.portals.get(name);
-        if (!portal) throw new DomainError('not_found', `portal "${name}" does not exist`);
+        if (!portal) throw new PgError('not_found', `portal "${name}" does not exist`, '34000');
         portal.cursor ??= await this.open(portal.statement, portal.formats);
         await this.executePortal(portal, maxRows > 0 ? maxRows : 0);
         return;
@@ -588,7 +599,7 @@ export class Session {
   /** Starts a statement: its columns are known once this resolves. */
   private async open(statement: Statement, formats: number[]): Promise<Cursor> {
     if (this.txn === 'E' && !(statement.kind === 'session' && /^\s*(rollback|commit|end|abort)\b/i.test(statement.sql))) {
-      throw new DomainError('invalid', 'current transaction is aborted, commands ignored until end of transaction block');
+      throw new PgError('invalid', 'current transaction is aborted, commands ignored until end of transaction block', '25P02');
     }
     if (statement.kind === 'session') {
       const cmd = sessionCommand(statement.sql, this.settings, this.txn);
