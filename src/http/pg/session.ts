@@ -115,10 +115,22 @@ export class Session {
     this.framer = new Framer(deps.maxMessageBytes);
     this.settings = new Map();
     this.attach(socket);
-    socket.setTimeout(deps.idleTimeoutMs, () => {
-      if (this.working) return;
-      this.fatal('57P05', 'terminating connection due to idle timeout');
-    });
+    this.armIdle();
+  }
+
+  private idleTimer?: NodeJS.Timeout;
+
+  /**
+   * (Re)starts the idle clock: a connection with no statement running for P_PG_IDLE_TIMEOUT is closed.
+   * Restarted on every message and when a statement ends; a statement running is never idle.
+   */
+  private armIdle(): void {
+    clearTimeout(this.idleTimer);
+    if (this.phase === 'closed') return;
+    this.idleTimer = setTimeout(() => {
+      if (this.working) this.armIdle();
+      else this.fatal('57P05', 'terminating connection due to idle timeout');
+    }, this.deps.idleTimeoutMs);
   }
 
   private attach(socket: net.Socket | tls.TLSSocket): void {
@@ -129,6 +141,7 @@ export class Session {
 
   private onData(data: Buffer): void {
     if (this.phase === 'closed') return;
+    this.armIdle();
     try {
       this.framer.push(data);
       for (;;) {
@@ -205,9 +218,6 @@ export class Session {
     const secure = new tls.TLSSocket(plain, { isServer: true, secureContext: this.deps.tls });
     this.socket = secure;
     this.attach(secure);
-    secure.setTimeout(this.deps.idleTimeoutMs, () => {
-      if (!this.working) this.fatal('57P05', 'terminating connection due to idle timeout');
-    });
   }
 
   private write(buf: Buffer): Promise<void> | undefined {
@@ -234,6 +244,7 @@ export class Session {
 
   private closeAll(): void {
     this.phase = 'closed';
+    clearTimeout(this.idleTimer);
     for (const p of this.portals.values()) p.cursor?.close();
     this.portals.clear();
     if (this.pid) this.deps.unregister(this.pid);
@@ -274,6 +285,7 @@ export class Session {
     } finally {
       this.working = false;
     }
+    this.armIdle();
     if (this.phase !== 'closed') this.socket.resume();
   }
 
