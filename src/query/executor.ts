@@ -253,6 +253,8 @@ export class QueryExecutor {
       const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
       const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
       req.signal?.addEventListener('abort', onAbort);
+      // Aborted while waiting for a worker: the event has passed, stop now.
+      if (req.signal?.aborted) onAbort();
       const cleanup = () => {
         clearTimeout(timer);
         req.signal?.removeEventListener('abort', onAbort);
