@@ -10,7 +10,8 @@ COPY console ./console
 COPY scripts/build-console.ts scripts/build-service.ts ./scripts/
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 ENV P_DATA_DIR=/data
-# 8000: HTTP (API, console, OTLP/HTTP, remote write); 4317: OTLP/gRPC (P_OTLP_GRPC_ADDR)
-EXPOSE 8000 4317
+# 8000: HTTP (API, console, OTLP/HTTP, remote write); 4317: OTLP/gRPC (P_OTLP_GRPC_ADDR); 5432: the
+# PostgreSQL wire protocol (P_PG_ADDR, docs/postgresql.md)
+EXPOSE 8000 4317 5432
 STOPSIGNAL SIGTERM
 CMD ["node", "dist/main.js"]

@@ -11,6 +11,7 @@ import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
+import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
@@ -214,6 +215,10 @@ async function main(): Promise<void> {
     table(await benchTimeField());
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
+  if (process.env.BENCH_SKIP_PG !== '1') {
+    console.log('\n## PostgreSQL wire protocol vs HTTP streaming vs DuckDB on the same files');
+    table(await benchPgWire());
+  }
 }
 
 main().catch((err) => {

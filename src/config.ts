@@ -164,6 +164,22 @@ const otlpGrpcSettings = {
   ),
 };
 
+/** The PostgreSQL wire protocol front door (docs/postgresql.md). */
+const pgSettingsGroup = {
+  P_PG_ADDR: z
+    .string()
+    .default('0.0.0.0:5432')
+    .describe('host:port of the PostgreSQL wire protocol front door, or `off`. 5432 because every PostgreSQL client defaults to it.'),
+  P_PG_TLS_CERT: z.string().optional().describe('PEM certificate file for TLS on the PostgreSQL port (SSLRequest); none by default, so clients with sslmode=prefer use plain TCP.'),
+  P_PG_TLS_KEY: z.string().optional().describe('PEM private key file matching P_PG_TLS_CERT.'),
+  P_PG_REQUIRE_TLS: z
+    .enum(['true', 'false'])
+    .default('false')
+    .describe('Refuse passwords (API keys) over plain TCP on the PostgreSQL port. Off by default because TLS needs a certificate the operator provides.'),
+  P_PG_MAX_CONNECTIONS: z.coerce.number().int().positive().default(100).describe('Most PostgreSQL connections at once (PostgreSQL\'s own default); more are refused with SQLSTATE 53300.'),
+  P_PG_IDLE_TIMEOUT: duration('10m').describe('A PostgreSQL connection idle this long (no query running) is closed, like idle_session_timeout; long enough for a BI tool\'s pooled connections.'),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
@@ -171,6 +187,7 @@ export const settingGroups = [
   { title: 'Storage', about: 'The write-ahead log, Parquet files, catalog and background work (docs/storage.md).', settings: storageSettings },
   { title: 'Object store', about: 'Local disk, or one S3 bucket shared by several workers (docs/scale-out.md).', settings: objectStoreSettings },
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
+  { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
 ] as const;
 
@@ -181,9 +198,26 @@ export const envSchema = z.object({
   ...objectStoreSettings,
   ...querySettings,
   ...otlpGrpcSettings,
+  ...pgSettingsGroup,
 });
 
 export type Config = ReturnType<typeof loadConfig>;
+
+function pgSettings(e: z.infer<typeof envSchema>) {
+  if (e.P_PG_ADDR.trim().toLowerCase() === 'off') return undefined;
+  const m = /^(.*):(\d+)$/.exec(e.P_PG_ADDR);
+  if (!m) throw new Error(`invalid configuration: P_PG_ADDR must be host:port or off, got ${e.P_PG_ADDR}`);
+  if (Boolean(e.P_PG_TLS_CERT) !== Boolean(e.P_PG_TLS_KEY)) throw new Error('invalid configuration: P_PG_TLS_CERT and P_PG_TLS_KEY go together');
+  return {
+    host: m[1] || '0.0.0.0',
+    port: Number(m[2]),
+    tlsCert: e.P_PG_TLS_CERT,
+    tlsKey: e.P_PG_TLS_KEY,
+    requireTls: e.P_PG_REQUIRE_TLS === 'true',
+    maxConnections: e.P_PG_MAX_CONNECTIONS,
+    idleTimeoutMs: e.P_PG_IDLE_TIMEOUT,
+  };
+}
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
@@ -277,5 +311,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxDepth: e.P_QUERY_MAX_DEPTH,
     },
     queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
+    pg: pgSettings(e),
   };
 }

@@ -7,6 +7,7 @@ import { createApp } from './http/app.ts';
 import { ApiKeys } from './http/auth.ts';
 import { connectionCap, limitConnections } from './http/connections.ts';
 import { startOtlpGrpc } from './http/otlpGrpc.ts';
+import { startPgServer } from './http/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
 import { openDuckDB, withConnection } from './duckdb.ts';
@@ -85,7 +86,7 @@ async function main(): Promise<void> {
     return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
   });
 
-  const app = createApp({
+  const services = {
     config,
     keys,
     storage,
@@ -105,7 +106,9 @@ async function main(): Promise<void> {
         return { ready: false, reason, details: { storage: reason, quarantined } };
       }
     },
-  });
+  };
+  const app = createApp(services);
+  const pgServer = config.pg ? await startPgServer(services, config.pg) : undefined;
   // The start log says where to go next: the console's address and where the admin key is.
   const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
@@ -135,6 +138,7 @@ async function main(): Promise<void> {
     log.info('shutting down', { signal });
     server.close();
     await grpcServer?.close();
+    pgServer?.close();
     await queryPool.close();
     await storage.shutdown();
     await ingestPool.close();

@@ -7,6 +7,8 @@ import { withConnection } from '../duckdb.ts';
 import { planCacheLookups } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
+import type { PgType } from './pgRows.ts';
+import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import type { RunJob, TimeFormat } from './protocol.ts';
 import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 
@@ -36,6 +38,16 @@ export interface QueryAnswer {
   fields: string[];
   /** Throws a DomainError if the query fails or is cut off after the columns were known. */
   chunks: AsyncIterable<string>;
+}
+
+/** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
+export interface PgAnswer {
+  fields: string[];
+  types: PgType[];
+  /** Throws a DomainError if the query fails or is cut off (time limit, cancel). */
+  batches: AsyncIterable<{ data: Buffer; rows: number }>;
+  /** Stops the query's worker (a CancelRequest). */
+  cancel: (reason: DomainError) => void;
 }
 
 /**
@@ -124,14 +136,41 @@ export class QueryExecutor {
   }
 
   /**
+   * The time range a statement's own WHERE gives its dataset (see timeRange.ts), for callers with no
+   * range of their own; the whole range when it gives none. Checked by the sandbox first.
+   */
+  async timeRange(sql: string): Promise<TimeRange> {
+    const plan = await this.plan(sql);
+    const columns = new Map<string, string>();
+    const lower = sql.toLowerCase();
+    for (const table of plan.tables) {
+      const meta = await this.source.resolve(table, true);
+      // A statement that never names the time column has no condition on it: no need to parse it.
+      if (meta && lower.includes(meta.timeColumn.toLowerCase())) columns.set(table.toLowerCase(), meta.timeColumn);
+    }
+    if (!columns.size) return WHOLE_RANGE;
+    return withConnection(this.duck, async (conn) => {
+      const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
+      const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { statements?: Record<string, unknown>[] };
+      const statement = ast.statements?.[0];
+      return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
+    });
+  }
+
+  /**
    * Runs the query; when DuckDB finds data files it cannot decode before any row is answered, they are
    * set aside (storage decides how: on S3 a cached copy is first downloaded again) and the query runs
    * again without them, so the good rows stay readable. A few times at most.
    */
   async execute(req: QueryRequest): Promise<QueryAnswer> {
+    return this.retryDamaged(() => this.executeOnce(req));
+  }
+
+  /** Runs `run` again while it finds damaged files (set aside each time), a few times at most. */
+  private async retryDamaged<T>(run: () => Promise<T>): Promise<T> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.executeOnce(req);
+        return await run();
       } catch (err) {
         if (!(err instanceof DamagedFilesFound)) throw err;
         if (attempt >= MAX_DAMAGE_RETRIES) throw err.error;
@@ -140,6 +179,97 @@ export class QueryExecutor {
   }
 
   private async executeOnce(req: QueryRequest): Promise<QueryAnswer> {
+    const { first: m, iterator, exec, cleanup, setAside } = await this.start(req);
+    try {
+      if (m.type === 'answer') {
+        // The whole answer in one message: the worker is already free.
+        await iterator.return?.();
+        cleanup();
+        const text = m.text;
+        return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
+      }
+      if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
+      const fields = m.fields;
+      const chunks: AsyncIterable<string> = {
+        [Symbol.asyncIterator]: async function* () {
+          try {
+            for (;;) {
+              const next = await iterator.next();
+              if (next.done) return;
+              const e = next.value;
+              if (e.type === 'chunk') {
+                yield e.text;
+                exec.ack();
+              } else if (e.type === 'done') return;
+              else if (e.type === 'error') {
+                // Rows were answered already: set the files aside for the next query, fail this one.
+                await setAside(e.damaged);
+                throw new DomainError(e.kind, e.message);
+              }
+            }
+          } finally {
+            await iterator.return?.();
+            cleanup();
+          }
+        },
+      };
+      return { fields, chunks };
+    } catch (err) {
+      await iterator.return?.();
+      cleanup();
+      throw err;
+    }
+  }
+
+  /**
+   * The same statement path for the PostgreSQL front door: rows come as DataRow messages, each result
+   * column in the format code the client asked for. Always streamed (as `streaming=true` over HTTP: no
+   * row or byte limit, only the time limit); a batch is acknowledged to the worker when the consumer
+   * asks for the next, so a slow reader holds the worker, not memory.
+   */
+  async executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer> {
+    const { first: m, iterator, exec, cleanup, setAside } = await this.retryDamaged(() => this.start({ ...req, sendNull: true, timeFormat: 'iso', streaming: true }, formats));
+    if (m.type === 'answer' && m.pgTypes && m.data) {
+      // A small result run whole: the worker is already free.
+      await iterator.return?.();
+      cleanup();
+      const data = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+      const rows = m.rows;
+      return { fields: m.fields, types: m.pgTypes, batches: (async function* () { if (rows) yield { data, rows }; })(), cancel: () => undefined };
+    }
+    if (m.type !== 'fields' || !m.pgTypes) {
+      await iterator.return?.();
+      cleanup();
+      throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
+    }
+    const batches: AsyncIterable<{ data: Buffer; rows: number }> = {
+      [Symbol.asyncIterator]: async function* () {
+        try {
+          for (;;) {
+            const next = await iterator.next();
+            if (next.done) return;
+            const e = next.value;
+            if (e.type === 'rows') {
+              yield { data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength), rows: e.rows };
+              exec.ack();
+            } else if (e.type === 'done') return;
+            else if (e.type === 'error') {
+              // Rows were answered already: set the files aside for the next query, fail this one.
+              await setAside(e.damaged);
+              throw new DomainError(e.kind, e.message);
+            }
+          }
+        } finally {
+          await iterator.return?.();
+          cleanup();
+        }
+      },
+    };
+    return { fields: m.fields, types: m.pgTypes, batches, cancel: (reason) => exec.cancel(reason) };
+  }
+
+  /** Plans, authorises, snapshots and hands the statement to a worker; resolves with its first message. */
+  private async start(req: QueryRequest, pgFormats?: number[]) {
     const plan = await this.plan(req.sql);
     // Permission before existence: a key that may not read a name gets the same answer whether a
     // dataset of that name exists or not.
@@ -194,7 +324,9 @@ export class QueryExecutor {
           maxRows: this.limits.maxRows,
           maxBytes: this.limits.maxBytes,
           streaming: req.streaming,
-          materialize: !req.streaming && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
+          // The PostgreSQL door streams too, but a result the parse tree bounds is run whole there as well.
+          materialize: (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
+          ...(pgFormats ? { pgFormats } : {}),
         };
       };
       const exec = await this.pool.run(req.principalId, build);
@@ -204,6 +336,8 @@ export class QueryExecutor {
       );
       const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
       req.signal?.addEventListener('abort', onAbort);
+      // Aborted while waiting for a worker: the event has passed, stop now.
+      if (req.signal?.aborted) onAbort();
       const cleanup = () => {
         clearTimeout(timer);
         req.signal?.removeEventListener('abort', onAbort);
@@ -218,39 +352,7 @@ export class QueryExecutor {
           const error = new DomainError(m.kind, m.message);
           throw (await setAside(m.damaged)) ? new DamagedFilesFound(error) : error;
         }
-        if (m.type === 'answer') {
-          // The whole answer in one message: the worker is already free.
-          await iterator.return?.();
-          cleanup();
-          const text = m.text;
-          return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
-        }
-        if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
-        const fields = m.fields;
-        const chunks: AsyncIterable<string> = {
-          [Symbol.asyncIterator]: async function* () {
-            try {
-              for (;;) {
-                const next = await iterator.next();
-                if (next.done) return;
-                const e = next.value;
-                if (e.type === 'chunk') {
-                  yield e.text;
-                  exec.ack();
-                } else if (e.type === 'done') return;
-                else if (e.type === 'error') {
-                  // Rows were answered already: set the files aside for the next query, fail this one.
-                  await setAside(e.damaged);
-                  throw new DomainError(e.kind, e.message);
-                }
-              }
-            } finally {
-              await iterator.return?.();
-              cleanup();
-            }
-          },
-        };
-        return { fields, chunks };
+        return { first: m, iterator, exec, cleanup, setAside };
       } catch (err) {
         await iterator.return?.();
         cleanup();

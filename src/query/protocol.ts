@@ -1,4 +1,5 @@
 import type { ErrorKind } from '../errors.ts';
+import type { PgType } from './pgRows.ts';
 
 /**
  * Messages between the service and a query worker process (over the child-process IPC channel).
@@ -24,17 +25,27 @@ export interface RunJob {
   streaming: boolean;
   /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
   materialize: boolean;
+  /**
+   * Rows as PostgreSQL DataRow messages (the PostgreSQL front door) instead of JSON: the format code of
+   * each result column, as the client's Bind gave them. Always streamed.
+   */
+  pgFormats?: number[];
 }
 
 export type ToWorker = RunJob | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }
-  | { type: 'fields'; id: number; fields: string[]; types: string[] }
-  /** A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and done. */
-  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number }
+  | { type: 'fields'; id: number; fields: string[]; types: string[]; pgTypes?: PgType[] }
+  /**
+   * A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and
+   * done. For jobs with `pgFormats`, the rows are DataRow messages in `data` (and `text` is empty).
+   */
+  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number; pgTypes?: PgType[]; data?: Uint8Array }
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
+  /** Rows of one DuckDB chunk as PostgreSQL DataRow messages (jobs with `pgFormats`). */
+  | { type: 'rows'; id: number; data: Uint8Array; rows: number }
   | { type: 'done'; id: number; rows: number }
   /**
    * `damaged`: link names of Parquet files DuckDB could not decode (a checksum, decompression or

@@ -24,6 +24,7 @@ import { DomainError, type ErrorKind } from '../errors.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { STREAM_WINDOW, type FromWorker, type RunJob, type ToWorker } from './protocol.ts';
 import { clientColumnName, rowWriter, valueConverter } from './results.ts';
+import { dataRowEncoder, pgTypeOf, RowWriter } from './pgRows.ts';
 
 const dir = process.env.QW_DIR!;
 const spill = process.env.QW_SPILL!;
@@ -166,7 +167,8 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   try {
     await syncLinks(job.links);
     await syncViews(conn, job.views);
-    if (job.materialize) await runMaterialized(conn, job);
+    if (job.pgFormats) await runPgRows(conn, job, job.pgFormats, state);
+    else if (job.materialize) await runMaterialized(conn, job);
     else await runStreamed(conn, job, state);
   } catch (err) {
     if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
@@ -242,6 +244,41 @@ async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullab
   }
   if (job.streaming) send({ type: 'done', id: job.id, rows });
   else send({ type: 'answer', id: job.id, fields, types, text: parts.join(','), rows });
+}
+
+/**
+ * A statement for the PostgreSQL front door: rows encoded as DataRow messages here, one message per
+ * DuckDB chunk, under the same window of unacknowledged chunks as a streamed HTTP answer (the front
+ * door acknowledges a chunk once the socket took it, so a slow reader holds the worker, not memory).
+ */
+async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[], state: NonNullable<typeof current>): Promise<void> {
+  if (job.materialize) {
+    // A result the parse tree proves small (as for HTTP, see runMaterialized): run whole, one message.
+    const whole = (await conn.run(job.sql)) as DuckDBMaterializedResult;
+    const wholeTypes = whole.columnTypes();
+    const encodeAll = dataRowEncoder(wholeTypes, formats);
+    const w = new RowWriter();
+    for (let c = 0; c < whole.chunkCount; c++) for (const row of whole.getChunk(c).getRows()) encodeAll(w, row);
+    send({ type: 'answer', id: job.id, fields: whole.columnNames(), types: wholeTypes.map((t) => t.toString()), pgTypes: wholeTypes.map(pgTypeOf), text: '', data: w.take(), rows: whole.rowCount });
+    return;
+  }
+  const result = await conn.stream(job.sql);
+  const columnTypes = result.columnTypes();
+  send({ type: 'fields', id: job.id, fields: result.columnNames(), types: columnTypes.map((t) => t.toString()), pgTypes: columnTypes.map(pgTypeOf) });
+  const encode = dataRowEncoder(columnTypes, formats);
+  const out = new RowWriter();
+  let rows = 0;
+  for (;;) {
+    const chunk = await result.fetchChunk();
+    if (!chunk || chunk.rowCount === 0) break;
+    const batch = chunk.getRows();
+    for (const row of batch) encode(out, row);
+    rows += batch.length;
+    send({ type: 'rows', id: job.id, data: out.take(), rows: batch.length });
+    state.sent++;
+    while (state.sent - state.acked > STREAM_WINDOW) await new Promise<void>((r) => (state.wake = r));
+  }
+  send({ type: 'done', id: job.id, rows });
 }
 
 async function main(): Promise<void> {

@@ -1,0 +1,186 @@
+/**
+ * Reading PostgreSQL clients' statements with DuckDB: is a statement about the catalog, and the
+ * parse-tree rewrites that make DuckDB read it as PostgreSQL would (see catalog.ts, which runs them).
+ */
+import { invalidInput } from '../../errors.ts';
+import { RELATION_MACROS } from './catalogSql.ts';
+
+type Node = Record<string, unknown>;
+
+const CATALOG_SCHEMAS = new Set(['pg_catalog', 'information_schema']);
+
+/** Functions that ask about the catalog or the session: a statement calling one is a catalog statement. */
+const CATALOG_FUNCTIONS = new Set([
+  'version', 'current_schema', 'current_schemas', 'current_database', 'current_catalog', 'current_user', 'session_user', 'user',
+  'current_setting', 'set_config', 'format_type', 'obj_description', 'col_description', 'shobj_description', 'current_query', 'inet_server_addr', 'inet_server_port',
+]);
+const CATALOG_FUNCTION_PREFIXES = ['pg_', 'has_'];
+
+/** Casts PostgreSQL clients use on catalog values, which DuckDB lacks: the macro each becomes. */
+const REG_CASTS: Record<string, string> = {
+  regclass: '__pg_regclass',
+  regtype: '__pg_regtype',
+  regproc: '__pg_oid',
+  regprocedure: '__pg_oid',
+  regnamespace: '__pg_regnamespace',
+  regrole: '__pg_oid',
+  regoper: '__pg_oid',
+  regconfig: '__pg_oid',
+  oid: '__pg_oid',
+  xid: '__pg_oid',
+  name: '__pg_name',
+};
+
+/**
+ * Walks a parse tree: does it touch the catalog, and rewrites in place what DuckDB reads differently
+ * (reports whether it did).
+ */
+export function inspect(ast: Node, datasets: ReadonlySet<string>, database: string): { catalog: boolean; rewritten: boolean } {
+  let catalog = false;
+  let rewritten = false;
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      value.forEach(visit);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    if (n.type === 'BASE_TABLE') {
+      const schema = String(n.schema_name ?? '').toLowerCase();
+      const name = String(n.table_name ?? '').toLowerCase();
+      if (String(n.catalog_name ?? '') && (String(n.catalog_name).toLowerCase() === database || !CATALOG_SCHEMAS.has(schema))) {
+        // `db.public.logs`: any database name is this one.
+        n.catalog_name = '';
+        rewritten = true;
+      }
+      if (CATALOG_SCHEMAS.has(schema) || (!schema && name.startsWith('pg_') && !datasets.has(name))) {
+        catalog = true;
+        if (RELATION_MACROS.has(name) && (schema === 'pg_catalog' || !schema)) {
+          const alias = String(n.alias || name);
+          for (const k of Object.keys(n)) delete n[k];
+          Object.assign(n, {
+            type: 'TABLE_FUNCTION', alias, sample: null, column_name_alias: [], with_ordinality: 'WITHOUT_ORDINALITY',
+            function: { class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: `__${name}`, schema: '', children: [], filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false, catalog: '' },
+          });
+          rewritten = true;
+          return;
+        }
+      } else if (schema === 'public') {
+        n.schema_name = '';
+        rewritten = true;
+      }
+    }
+    if (n.class === 'COLUMN_REF') {
+      // `pg_catalog.pg_namespace.nspname`, `public.logs.n`: the table is in FROM unqualified (or renamed).
+      const names = n.column_names as string[];
+      if (names.length >= 3 && (CATALOG_SCHEMAS.has(names[0].toLowerCase()) || names[0].toLowerCase() === 'public')) {
+        n.column_names = names.slice(1);
+        rewritten = true;
+      }
+    }
+    if (n.type === 'TABLE_FUNCTION' && n.alias && !(n.column_name_alias as unknown[] | undefined)?.length) {
+      // PostgreSQL: `FROM generate_series(…) s` names the column `s` too (a scalar function's alias).
+      const fn = String((n.function as Node | undefined)?.function_name ?? '').toLowerCase();
+      if (fn === 'generate_series' || fn === 'unnest') {
+        n.column_name_alias = [n.alias];
+        rewritten = true;
+      } else if (SCALAR_IN_FROM.has(fn)) {
+        // `FROM string_to_array(…) s`: a scalar function in FROM is a one-row table whose column is `s`.
+        const call = { ...(n.function as Node), alias: String(n.alias) };
+        const alias = n.alias;
+        for (const k of Object.keys(n)) delete n[k];
+        Object.assign(n, {
+          type: 'SUBQUERY', alias, sample: null, column_name_alias: [],
+          subquery: { node: { type: 'SELECT_NODE', modifiers: [], cte_map: { map: [] }, select_list: [call], from_table: { type: 'EMPTY', alias: '', sample: null }, where_clause: null, group_expressions: [], group_sets: [], aggregate_handling: 'STANDARD_HANDLING', having: null, sample: null, qualify: null } },
+        });
+        rewritten = true;
+      }
+    }
+    if (n.class === 'FUNCTION') {
+      const name = String(n.function_name ?? '').toLowerCase();
+      const schema = String(n.schema ?? '').toLowerCase();
+      // No client introspection needs DuckDB's own metadata, settings or file functions: they would
+      // show the service's paths and extensions rather than the datasets.
+      if (CATALOG_DENIED_PREFIXES.some((p) => name.startsWith(p))) throw invalidInput(`function "${name}" is not allowed`);
+      if (schema === 'pg_catalog' || CATALOG_FUNCTIONS.has(name) || CATALOG_FUNCTION_PREFIXES.some((p) => name.startsWith(p))) catalog = true;
+      if (schema === 'pg_catalog' && MAIN_MACROS.has(name)) {
+        n.schema = '';
+        rewritten = true;
+      }
+      if (name === 'to_timestamp' && (n.children as Node[]).length === 2) {
+        // Superset's PostgreSQL dialect writes times as to_timestamp(text, 'YYYY-MM-DD HH24:MI:SS.US').
+        const fmt = (n.children as Node[])[1];
+        const value = (fmt?.value as Node | undefined)?.value;
+        if (fmt?.class === 'CONSTANT' && typeof value === 'string') {
+          (fmt.value as Node).value = strptimeFormat(value);
+          n.function_name = 'strptime';
+          n.schema = '';
+          rewritten = true;
+        }
+      }
+      const renamed = name === 'current_setting' ? ((n.children as unknown[]).length === 2 ? '__pg_setting2' : '__pg_setting') : FUNCTION_RENAMES[name];
+      if (renamed && (schema === '' || schema === 'pg_catalog')) {
+        n.function_name = renamed;
+        n.schema = '';
+        rewritten = true;
+      }
+    }
+    if (n.class === 'CAST') {
+      const info = (n.cast_type as Node | undefined)?.type_info as Node | null | undefined;
+      const typeName = String(info?.name ?? '').toLowerCase();
+      const macro = REG_CASTS[typeName];
+      if (info?.type === 'UNBOUND_TYPE_INFO' && macro) {
+        catalog = true;
+        rewritten = true;
+        const child = n.child;
+        for (const k of Object.keys(n)) delete n[k];
+        Object.assign(n, {
+          class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: macro, schema: '', catalog: '', children: [child],
+          filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+        });
+      }
+    }
+    for (const v of Object.values(n)) visit(v);
+  };
+  visit(ast);
+  return { catalog, rewritten };
+}
+
+const CATALOG_DENIED_PREFIXES = ['duckdb_', 'pragma_', 'read_', 'glob', 'sniff_', 'parquet_', 'getenv', 'getvariable', 'json_execute', 'query', 'current_query', 'which_secret', 'iceberg_', 'delta_'];
+
+/** PostgreSQL's to_timestamp format patterns → DuckDB's strptime specifiers (longest first). */
+const PG_TIME_PATTERNS: [string, string][] = [
+  ['YYYY', '%Y'], ['HH24', '%H'], ['HH12', '%I'], ['MM', '%m'], ['DD', '%d'], ['MI', '%M'], ['SS', '%S'], ['US', '%f'], ['MS', '%g'], ['HH', '%I'], ['AM', '%p'], ['PM', '%p'], ['TZ', '%Z'], ['OF', '%z'],
+];
+
+export function strptimeFormat(pg: string): string {
+  let out = '';
+  for (let i = 0; i < pg.length; ) {
+    const hit = PG_TIME_PATTERNS.find(([p]) => pg.startsWith(p, i));
+    if (hit) {
+      out += hit[1];
+      i += hit[0].length;
+    } else {
+      out += pg[i] === '%' ? '%%' : pg[i];
+      i++;
+    }
+  }
+  return out;
+}
+
+/** Scalar functions clients call in FROM as PostgreSQL allows. */
+const SCALAR_IN_FROM = new Set(['string_to_array', 'current_schemas', 'regexp_split_to_array']);
+
+/**
+ * Functions DuckDB has under another name or with other semantics: DuckDB's format_type knows DuckDB's
+ * type ids, not PostgreSQL's oids; clients parse "PostgreSQL <major>.<minor>" out of version().
+ */
+const FUNCTION_RENAMES: Record<string, string> = {
+  format_type: '__pg_format_type',
+  version: '__pg_version',
+  json_build_object: 'json_object',
+  jsonb_build_object: 'json_object',
+};
+
+/** Macros of catalogSql.ts in `main` that clients call qualified with `pg_catalog.`. */
+const MAIN_MACROS = new Set(['pg_get_userbyid', 'pg_encoding_to_char', 'pg_get_indexdef', 'pg_get_partkeydef', 'pg_total_relation_size', 'pg_relation_size', 'pg_table_size', 'pg_get_function_identity_arguments', 'pg_get_serial_sequence', 'pg_get_statisticsobjdef_columns', 'pg_get_triggerdef', 'pg_get_ruledef', 'pg_backend_pid', 'pg_is_in_recovery', 'pg_get_function_result', 'pg_get_function_arguments', 'quote_ident', 'pg_relation_is_publishable']);

@@ -1,0 +1,233 @@
+import * as net from 'node:net';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { psql, startPgServer, type PgTestServer } from './helpers/pg.ts';
+import { query } from './helpers/server.ts';
+
+/**
+ * The PostgreSQL front door through real clients: psql (simple protocol, catalog meta-commands) and
+ * node-postgres (extended protocol: parameters, binary results, portal row limits), against the real
+ * service; answers compared with the HTTP query API's for the same statement.
+ */
+
+let server: PgTestServer;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+async function ingest(name: string, events: unknown[]): Promise<void> {
+  const res = await server.request('/api/v1/ingest', { method: 'POST', json: events, headers: { 'X-P-Stream': name } });
+  expect(res.status, await res.clone().text()).toBe(200);
+}
+
+function client(password = server.apiKey): pg.Client {
+  return new pg.Client({ host: '127.0.0.1', port: server.pgPort, user: 'grafana', password, database: 'whatever' });
+}
+
+let between = '';
+
+beforeAll(async () => {
+  server = await startPgServer({ P_API_KEYS: 'test-admin-key-0123456789:admin,reader-logs:reader:pglogs,writer-key:writer' });
+  await ingest('pglogs', [
+    { level: 'info', n: 1, msg: 'first' },
+    { level: 'error', n: 2, msg: "it's, {quoted}" },
+  ]);
+  // A second batch a little later, so a time condition can separate them.
+  await sleep(1100);
+  between = new Date(Date.now() - 500).toISOString();
+  await sleep(600);
+  await ingest('pglogs', [{ level: 'warn', n: 3, msg: 'third', ratio: 0.25 }]);
+  await ingest('other', [{ secret: 'not for readers of pglogs' }]);
+}, 120_000);
+
+afterAll(async () => {
+  await server?.stop();
+});
+
+describe('psql', () => {
+  it('runs a user query as the HTTP API does', async () => {
+    const out = await psql(server, 'SELECT n, level, msg FROM pglogs ORDER BY n', { extra: ['-A', '-t', '-F', '|'] });
+    expect(out.trim().split('\n')).toEqual(['1|info|first', "2|error|it's, {quoted}", '3|warn|third']);
+    const http = await query(server, 'SELECT n, level, msg FROM pglogs ORDER BY n');
+    expect(http.map((r) => `${r.n}|${r.level}|${r.msg}`)).toEqual(out.trim().split('\n'));
+  });
+
+  it('answers \\dt, \\d name, \\l and \\dn from the catalog, with only the datasets the key may read', async () => {
+    const dt = await psql(server, '\\dt');
+    expect(dt).toMatch(/public \| other\s+\| table/);
+    expect(dt).toMatch(/public \| pglogs \| table/);
+    const d = await psql(server, '\\d pglogs');
+    expect(d).toMatch(/level\s+\| text/);
+    expect(d).toMatch(/n\s+\| bigint/);
+    expect(d).toMatch(/p_timestamp\s+\| timestamp without time zone/);
+    expect(await psql(server, '\\l')).toMatch(/lakehouse/);
+    expect(await psql(server, '\\dn')).toMatch(/public/);
+    // A reader of pglogs only: the other dataset is not in its catalog, and not readable.
+    const scoped = await psql(server, '\\dt', { password: 'reader-logs' });
+    expect(scoped).toMatch(/pglogs/);
+    expect(scoped).not.toMatch(/other/);
+    await expect(psql(server, 'SELECT * FROM other', { password: 'reader-logs' })).rejects.toThrow(/may not read dataset "other"/);
+  });
+
+  it('answers SET, SHOW and transaction statements as a read-only server', async () => {
+    const out = await psql(server, 'BEGIN; SET application_name = \'x\'; SHOW application_name; SHOW transaction_read_only; SAVEPOINT a; ROLLBACK TO SAVEPOINT a; COMMIT', { extra: ['-A', '-t', '-q'] });
+    expect(out.trim().split('\n')).toEqual(['x', 'on']);
+    await expect(psql(server, "INSERT INTO pglogs (n) VALUES (9)")).rejects.toThrow(/read-only/);
+  });
+
+  it('refuses a wrong password and a writer key', async () => {
+    await expect(psql(server, 'SELECT 1', { password: 'wrong' })).rejects.toThrow(/password authentication failed/);
+    await expect(psql(server, 'SELECT 1', { password: 'writer-key' })).rejects.toThrow(/writer key may not read/);
+  });
+});
+
+describe('node-postgres', () => {
+  it('binds parameters (numbers, strings, timestamps) and the time condition chooses the rows', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      const all = await c.query('SELECT n FROM pglogs WHERE n >= $1 AND msg <> $2 ORDER BY n', [1, "it's, {quoted}"]);
+      expect(all.rows.map((r) => Number(r.n))).toEqual([1, 3]);
+      const later = await c.query('SELECT n FROM pglogs WHERE p_timestamp >= $1 ORDER BY n', [new Date(between)]);
+      expect(later.rows.map((r) => Number(r.n))).toEqual([3]);
+      const earlier = await c.query(`SELECT count(*) AS c FROM pglogs WHERE p_timestamp < '${between}'`);
+      expect(Number(earlier.rows[0].c)).toBe(2);
+      const grafana = await c.query(`SELECT n FROM pglogs WHERE p_timestamp BETWEEN '${between}' AND '2100-01-01T00:00:00Z' ORDER BY n`);
+      expect(grafana.rows.map((r) => Number(r.n))).toEqual([3]);
+      // A value that tries to change the statement stays a value.
+      const injected = await c.query('SELECT count(*) AS c FROM pglogs WHERE level = $1', ["x' OR '1'='1"]);
+      expect(Number(injected.rows[0].c)).toBe(0);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it("runs the data queries Grafana, Metabase and Superset write", async () => {
+    const c = client();
+    await c.connect();
+    try {
+      // Grafana: $__timeGroupAlias(p_timestamp, 1m) and $__timeFilter(p_timestamp), expanded.
+      const grafana = await c.query(
+        `SELECT floor(extract(epoch from p_timestamp)/60)*60 AS "time", count(*) AS requests FROM pglogs WHERE p_timestamp BETWEEN '1970-01-01T00:00:00Z' AND '2100-01-01T00:00:00Z' GROUP BY 1 ORDER BY 1`,
+      );
+      expect(grafana.rows.reduce((s, r) => s + Number(r.requests), 0)).toBe(3);
+      // Metabase: names qualified with the schema, a timestamptz literal.
+      const metabase = await c.query(
+        `SELECT "public"."pglogs"."level" AS "level", count(*) AS "count" FROM "public"."pglogs" WHERE "public"."pglogs"."p_timestamp" >= timestamp with time zone '${between.replace('T', ' ').replace('Z', '+00')}' GROUP BY "public"."pglogs"."level" ORDER BY "public"."pglogs"."level" ASC`,
+      );
+      expect(metabase.rows).toEqual([{ level: 'warn', count: '1' }]);
+      // Superset: to_timestamp with a PostgreSQL format.
+      const superset = await c.query(
+        `SELECT n FROM pglogs WHERE p_timestamp >= TO_TIMESTAMP('${between.replace('T', ' ').replace('Z', '')}000', 'YYYY-MM-DD HH24:MI:SS.US') ORDER BY n`,
+      );
+      expect(superset.rows.map((r) => Number(r.n))).toEqual([3]);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('returns binary results with the right types', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      const r = await c.query({
+        text: "SELECT n, ratio, level, p_timestamp, true AS b, [1, 2] AS l, DATE '2024-02-29' AS d, 12.34::DECIMAL(10,2) AS num, 7::INTEGER AS i FROM pglogs WHERE n = 3",
+        binary: true,
+      } as pg.QueryConfig);
+      expect(r.fields.map((f) => f.dataTypeID)).toEqual([20, 701, 25, 1114, 16, 1007, 1082, 1700, 23]);
+      const row = r.rows[0];
+      expect(row.n).toBe('3');
+      expect(row.ratio).toBe(0.25);
+      expect(row.level).toBe('warn');
+      expect(row.p_timestamp).toBeInstanceOf(Date);
+      expect(row.b).toBe(true);
+      expect(row.l.map(Number)).toEqual([1, 2]);
+      expect(row.num).toBe('12.34');
+      expect(row.i).toBe(7);
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('suspends a portal at its row limit and continues it (nothing cut)', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      // node-postgres executes with a row limit and re-executes on PortalSuspended until complete.
+      const r = await c.query({ text: 'SELECT range AS i FROM range(5000)', rows: 7 } as pg.QueryConfig);
+      expect(r.rows.length).toBe(5000);
+      expect(r.rows.at(-1).i).toBe('4999');
+    } finally {
+      await c.end();
+    }
+  });
+
+  it('reports errors with SQLSTATEs and keeps the connection usable', async () => {
+    const c = client();
+    await c.connect();
+    try {
+      await expect(c.query('SELECT * FROM nope')).rejects.toMatchObject({ code: '42P01' });
+      await expect(c.query('DELETE FROM pglogs')).rejects.toMatchObject({ code: '25006' });
+      await expect(c.query("SELECT read_csv('/etc/passwd')")).rejects.toMatchObject({ code: '42601' });
+      expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+      // In a transaction block, a failed statement aborts the block until ROLLBACK, as in PostgreSQL.
+      await c.query('BEGIN');
+      await expect(c.query('SELECT * FROM nope')).rejects.toMatchObject({ code: '42P01' });
+      await expect(c.query('SELECT 1')).rejects.toMatchObject({ code: '25P02' });
+      await c.query('ROLLBACK');
+      expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
+    } finally {
+      await c.end();
+    }
+  });
+});
+
+describe('bad input', () => {
+  /** Sends raw bytes on a fresh connection; resolves with everything the server wrote before closing. */
+  const raw = (bytes: Buffer) =>
+    new Promise<Buffer>((resolve, reject) => {
+      const chunks: Buffer[] = [];
+      const s = net.connect(server.pgPort, '127.0.0.1', () => s.write(bytes));
+      s.on('data', (d) => chunks.push(d));
+      s.on('close', () => resolve(Buffer.concat(chunks)));
+      s.on('error', reject);
+      s.setTimeout(20_000, () => s.destroy(new Error('server did not close')));
+    });
+
+  const startup = () => {
+    const body = Buffer.concat([Buffer.from([0, 3, 0, 0]), Buffer.from('user\0u\0\0')]);
+    const len = Buffer.alloc(4);
+    len.writeInt32BE(body.length + 4);
+    return Buffer.concat([len, body]);
+  };
+  const password = (key: string) => {
+    const body = Buffer.from(`${key}\0`);
+    const head = Buffer.alloc(5);
+    head[0] = 0x70;
+    head.writeInt32BE(body.length + 4, 1);
+    return Buffer.concat([head, body]);
+  };
+
+  it('answers malformed, oversized and unknown messages with an ErrorResponse and closes', async () => {
+    const cases: Buffer[] = [
+      Buffer.from([0, 0, 0, 2, 0, 0]), // startup length below its own size
+      Buffer.from([0, 0, 0, 8, 0, 9, 0, 0]), // protocol 9.0
+      Buffer.concat([startup(), password(server.apiKey), Buffer.from([0x51, 0x7f, 0xff, 0xff, 0xff])]), // Query of 2 GB
+      Buffer.concat([startup(), password(server.apiKey), Buffer.from([0x21, 0, 0, 0, 4])]), // unknown type '!'
+      Buffer.concat([startup(), password(server.apiKey), Buffer.from([0x51, 0, 0, 0, 8, 0x61, 0x62, 0x63, 0x64])]), // Query without NUL
+      Buffer.concat([startup(), password(server.apiKey), Buffer.from([0x42, 0, 0, 0, 6, 0, 0])]), // Bind cut short
+    ];
+    for (const bytes of cases) {
+      const out = await raw(bytes);
+      expect(out.includes(Buffer.from('E')), `answer to ${bytes.toString('hex')}`).toBe(true);
+      expect(out.toString('latin1')).toMatch(/C(08P01|0A000|54000)\0/);
+    }
+    // A little fuzz: random bytes after a valid login never take the server down.
+    for (let i = 0; i < 30; i++) {
+      const junk = Buffer.from(Array.from({ length: 5 + Math.floor(Math.random() * 60) }, () => Math.floor(Math.random() * 256)));
+      await raw(Buffer.concat([startup(), password(server.apiKey), junk]));
+    }
+    const c = client();
+    await c.connect();
+    expect((await c.query('SELECT 2 AS two')).rows).toEqual([{ two: 2 }]);
+    await c.end();
+  });
+});
