@@ -65,7 +65,7 @@ export async function startCollector(config: string, dir: string, receiverPort: 
 /** Debian's nginx (installed by the test setup), run in the foreground from `dir` with `conf` as its http{} content. */
 export async function startNginx(httpConf: string, dir: string, port: number): Promise<Process> {
   const bin = ['/usr/sbin/nginx', '/usr/bin/nginx'].find((b) => fs.existsSync(b));
-  if (!bin) throw new Error('nginx is missing: run bash scripts/test-setup.d/41-nginx.sh (npm test runs it first)');
+  if (!bin) throw new Error('nginx is missing: run bash scripts/test-setup.d/50-nginx.sh (npm test runs it first)');
   const conf = `
 daemon off;
 master_process off;
