@@ -11,7 +11,7 @@ import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseab
 /**
  * Endpoints Parseable's clients call beyond the core API: `about` (pb version/status), Prism's home
  * and dataset info (pb's dataset list, the console), stream info (pb's dataset type) and counts (the
- * console's histogram). Shapes follow Parseable's source; see README "Parseable compatibility".
+ * console's histogram). Shapes follow Parseable's source; see docs/compatibility.md.
  */
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }).version;

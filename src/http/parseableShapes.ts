@@ -93,7 +93,7 @@ export function queriedStats(stats: DatasetStats, now = new Date()) {
       files: current.files,
     },
     wal: { count: wal.rows, size: wal.bytes, segments: wal.segments },
-    // Ours: damaged objects of this dataset set aside (README "Damaged objects").
+    // Ours: damaged objects of this dataset set aside (docs/operations.md "Damaged objects").
     quarantined: stats.quarantined.map(({ key, kind, reason, since, setAsideTo }) => ({ key, kind, reason, since, ...(setAsideTo ? { set_aside_to: setAsideTo } : {}) })),
   };
 }

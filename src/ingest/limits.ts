@@ -1,5 +1,5 @@
 /**
- * Bounds on the work one request may cost (README "Limits"): a body is refused with 413 as soon as it
+ * Bounds on the work one request may cost (docs/ingestion.md "Limits per request"): a body is refused with 413 as soon as it
  * is known to hold more than P_MAX_EVENTS_PER_REQUEST events (JSON events, OTLP log records / spans /
  * data points, remote-write samples and histogram samples) or more than P_MAX_VALUES_PER_REQUEST
  * values (JSON objects, arrays and their members; protobuf messages and packed elements). Both are

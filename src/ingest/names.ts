@@ -1,5 +1,5 @@
 /**
- * What makes any client-chosen name or text storable (README "Names and values that cannot be stored
+ * What makes any client-chosen name or text storable (docs/ingestion.md "Names and values that cannot be stored
  * as sent"). Everything a client sends is acknowledged only if it can be written to the WAL, read by
  * DuckDB's read_json, flushed to Parquet and queried; these are the few things that break one of them:
  *

@@ -1,6 +1,6 @@
 /**
  * Where each value of a batch is stored, decided in the ingest worker against a copy of the dataset's
- * schema (README "Schema inference and evolution"). Nothing a client sends is refused for its names or
+ * schema (docs/ingestion.md "Schema inference and evolution"). Nothing a client sends is refused for its names or
  * types; a value that does not fit is moved, never dropped:
  *
  * - a new name adds a column; a fraction into a BIGINT column widens it to DOUBLE; a JSON string

@@ -104,7 +104,7 @@ export class IngestService {
     this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs, config.ingestKeyShare);
   }
 
-  /** The per-request work limits of a job (README "Limits"). */
+  /** The per-request work limits of a job (docs/ingestion.md "Limits per request"). */
   get limits(): RequestLimits {
     return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: Math.max(1000, 4 * this.config.maxColumns) };
   }

@@ -11,7 +11,7 @@
  * - Helpers start with `__df_` so they never collide with a name a user would pick.
  * - Every timestamp a macro returns is a zone-less UTC TIMESTAMP, comparable with `p_timestamp`.
  *
- * The list of mapped functions is in README "Parseable compatibility"; test/unit/dialect.test.ts
+ * The list of mapped functions is in docs/query.md "Dialect"; test/unit/dialect.test.ts
  * checks each against DataFusion's documented results.
  */
 
@@ -122,7 +122,7 @@ export const DIALECT_SQL: string[] = [
   `CREATE OR REPLACE MACRO iszero(x) AS x = 0`,
 ];
 
-/** The DataFusion function names DIALECT_SQL provides (helpers excluded), for the README and tests. */
+/** The DataFusion function names DIALECT_SQL provides (helpers excluded), for docs/query.md and tests. */
 export const DIALECT_FUNCTIONS: string[] = DIALECT_SQL.map((s) => /MACRO\s+(\w+)/.exec(s)![1]).filter((n) => !n.startsWith('__df_'));
 
 /** The one DuckDB builtin a macro replaces (see the rules above). */

@@ -280,7 +280,7 @@ export class DatasetSet {
       // Unreadable metadata is not a delete; created here after the listing was taken is not either.
       if (damaged.has(name) || this.creating.has(name) || ds.loadedAt >= listedAt) continue;
       // Deleted (or deleted and re-created) elsewhere: what this worker still buffers for it goes
-      // with it (README "Deletion across workers"), and so does anything its late flush uploaded.
+      // with it (docs/scale-out.md "Deletion across workers"), and so does anything its late flush uploaded.
       await this.drop(ds, 'removed by another worker').catch((err) => log.warn('dropping a removed dataset failed', { dataset: name, error: (err as Error).message }));
     }
     for (const meta of listed.values()) if (this.isNew(meta)) await this.loadSafely(meta);

@@ -27,7 +27,7 @@ export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds
   const sealed = await ds.wal.seal();
   ds.oldestUnflushedAt = undefined;
   // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
-  // each group a flush of its own: a flush's memory grows with what it converts (README "Memory").
+  // each group a flush of its own: a flush's memory grows with what it converts (docs/performance.md "The memory bound").
   for (const segments of segmentGroups(sealed, ctx.settings.flushBytes)) {
     if (ds.deleted) return;
     await flushSegments(ctx, manifests, ds, segments);

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 
 /**
  * Every object key and every local path the storage layer uses, built and parsed here and nowhere
- * else (README "Storage layout"). Dataset names start with a letter and hold no "/" or ".", so a
+ * else (docs/storage.md "Layout"). Dataset names start with a letter and hold no "/" or ".", so a
  * dataset's objects never collide with `.streams/` or with another dataset's.
  *
  * ```

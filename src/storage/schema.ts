@@ -9,7 +9,7 @@ export type Schema = Record<string, ColumnType>;
 
 
 /**
- * The one JSON column holding, per row, the fields that cannot have a column of their own (README
+ * The one JSON column holding, per row, the fields that cannot have a column of their own (docs/ingestion.md
  * "Schema inference and evolution"). It does not count against P_MAX_COLUMNS.
  */
 export const OVERFLOW_COLUMN = 'p_overflow';
@@ -142,7 +142,7 @@ export type SchemaPlan = { next?: Schema; conflict?: undefined } | { next?: unde
 
 /**
  * The main thread's check of a batch an ingest worker prepared against an earlier copy of the schema.
- * The worker has already moved every value that did not fit (README "Schema inference and evolution"),
+ * The worker has already moved every value that did not fit (docs/ingestion.md "Schema inference and evolution"),
  * so here a batch either fits as it is (new columns, widenings) or the schema changed in between and
  * the batch must be prepared again: `conflict` says why. Nothing is ever rewritten here.
  */

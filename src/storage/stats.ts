@@ -19,7 +19,7 @@ export interface DatasetStats {
   wal: { rows: number; bytes: number; rawBytes: number; segments: number };
   /** Oldest and newest time-column value in stored files (the WAL is not read). */
   timeRange?: { minMs: number; maxMs: number };
-  /** Damaged objects of this dataset set aside (see README "Damaged objects"). */
+  /** Damaged objects of this dataset set aside (see docs/operations.md "Damaged objects"). */
   quarantined: QuarantinedObject[];
 }
 
