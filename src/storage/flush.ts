@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { ColumnType } from '../model.ts';
-import { failpoint } from '../failpoint.ts';
+import { failpoint, faultpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import type { FileEntry } from './catalog.ts';
 import { encodeSchema } from './codec.ts';
@@ -13,6 +13,7 @@ import { writeParquet } from './parquetWriter.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
+import { classifyFailure } from './failures.ts';
 import type { Segment } from './wal.ts';
 
 /**
@@ -62,6 +63,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
   let stage = 'parquet';
   try {
     const columns = Object.entries(ds.schema) as [string, ColumnType][];
+    faultpoint('flush-parquet');
     const written = await writeParquet(ctx.duck, {
       segmentPaths: segments.map((s) => s.path),
       columns,
@@ -78,6 +80,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     for (const [i, f] of written.entries()) {
       const key = dataFileKey(name, f.partition, path.basename(f.path));
       uploaded.push(key);
+      faultpoint('flush-upload');
       await ctx.store.putFile(key, f.path);
       add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i] });
     }
@@ -85,13 +88,18 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     if (ds.deleted) return;
     if (ds.schemaDirty) {
       ds.schemaDirty = false;
-      await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema)).catch((err) => {
+      try {
+        faultpoint('flush-schema');
+        await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema));
+      } catch (err) {
         ds.schemaDirty = true;
         throw err;
-      });
+      }
     }
     // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
     let removal: Promise<void> = Promise.resolve();
+    stage = 'manifest';
+    faultpoint('flush-manifest');
     await manifests.commit(
       ds,
       seq,
@@ -114,8 +122,10 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     ds.flushFailures++;
     ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
     log.error('flush failed; will retry', { dataset: name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
-    // DuckDB could not turn the segments into Parquet: if a segment is damaged, cut it and go on at once.
-    if (stage === 'parquet' && !ds.deleted && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+    // DuckDB could not parse a segment's bytes: cut the damaged one and go on at once. Any other failure
+    // (out of memory, no file descriptor, a full disk) is retried as it is: never taken for damage.
+    const damaged = stage === 'parquet' && !ds.deleted && classifyFailure(err, segments.map((s) => s.path)) === 'damaged';
+    if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
     throw err;
   } finally {
     await fs.rm(staging, { recursive: true, force: true });
