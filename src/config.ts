@@ -80,6 +80,19 @@ const envSchema = z.object({
   P_MAX_EVENTS_PER_REQUEST: int(100_000),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000),
   P_WAL_MAX_BYTES: bytes('1GiB'),
+  P_DISK_RESERVE: z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return undefined;
+      try {
+        return parseBytes(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    })
+    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: P_FLUSH_BYTES, at most 1/32 of the file system: room for one flush\'s Parquet files, so a full disk recovers when space is freed.'),
   P_STORAGE: z.enum(['local', 's3']).default('local'),
   P_S3_URL: z.string().optional(),
   P_S3_BUCKET: z.string().optional(),
@@ -146,6 +159,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     walMaxBytes: e.P_WAL_MAX_BYTES,
+    diskReserveBytes: e.P_DISK_RESERVE,
     storage: e.P_STORAGE,
     s3: {
       url: e.P_S3_URL,

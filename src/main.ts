@@ -62,6 +62,7 @@ async function main(): Promise<void> {
     flushIntervalMs: config.flushIntervalMs,
     flushBytes: config.flushBytes,
     walMaxBytes: config.walMaxBytes,
+    diskReserveBytes: config.diskReserveBytes,
     zstdLevel: config.zstdLevel,
     rowGroupRows: config.rowGroupRows,
     catalogRefreshMs: config.catalogRefreshMs,

@@ -12,6 +12,8 @@ export interface StorageSettings {
   flushIntervalMs: number;
   flushBytes: number;
   walMaxBytes: number;
+  /** Free disk space kept for flushes (P_DISK_RESERVE); undefined: sized from the file system. */
+  diskReserveBytes?: number;
   zstdLevel: number;
   rowGroupRows: number;
   catalogRefreshMs: number;

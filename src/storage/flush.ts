@@ -24,15 +24,43 @@ import type { Segment } from './wal.ts';
  * abandoned flush leaves nothing behind. A segment DuckDB cannot read is salvaged (walSalvage.ts)
  * instead of failing every flush for good.
  */
-export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset): Promise<void> {
+export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<void> {
   const sealed = await ds.wal.seal();
   ds.oldestUnflushedAt = undefined;
   // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
   // each group a flush of its own: a flush's memory grows with what it converts (README "Memory").
+  // Each group waits for its turn, so a dataset's backlog never holds up the others' flushes.
   for (const segments of segmentGroups(sealed, ctx.settings.flushBytes)) {
     if (ds.deleted) return;
-    await flushSegments(ctx, manifests, ds, segments);
+    try {
+      await turn(() => flushSegments(ctx, manifests, ds, segments));
+    } catch (err) {
+      // Out of disk: a group's Parquet needs room before its segments can go. One segment at a time
+      // needs the least, and each one flushed frees its own room for the next.
+      if (segments.length < 2 || classifyFailure(err) !== 'disk') throw err;
+      for (const s of segments) {
+        if (ds.deleted) return;
+        await turn(() => flushSegments(ctx, manifests, ds, [s]));
+      }
+    }
   }
+}
+
+/** Runs a flush step when it is its turn. */
+export type Turn = <T>(fn: () => Promise<T>) => Promise<T>;
+
+/**
+ * Steps in turn, one at a time, first come first served: flushes of all datasets share one DuckDB
+ * memory budget, so running them one after another bounds a worker's flush memory to one unit's,
+ * and a dataset whose flush keeps failing takes one turn per attempt, never every turn.
+ */
+export function inTurn(): Turn {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = tail.then(fn);
+    tail = run.catch(() => undefined);
+    return run;
+  };
 }
 
 /** Consecutive segments in groups of at most `maxBytes` (a larger segment is a group of its own). */
@@ -72,6 +100,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       filePrefix: flushFileStem(generation, nodeId, seq),
       zstdLevel: ctx.settings.zstdLevel,
       rowGroupRows: ctx.settings.rowGroupRows,
+      beforeUnit: () => faultpoint('flush-unit'),
     });
     stage = 'upload';
     const add: FileEntry[] = [];

@@ -125,9 +125,12 @@ export async function salvageSegments(ctx: StorageContext, ds: Dataset, segments
     }
     faultpoint('salvage-rewrite');
     await ds.wal.rewriteSealed(seg.seq, Buffer.from(kept));
+    // Reported as soon as the lines are out of the segment, whatever the check below meets.
+    const cut = { key: seg.path, kind: 'wal' as const, dataset: name, reason: `${dropped.length} unreadable line(s) cut out: ${problem}`, setAsideTo: badFile };
+    if (dropped.length) ctx.quarantine.add(cut);
     const still = await readable(ctx, ds, seg, 'salvage-recheck');
     if (still === undefined) {
-      ctx.quarantine.add({ key: seg.path, kind: 'wal', dataset: name, reason: `${dropped.length} unreadable line(s) cut out: ${problem}`, setAsideTo: badFile });
+      ctx.quarantine.add(cut);
       log.warn('wal: damaged segment cut to its readable lines', { dataset: name, segment: seg.path, droppedLines: dropped.length });
       continue;
     }

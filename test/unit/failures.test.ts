@@ -100,16 +100,22 @@ describe('resource errors during flush and salvage are retried, never damage', (
     ['id', ['BIGINT' as const]],
     ['msg', ['VARCHAR' as const]],
   ]);
-  const rows = (from: number, count: number) =>
-    Array.from({ length: count }, (_, i) => `${JSON.stringify({ p_timestamp: new Date(Date.UTC(2026, 0, 1, 0, (from + i) % 60)).toISOString(), id: from + i, msg: `event ${from + i}` })}\n`).join('');
+  const rows = (from: number, count: number, minutesApart = false) =>
+    Array.from({ length: count }, (_, i) => {
+      const minute = minutesApart ? from + i : (from + i) % 60;
+      return `${JSON.stringify({ p_timestamp: new Date(Date.UTC(2026, 0, 1, 0, minute)).toISOString(), id: from + i, msg: `event ${from + i}` })}\n`;
+    }).join('');
 
-  /** Appends 3 batches of 50 rows (and a malformed line when `damaged`), with the fault set before. */
-  async function scenario(fault: string, damaged: boolean) {
+  /**
+   * Appends 3 batches of `perBatch` rows (and a malformed line when `damaged`), with the fault set
+   * before; `minutesApart`: each row a minute after the one before, as a backfill may send them.
+   */
+  async function scenario(fault: string, damaged: boolean, perBatch = 50, minutesApart = false) {
     const name = `ds${++n}`;
     await engine.create(name, 'json', 'p_timestamp');
     process.env.P_FAULT = fault;
     for (let b = 0; b < 3; b++) {
-      await engine.append(name, { lines: rows(b * 50, 50), rows: 50, types, fixed: [] }, 100);
+      await engine.append(name, { lines: rows(b * perBatch, perBatch, minutesApart), rows: perBatch, types, fixed: [] }, 100);
       if (damaged && b === 1) await engine.append(name, { lines: '{"p_timestamp": "2026-01-01T00:00:00Z", "id": 9, garbage\n', rows: 1, types, fixed: [] }, 10);
     }
     const deadline = Date.now() + 30_000;
@@ -123,7 +129,7 @@ describe('resource errors during flush and salvage are retried, never damage', (
       const ids = await withConnection(duck, async (conn) =>
         (await conn.runAndReadAll(`SELECT count(*)::INT AS n, count(DISTINCT id)::INT AS d, min(id)::INT AS lo, max(id)::INT AS hi FROM read_parquet([${snap.files.map((f) => `'${f.path}'`).join(', ')}])`)).getRowObjectsJson(),
       );
-      return { name, ids: ids[0], quarantined: engine.quarantine.list(name) };
+      return { name, ids: ids[0], quarantined: engine.quarantine.list(name), keys: snap.files.map((f) => f.key) };
     } finally {
       snap.release();
     }
@@ -141,6 +147,16 @@ describe('resource errors during flush and salvage are retried, never damage', (
     const { ids, quarantined } = await scenario(['flush-parquet', 'salvage-check', 'salvage-recheck'].map((p) => `${p}:${kind}:2`).join(','), false);
     expect(ids).toEqual({ n: 150, d: 150, lo: 0, hi: 149 });
     expect(quarantined).toEqual([]);
+  });
+
+  it('a flush of 6,000 rows one minute apart whose units run out of memory: written in smaller units, hour files', async () => {
+    // 6,000 minutes are 100 hours: two units of 64 and 36 hours. The first 6 COPYs fail: the first unit
+    // is written again in halves down to one partition, and the flush completes without a retry.
+    const { ids, quarantined, keys } = await scenario('flush-unit:oom:6', false, 2000, true);
+    expect(ids).toEqual({ n: 6000, d: 6000, lo: 0, hi: 5999 });
+    expect(quarantined).toEqual([]);
+    expect(keys.length).toBe(100);
+    for (const key of keys) expect(key).toMatch(/\/date=\d{4}-\d{2}-\d{2}\/hour=\d{2}\/[^/]+\.parquet$/);
   });
 
   // A real damaged line in the WAL starts a salvage; the resource error hits the salvage at each step.

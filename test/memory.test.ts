@@ -1,0 +1,48 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { until } from './helpers/files.ts';
+import { query, startServer, type TestServer } from './helpers/server.ts';
+import { otlpLogsProtobuf, remoteWriteV1 } from './helpers/wire.ts';
+
+type Stats = { wal: { count: number }; storage: { files: number } };
+
+/** Spread data (issue 18): records far apart in time must not make a dataset's flush unbounded. */
+describe('a flush is bounded whatever the data\'s times', () => {
+  const servers: TestServer[] = [];
+  afterAll(async () => {
+    for (const s of servers) await s.kill();
+  });
+
+  it('an OTLP/protobuf request and a remote write whose 5,000 records are one minute apart flush, and every row is queryable', async () => {
+    const server = await startServer({ env: { P_FLUSH_INTERVAL: '1s' } });
+    servers.push(server);
+    const start = Date.UTC(2026, 0, 1);
+    const records = Array.from({ length: 5000 }, (_, i) => ({ timeMs: start + i * 60_000, body: `record ${i}`, attributes: [] }));
+    const otlp = await server.request('/v1/logs', {
+      method: 'POST',
+      body: new Uint8Array(otlpLogsProtobuf(records)),
+      headers: { 'content-type': 'application/x-protobuf', 'X-P-Stream': 'spread_otlp' },
+    });
+    expect(otlp.status, await otlp.text()).toBe(200);
+    const samples = Array.from({ length: 5000 }, (_, i) => ({ value: i, timestampMs: start + i * 60_000 }));
+    const prom = await server.request('/v1/prometheus/write?stream=spread_prom', {
+      method: 'POST',
+      body: new Uint8Array(remoteWriteV1([{ labels: [['__name__', 'backfilled']], samples }])),
+      headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf' },
+    });
+    expect(prom.status, await prom.text()).toBe(200);
+
+    for (const name of ['spread_otlp', 'spread_prom']) {
+      const stats = async () => (await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as Stats;
+      await until(`${name} flushed`, async () => (await stats()).wal.count === 0, 60_000);
+      // 5,000 minutes are 84 hours: written as hour files, not 5,000 minute files.
+      expect((await stats()).storage.files).toBeLessThanOrEqual(84);
+      const all = 'SELECT count(*) AS n, count(DISTINCT time_unix_nano) AS d, min(time_unix_nano) AS lo, max(time_unix_nano) AS hi FROM';
+      expect(await query(server, `${all} ${name}`)).toEqual([{ n: 5000, d: 5000, lo: '2026-01-01T00:00:00.000Z', hi: '2026-01-04T11:19:00.000Z' }]);
+      // A time range picks exactly its rows (an hour file holds its minutes' rows).
+      const range = { startTime: new Date(start + 1000 * 60_000).toISOString(), endTime: new Date(start + 1010 * 60_000).toISOString() };
+      expect(await query(server, `SELECT count(*) AS n FROM ${name}`, range)).toEqual([{ n: 10 }]);
+    }
+    const ready = (await (await server.request('/api/v1/readiness')).json()) as { details?: { quarantined?: unknown[] } };
+    expect(ready.details?.quarantined ?? []).toEqual([]);
+  }, 120_000);
+});
