@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { z } from 'zod';
+import { memoryBudget, sizedDefaults } from './memoryBudget.ts';
 
 /** Sizes such as `10MiB`, `512KB` or plain byte counts. */
 function parseBytes(text: string): number {
@@ -46,6 +47,21 @@ const duration = (fallback: string) =>
       }
     });
 
+/** A size that, when not set, is sized from the memory budget (memoryBudget.ts). */
+const sizedBytes = () =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return undefined;
+      try {
+        return parseBytes(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    });
+
 const int = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 const envSchema = z.object({
@@ -56,13 +72,15 @@ const envSchema = z.object({
   P_MAX_NESTING: int(10),
   P_MAX_COLUMNS: int(2000),
   P_FLUSH_INTERVAL: duration('20s'),
-  P_FLUSH_BYTES: bytes('16MiB'),
+  P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_QUERY_TIMEOUT: duration('30s'),
-  P_QUERY_MEMORY_LIMIT: z.string().default('2GB'),
-  P_STORAGE_MEMORY_LIMIT: z.string().default('2GB'),
-  P_STORAGE_THREADS: int(1),
+  P_QUERY_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit in each query worker. Default: half of P_QUERY_WORKER_MAX_MEMORY, at most 2 GiB (DuckDB does not count list and string intermediates; the other half is their margin).'),
+  P_STORAGE_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit for flushes and compaction. Default: 1/6 of the memory budget, 48 MiB–2 GiB (beyond it DuckDB spills to P_DATA_DIR/tmp).'),
+  P_STORAGE_THREADS: z.coerce.number().int().positive().optional().describe('DuckDB threads for flushes and compaction. Default: 1, 2 from a 4 GiB budget (each thread adds ~30–40 MB to a flush).'),
   P_QUERY_THREADS: int(2),
-  P_QUERY_CONCURRENCY: int(4),
+  P_QUERY_CONCURRENCY: z.coerce.number().int().positive().optional().describe('Queries running at once (one worker process each). Default: a third of the memory budget in workers of at least 160 MiB, 1–4.'),
+  P_QUERY_WORKER_MAX_MEMORY: sizedBytes().describe('Hard cap on a query worker process\'s resident memory: over it the worker is killed and the query answers 413. Default: a third of the memory budget shared by the P_QUERY_CONCURRENCY workers, 128 MiB–4 GiB.'),
+  P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
   P_QUERY_CONCURRENCY_PER_KEY: int(2),
   P_QUERY_QUEUE: int(16),
   P_QUERY_MAX_ROWS: int(500_000),
@@ -75,7 +93,7 @@ const envSchema = z.object({
   P_PARQUET_ROW_GROUP_ROWS: int(122_880),
   P_PARQUET_ZSTD_LEVEL: int(1),
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB'),
-  P_MAX_INFLIGHT_BYTES: bytes('64MiB'),
+  P_MAX_INFLIGHT_BYTES: sizedBytes().describe('Ingest request bytes received, decoded and stored at once. Default: 1/32 of the memory budget, 16–64 MiB.'),
   P_INFLIGHT_WAIT: duration('2s'),
   P_MAX_EVENTS_PER_REQUEST: int(100_000),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000),
@@ -118,6 +136,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
+  const budget = e.P_MEMORY_BUDGET ? { bytes: e.P_MEMORY_BUDGET, source: 'P_MEMORY_BUDGET' } : memoryBudget();
+  const sized = sizedDefaults(budget.bytes);
+  const mib = (b: number) => `${Math.floor(b / 1024 / 1024)}MiB`;
   const addr = /^(.*):(\d+)$/.exec(e.P_ADDR);
   if (!addr) throw new Error(`invalid configuration: P_ADDR must be host:port, got ${e.P_ADDR}`);
   const dataDir = path.resolve(e.P_DATA_DIR);
@@ -133,15 +154,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxNesting: e.P_MAX_NESTING,
     maxColumns: e.P_MAX_COLUMNS,
     flushIntervalMs: e.P_FLUSH_INTERVAL,
-    flushBytes: e.P_FLUSH_BYTES,
+    flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
     queryTimeoutMs: e.P_QUERY_TIMEOUT,
-    queryMemoryLimit: e.P_QUERY_MEMORY_LIMIT,
-    storageMemoryLimit: e.P_STORAGE_MEMORY_LIMIT,
+    memoryBudget: budget,
+    queryMemoryLimit: e.P_QUERY_MEMORY_LIMIT ?? mib(sized.queryMemoryBytes),
+    queryWorkerMaxBytes: e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes,
+    storageMemoryLimit: e.P_STORAGE_MEMORY_LIMIT ?? mib(sized.storageMemoryBytes),
     // One thread for flushes and compaction: they run in the background, and a second thread added
     // ~30-40 MB to a flush's peak memory (each thread builds its own row groups) for little speed.
-    storageThreads: e.P_STORAGE_THREADS,
+    storageThreads: e.P_STORAGE_THREADS ?? sized.storageThreads,
     queryThreads: e.P_QUERY_THREADS,
-    queryConcurrency: e.P_QUERY_CONCURRENCY,
+    queryConcurrency: e.P_QUERY_CONCURRENCY ?? sized.queryConcurrency,
     queryConcurrencyPerKey: e.P_QUERY_CONCURRENCY_PER_KEY,
     queryQueue: e.P_QUERY_QUEUE,
     queryMaxRows: e.P_QUERY_MAX_ROWS,
@@ -154,7 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
     zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
-    maxInflightBytes: e.P_MAX_INFLIGHT_BYTES,
+    maxInflightBytes: e.P_MAX_INFLIGHT_BYTES ?? sized.inflightBytes,
     inflightWaitMs: e.P_INFLIGHT_WAIT,
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,

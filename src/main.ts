@@ -71,6 +71,16 @@ async function main(): Promise<void> {
     deleteGraceMs: 2 * config.queryTimeoutMs + 2 * config.catalogRefreshMs + 5000,
     orphanSweepMs: config.orphanSweepMs,
   });
+  log.info('memory budget', {
+    bytes: config.memoryBudget.bytes,
+    source: config.memoryBudget.source,
+    storageMemoryLimit: config.storageMemoryLimit,
+    queryConcurrency: config.queryConcurrency,
+    queryWorkerMaxBytes: config.queryWorkerMaxBytes,
+    queryMemoryLimit: config.queryMemoryLimit,
+    maxInflightBytes: config.maxInflightBytes,
+    flushBytes: config.flushBytes,
+  });
   await storage.init(reserved);
   storage.start();
 
@@ -83,6 +93,7 @@ async function main(): Promise<void> {
     queueWaitMs: config.queryTimeoutMs,
     threads: config.queryThreads,
     memoryLimit: config.queryMemoryLimit,
+    maxRssBytes: config.queryWorkerMaxBytes,
     heapMb: config.queryWorkerHeapMb,
     warm: config.queryWarmWorkers,
   });

@@ -45,4 +45,16 @@ describe('a flush is bounded whatever the data\'s times', () => {
     const ready = (await (await server.request('/api/v1/readiness')).json()) as { details?: { quarantined?: unknown[] } };
     expect(ready.details?.quarantined ?? []).toEqual([]);
   }, 120_000);
+
+  it('a query whose lists and strings outgrow DuckDB\'s accounting is stopped at the worker\'s cap: 413, the service and other queries go on', async () => {
+    const server = await startServer({ env: { P_QUERY_WORKER_MAX_MEMORY: '256MiB' } });
+    servers.push(server);
+    const heavy = "SELECT len(string_split(repeat('abcdefghijklmnopqrstuvwxyz0123456789,', 20000000), ',')) AS n";
+    const res = await server.request('/api/v1/query', { method: 'POST', json: { query: heavy, startTime: '1970-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
+    expect(res.status).toBe(413);
+    expect(await res.text()).toMatch(/more memory than a query may use \(256 MiB, P_QUERY_WORKER_MAX_MEMORY\)/);
+    expect((await server.request('/api/v1/liveness')).status).toBe(200);
+    expect(await query(server, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
+    expect(server.logs()).toContain('query worker over its memory cap; killed');
+  }, 120_000);
 });
