@@ -114,6 +114,9 @@ export class QueryPool {
         QW_THREADS: String(this.s.threads),
         QW_MEMORY: this.s.memoryLimit,
         QW_NICE: '10',
+        // glibc gives each thread that allocates its own arena (up to 8 per core), which keeps freed
+        // memory: two bound the worker's heap growth from DuckDB's threads.
+        MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
       },
     });
     // The kernel's OOM killer picks a query worker before the service (which holds acknowledged data
