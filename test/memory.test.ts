@@ -1,5 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { until } from './helpers/files.ts';
+import * as path from 'node:path';
+import { listFiles, until } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsProtobuf, remoteWriteV1 } from './helpers/wire.ts';
 
@@ -57,4 +58,39 @@ describe('a flush is bounded whatever the data\'s times', () => {
     expect(await query(server, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
     expect(server.logs()).toContain('query worker over its memory cap; killed');
   }, 120_000);
+
+  it('under memory pressure with several writers, out-of-memory flushes set nothing aside: every acknowledged row stays, and is stored once memory is back', async () => {
+    // A storage DuckDB limit of 2 MB: every flush and every WAL check runs out of memory (issue 18 (1)).
+    let server = await startServer({ env: { P_FLUSH_INTERVAL: '1s', P_STORAGE_MEMORY_LIMIT: '2MB' } });
+    servers.push(server);
+    const names = Array.from({ length: 6 }, (_, i) => `pressure${i}`);
+    for (const name of names) expect((await server.request(`/api/v1/logstream/${name}`, { method: 'PUT' })).status).toBe(200);
+    await Promise.all(
+      names.map(async (name, d) => {
+        for (let b = 0; b < 5; b++) {
+          const events = Array.from({ length: 200 }, (_, i) => ({ id: b * 1000 + i, writer: d, msg: `event ${i} of batch ${b} `.padEnd(300, 'x') }));
+          const res = await server.request(`/api/v1/logstream/${name}`, { method: 'POST', json: events });
+          expect(res.status).toBe(200);
+        }
+      }),
+    );
+    await until('every dataset\'s flush ran out of memory twice', async () =>
+      names.every((n) => server.logs().split('\n').filter((l) => l.includes('"flush failed; will retry"') && l.includes(`"dataset":"${n}"`) && l.includes('Out of Memory')).length >= 2),
+    60_000);
+    const quarantined = async (s: TestServer) => ((await (await s.request('/api/v1/readiness')).json()) as { details?: { quarantined?: unknown[] } }).details?.quarantined ?? [];
+    expect(await quarantined(server)).toEqual([]);
+    // Every acknowledged row is still in the WAL (queries need the same DuckDB to parse SQL: not now).
+    for (const name of names) expect(((await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as Stats).wal.count).toBe(1000);
+
+    // Memory back (the default limit), after a restart: everything flushes, nothing was set aside.
+    await server.kill();
+    server = await startServer({ dataDir: server.dataDir, env: { P_FLUSH_INTERVAL: '1s' } });
+    servers.push(server);
+    for (const name of names) {
+      await until(`${name} flushed`, async () => ((await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as Stats).wal.count === 0, 60_000);
+      expect(await query(server, `SELECT count(*) AS n, count(DISTINCT id) AS d FROM ${name}`)).toEqual([{ n: 1000, d: 1000 }]);
+    }
+    expect(await quarantined(server)).toEqual([]);
+    expect(await listFiles(path.join(server.dataDir, 'quarantine'), '')).toEqual([]);
+  }, 180_000);
 });
