@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import type { ColumnType } from '../model.ts';
+import { TIME_COLUMN, type ColumnType } from '../model.ts';
 import { failpoint, faultpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import type { FileEntry } from './catalog.ts';
@@ -15,6 +15,8 @@ import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
 import { classifyFailure } from './failures.ts';
 import type { Segment } from './wal.ts';
+
+const RECEIPT_TIME_COLUMN = TIME_COLUMN.json;
 
 /**
  * One flush of a dataset: the sealed WAL segments become Parquet files in the store, then this
@@ -63,6 +65,26 @@ export function inTurn(): Turn {
   };
 }
 
+/** A receipt-timed dataset's rows appended within this span fall in a few minutes (see writeParquet). */
+const FEW_MINUTES_SPAN_MS = 30 * 60_000;
+
+/**
+ * Whether the segments' rows surely fall in a few minutes: their time column is the time of receipt
+ * (p_timestamp, set when the request came in, seconds before its append) and every segment was
+ * written by this process within half an hour. Segments recovered at start carry no append times.
+ */
+export function fewMinutes(segments: Pick<Segment, 'firstAppendMs' | 'lastAppendMs'>[], timeColumn: string): boolean {
+  if (timeColumn !== RECEIPT_TIME_COLUMN) return false;
+  let first = Infinity;
+  let last = -Infinity;
+  for (const s of segments) {
+    if (s.firstAppendMs === undefined || s.lastAppendMs === undefined) return false;
+    first = Math.min(first, s.firstAppendMs);
+    last = Math.max(last, s.lastAppendMs);
+  }
+  return last - first < FEW_MINUTES_SPAN_MS;
+}
+
 /** Consecutive segments in groups of at most `maxBytes` (a larger segment is a group of its own). */
 export function segmentGroups<S extends { bytes: number }>(segments: S[], maxBytes: number): S[][] {
   const groups: S[][] = [];
@@ -101,6 +123,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       zstdLevel: ctx.settings.zstdLevel,
       rowGroupRows: ctx.settings.rowGroupRows,
       beforeUnit: () => faultpoint('flush-unit'),
+      fewMinutes: fewMinutes(segments, timeColumn),
     });
     stage = 'upload';
     const add: FileEntry[] = [];

@@ -109,12 +109,30 @@ export async function writeParquet(
     rowGroupRows: number;
     /** Called before each unit's COPY (fault injection in tests). */
     beforeUnit?: (unit: FlushPartition[]) => void;
+    /**
+     * The rows are known to fall in a few minutes (receipt-timed rows appended within half an hour):
+     * written by one COPY straight from the segments, without the temporary table (~20% of a flush's
+     * time); should that still run out of memory or descriptors, the units are the fallback.
+     */
+    fewMinutes?: boolean;
   },
 ): Promise<WrittenFile[]> {
   const t = sqlIdent(opts.timeColumn);
   const names = opts.columns.map(([n]) => sqlIdent(n)).join(', ');
   // DuckDB creates a COPY's target directory but not its parents.
   await fs.mkdir(opts.stagingDir, { recursive: true });
+  if (opts.fewMinutes) {
+    const target = `${opts.stagingDir}/direct`;
+    try {
+      opts.beforeUnit?.([]);
+      return await withConnection(instance, (conn) => copyUnit(conn, `(${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`, undefined, 'minute', target, names, t, opts));
+    } catch (err) {
+      await fs.rm(target, { recursive: true, force: true });
+      const kind = classifyFailure(err);
+      if (kind !== 'memory' && kind !== 'files') throw err;
+      log.warn('flush: the direct write ran out of resources; writing in units', { error: (err as Error).message });
+    }
+  }
   return withConnection(instance, async (conn) => {
     await conn.run(
       `CREATE TEMP TABLE __flush AS SELECT ${names}, epoch_ms(date_trunc('minute', ${t})) AS __p_minute_ms ` +
@@ -129,7 +147,7 @@ export async function writeParquet(
         const target = `${opts.stagingDir}/u${dir++}`;
         try {
           opts.beforeUnit?.(unit);
-          written.push(...(await copyUnit(conn, unit, grain, target, names, t, opts)));
+          written.push(...(await copyUnit(conn, '__flush', unit, grain, target, names, t, opts)));
         } catch (err) {
           await fs.rm(target, { recursive: true, force: true });
           const kind = classifyFailure(err);
@@ -148,22 +166,28 @@ export async function writeParquet(
   });
 }
 
+/** Writes the rows of `source` (the whole of it, or the partitions of `unit`) with one partitioned COPY. */
 async function copyUnit(
   conn: DuckDBConnection,
-  unit: FlushPartition[],
+  source: string,
+  unit: FlushPartition[] | undefined,
   grain: Grain,
   target: string,
   names: string,
   t: string,
   opts: { filePrefix: string; zstdLevel: number; rowGroupRows: number; timeColumn: string },
 ): Promise<WrittenFile[]> {
-  const from = unit[0].startMs;
-  const to = unit[unit.length - 1].startMs + (grain === 'minute' ? MINUTE_MS : HOUR_MS);
   const keys = grain === 'minute' ? '__p_date, __p_hour, __p_minute' : '__p_date, __p_hour';
+  let where = '';
+  if (unit) {
+    const from = unit[0].startMs;
+    const to = unit[unit.length - 1].startMs + (grain === 'minute' ? MINUTE_MS : HOUR_MS);
+    where = ` WHERE __p_minute_ms >= ${from} AND __p_minute_ms < ${to}`;
+  }
   const select =
     `SELECT ${names}, strftime(${t}, '%Y-%m-%d') AS __p_date, strftime(${t}, '%H') AS __p_hour` +
     (grain === 'minute' ? `, strftime(${t}, '%M') AS __p_minute` : '') +
-    ` FROM __flush WHERE __p_minute_ms >= ${from} AND __p_minute_ms < ${to}`;
+    ` FROM ${source}${where}`;
   const sql =
     `COPY (${select}) TO ${sqlString(target)} (FORMAT parquet, COMPRESSION zstd, ` +
     `COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, ` +

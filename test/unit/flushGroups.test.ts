@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { segmentGroups } from '../../src/storage/flush.ts';
+import { fewMinutes, segmentGroups } from '../../src/storage/flush.ts';
 import { planUnits } from '../../src/storage/parquetWriter.ts';
 
 describe('a WAL backlog is flushed about P_FLUSH_BYTES at a time', () => {
@@ -40,5 +40,18 @@ describe('a flush is written in units of bounded partitions, whatever the data\'
     expect(new Set(flat.map((p) => p.startMs)).size).toBe(flat.length);
     expect(flat.reduce((s, p) => s + p.rows, 0)).toBe(parts.reduce((s, p) => s + p.rows, 0));
     if (grain === 'hour') for (const p of flat) expect(((p.startMs % HOUR) + HOUR) % HOUR).toBe(0);
+  });
+});
+
+describe('a flush writes straight from the WAL only when its rows surely fall in a few minutes', () => {
+  const MIN = 60_000;
+  it.each<[string, string, { firstAppendMs?: number; lastAppendMs?: number }[], boolean]>([
+    ['receipt-timed, appended within a minute', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }], true],
+    ['receipt-timed, two segments 29 minutes apart', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, { firstAppendMs: 28 * MIN, lastAppendMs: 29 * MIN }], true],
+    ['receipt-timed, a backlog of an hour', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, { firstAppendMs: 59 * MIN, lastAppendMs: 60 * MIN }], false],
+    ['a segment recovered at start (no append times)', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, {}], false],
+    ['records with their own time (OTLP, remote write)', 'time_unix_nano', [{ firstAppendMs: 0, lastAppendMs: 1 }], false],
+  ])('%s', (_, timeColumn, segments, expected) => {
+    expect(fewMinutes(segments, timeColumn)).toBe(expected);
   });
 });
