@@ -79,7 +79,11 @@ describe('a flush is bounded whatever the data\'s times', () => {
     60_000);
     const quarantined = async (s: TestServer) => ((await (await s.request('/api/v1/readiness')).json()) as { details?: { quarantined?: unknown[] } }).details?.quarantined ?? [];
     expect(await quarantined(server)).toEqual([]);
-    // Every acknowledged row is still in the WAL (queries need the same DuckDB to parse SQL: not now).
+    // Parsing SQL shares that DuckDB: a query is asked to come back later (503), not failed (500).
+    const pressed = await server.request('/api/v1/query', { method: 'POST', json: { query: `SELECT count(*) FROM ${names[0]}`, startTime: '1970-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
+    expect(pressed.status, await pressed.clone().text()).toBe(503);
+    expect(Number(pressed.headers.get('retry-after'))).toBeGreaterThan(0);
+    // Every acknowledged row is still in the WAL.
     for (const name of names) expect(((await (await server.request(`/api/v1/logstream/${name}/stats`)).json()) as Stats).wal.count).toBe(1000);
 
     // Memory back (the default limit), after a restart: everything flushes, nothing was set aside.

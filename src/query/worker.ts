@@ -17,6 +17,7 @@
  * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY, QW_NICE.
  */
 import * as fs from 'node:fs/promises';
+import { classifyFailure } from '../failures.ts';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
@@ -127,6 +128,9 @@ function cleanMessage(message: string): string {
 }
 
 function errorKind(message: string): ErrorKind {
+  // A lack of descriptors or disk is not a damaged file: it passes (503). (Only DuckDB's own error
+  // types are read: a message may quote the user's SQL.)
+  if (/^IO Error/.test(message) && ['files', 'disk', 'io'].includes(classifyFailure(new Error(message)))) return 'unavailable';
   // A stored file that cannot be read is the service's fault, not the query's.
   if (/^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file/i.test(message)) return 'storage';
   return 'invalid';

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs/promises';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
-import { classifyFailure } from './failures.ts';
+import { classifyFailure } from '../failures.ts';
 
 /** Retry-After for appends refused for lack of disk: a flush or an operator has to make room. */
 const DISK_RETRY_SEC = 10;

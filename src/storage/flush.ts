@@ -13,7 +13,7 @@ import { writeParquet } from './parquetWriter.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
-import { classifyFailure } from './failures.ts';
+import { classifyFailure } from '../failures.ts';
 import type { Segment } from './wal.ts';
 
 const RECEIPT_TIME_COLUMN = TIME_COLUMN.json;

@@ -3,7 +3,7 @@ import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
 import { log } from '../log.ts';
 import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
-import { classifyFailure } from './failures.ts';
+import { classifyFailure } from '../failures.ts';
 
 export interface WrittenFile {
   path: string;

@@ -7,7 +7,7 @@ import { walQuarantineFile } from './layout.ts';
 import { walScanSql } from './parquetWriter.ts';
 import { COMMIT_MARKER, type Segment } from './wal.ts';
 import { faultpoint } from '../failpoint.ts';
-import { classifyFailure } from './failures.ts';
+import { classifyFailure } from '../failures.ts';
 
 /**
  * Damaged WAL segments (random bytes, a NUL hole, a line DuckDB cannot read as the dataset's types)

@@ -5,7 +5,7 @@ import type { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDuckDB, withConnection } from '../../src/duckdb.ts';
 import { FAULT_KINDS } from '../../src/failpoint.ts';
-import { classifyFailure, type FailureKind } from '../../src/storage/failures.ts';
+import { classifyFailure, type FailureKind } from '../../src/failures.ts';
 import { StorageEngine } from '../../src/storage/engine.ts';
 import { quarantineDir } from '../../src/storage/layout.ts';
 import { LocalObjectStore } from '../../src/storage/objectStore.ts';
