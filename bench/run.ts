@@ -13,6 +13,7 @@ import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
 import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
+import { benchMemory } from './memory.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -219,6 +220,7 @@ async function main(): Promise<void> {
     console.log('\n## PostgreSQL wire protocol vs HTTP streaming vs DuckDB on the same files');
     table(await benchPgWire());
   }
+  if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
 }
 
 main().catch((err) => {

@@ -1,6 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { z } from 'zod';
+import { memoryBudget, sizedDefaults } from './memoryBudget.ts';
 
 /** Sizes such as `10MiB`, `512KB` or plain byte counts. */
 function parseBytes(text: string): number {
@@ -46,6 +47,21 @@ const duration = (fallback: string) =>
       }
     });
 
+/** A size that, when not set, is sized from the memory budget (memoryBudget.ts). */
+const sizedBytes = () =>
+  z
+    .string()
+    .optional()
+    .transform((v, ctx) => {
+      if (v === undefined || v === '') return undefined;
+      try {
+        return parseBytes(v);
+      } catch (err) {
+        ctx.addIssue({ code: 'custom', message: (err as Error).message });
+        return z.NEVER;
+      }
+    });
+
 const int = (fallback: number) => z.coerce.number().int().positive().default(fallback);
 
 // Every setting, one per line, grouped by the subsystem it configures: its variable, its type and default,
@@ -79,7 +95,7 @@ const serverSettings = {
 const ingestSettings = {
   P_MAX_NESTING: int(10).describe('Deepest JSON nesting accepted (400 above): deeper objects are almost always a mistake, and flattening them makes unwieldy column names.'),
   P_MAX_DECOMPRESSED_BYTES: bytes('64MiB').describe('Largest body after gzip or snappy decompression (413 above), checked while inflating, so a compression bomb is cut off early.'),
-  P_MAX_INFLIGHT_BYTES: bytes('64MiB').describe('Bytes of ingest bodies (and their decoded form) received, decoded and stored at once, over every ingest route: bounds ingest memory however many clients send. See docs/ingestion.md.'),
+  P_MAX_INFLIGHT_BYTES: sizedBytes().describe('Ingest request bytes received, decoded and stored at once. Default: 1/32 of the memory budget, 16–64 MiB.'),
   P_INFLIGHT_WAIT: duration('2s').describe('How long a request that does not fit in `P_MAX_INFLIGHT_BYTES` waits, in arrival order, before 503 + `Retry-After` (`0`: at once). Long enough to absorb a burst, short enough for clients to retry.'),
   P_INGEST_KEY_SHARE: z.coerce
     .number()
@@ -104,12 +120,14 @@ const ingestSettings = {
 const storageSettings = {
   P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000).'),
   P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
-  P_FLUSH_BYTES: bytes('16MiB').describe("WAL → Parquet as soon as a dataset's WAL holds this much. A flush's memory grows with it (~60–90 MB for 16 MiB, ~170–210 MB for 64 MiB)."),
+  P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
+  P_DISK_RESERVE: sizedBytes()
+    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: P_FLUSH_BYTES, at most 1/32 of the file system: room for one flush\'s Parquet files, so a full disk recovers when space is freed.'),
   P_PARQUET_ROW_GROUP_ROWS: int(122_880).describe("Rows per Parquet row group (DuckDB's default)."),
   P_PARQUET_ZSTD_LEVEL: int(1).describe('ZSTD level of Parquet files: 1 measured smaller and cheaper than 3 on JSON events and OTLP rows (see CHANGELOG.md).'),
-  P_STORAGE_MEMORY_LIMIT: z.string().default('2GB').describe("DuckDB memory limit of flushes and compaction (the service's own DuckDB instance)."),
-  P_STORAGE_THREADS: int(1).describe('DuckDB threads of flushes and compaction: they run in the background, and each thread adds ~30–40 MB to a flush for little speed.'),
+  P_STORAGE_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit for flushes and compaction. Default: 1/6 of the memory budget, 48 MiB–2 GiB (beyond it DuckDB spills to P_DATA_DIR/tmp).'),
+  P_STORAGE_THREADS: z.coerce.number().int().positive().optional().describe('DuckDB threads for flushes and compaction. Default: 1 at any budget: they run in the background, and each further thread adds ~30–40 MB to a flush for little speed.'),
   P_CATALOG_REFRESH: duration('5s').describe("How often a worker reads the shared catalog: other workers' manifests, new and deleted datasets, schemas."),
   P_COMPACTION_INTERVAL: duration('60s').describe("How often compaction merges a worker's small files of one hour."),
   P_COMPACTION_TARGET_BYTES: bytes('128MiB').describe('Size compaction merges small files up to.'),
@@ -130,9 +148,10 @@ const objectStoreSettings = {
 /** The SQL sandbox, its worker processes and the limits every query runs under. */
 const querySettings = {
   P_QUERY_TIMEOUT: duration('30s').describe('Time limit of one query (408); the worker process is killed and replaced.'),
-  P_QUERY_MEMORY_LIMIT: z.string().default('2GB').describe('DuckDB memory limit of each running query.'),
+  P_QUERY_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit in each query worker. Default: half of P_QUERY_WORKER_MAX_MEMORY, at most 2 GiB (DuckDB does not count list and string intermediates; the other half is their margin).'),
   P_QUERY_THREADS: int(2).describe('DuckDB threads per query.'),
-  P_QUERY_CONCURRENCY: int(4).describe('Queries running at once, in total (one worker process each).'),
+  P_QUERY_CONCURRENCY: z.coerce.number().int().positive().optional().describe('Queries running at once (one worker process each). Default: a third of the memory budget in workers of at least 160 MiB, 1–4.'),
+  P_QUERY_WORKER_MAX_MEMORY: sizedBytes().describe('Hard cap on a query worker process\'s resident memory: over it the worker is killed and the query answers 413. Default: a third of the memory budget shared by the P_QUERY_CONCURRENCY workers, 128 MiB–4 GiB.'),
   P_QUERY_CONCURRENCY_PER_KEY: int(2).describe('Queries one key may run at once; with twice that in flight it gets 429.'),
   P_QUERY_QUEUE: int(16).describe('Queries that may wait for a slot (up to `P_QUERY_TIMEOUT`); beyond it 503 + `Retry-After`.'),
   P_QUERY_RESERVE: z.coerce
@@ -180,9 +199,15 @@ const pgSettingsGroup = {
   P_PG_IDLE_TIMEOUT: duration('10m').describe('A PostgreSQL connection idle this long (no query running) is closed, like idle_session_timeout; long enough for a BI tool\'s pooled connections.'),
 };
 
+/** The memory the service may use, which the memory-sized defaults derive from (docs/memory.md). */
+const memorySettings = {
+  P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
+  { title: 'Memory', about: 'The budget the memory-sized defaults below derive from (docs/memory.md).', settings: memorySettings },
   { title: 'Ingestion', about: 'Decoding request bodies and the bounds every ingest request is held to (docs/ingestion.md).', settings: ingestSettings },
   { title: 'Storage', about: 'The write-ahead log, Parquet files, catalog and background work (docs/storage.md).', settings: storageSettings },
   { title: 'Object store', about: 'Local disk, or one S3 bucket shared by several workers (docs/scale-out.md).', settings: objectStoreSettings },
@@ -193,6 +218,7 @@ export const settingGroups = [
 
 export const envSchema = z.object({
   ...serverSettings,
+  ...memorySettings,
   ...ingestSettings,
   ...storageSettings,
   ...objectStoreSettings,
@@ -226,6 +252,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     throw new Error(`invalid configuration: ${problems}`);
   }
   const e = parsed.data;
+  const budget = e.P_MEMORY_BUDGET ? { bytes: e.P_MEMORY_BUDGET, source: 'P_MEMORY_BUDGET' } : memoryBudget();
+  const sized = sizedDefaults(budget.bytes);
+  const mib = (b: number) => `${Math.floor(b / 1024 / 1024)}MiB`;
   const addr = /^(.*):(\d+)$/.exec(e.P_ADDR);
   if (!addr) throw new Error(`invalid configuration: P_ADDR must be host:port, got ${e.P_ADDR}`);
   const dataDir = path.resolve(e.P_DATA_DIR);
@@ -243,7 +272,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxNesting: e.P_MAX_NESTING,
     maxColumns: e.P_MAX_COLUMNS,
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
-    maxInflightBytes: e.P_MAX_INFLIGHT_BYTES,
+    maxInflightBytes: e.P_MAX_INFLIGHT_BYTES ?? sized.inflightBytes,
     inflightWaitMs: e.P_INFLIGHT_WAIT,
     ingestKeyShare: e.P_INGEST_KEY_SHARE,
     ingestBodyTimeoutMs: e.P_INGEST_BODY_TIMEOUT,
@@ -258,7 +287,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     engine: {
       maxColumns: e.P_MAX_COLUMNS,
       flushIntervalMs: e.P_FLUSH_INTERVAL,
-      flushBytes: e.P_FLUSH_BYTES,
+      flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
+      diskReserveBytes: e.P_DISK_RESERVE,
       walMaxBytes: e.P_WAL_MAX_BYTES,
       zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
       rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
@@ -269,8 +299,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     /** The service's own DuckDB instance, which flushes and compacts. */
     storageDuckDB: {
-      threads: e.P_STORAGE_THREADS,
-      memoryLimit: e.P_STORAGE_MEMORY_LIMIT,
+      threads: e.P_STORAGE_THREADS ?? sized.storageThreads,
+      memoryLimit: e.P_STORAGE_MEMORY_LIMIT ?? mib(sized.storageMemoryBytes),
     },
     storage: e.P_STORAGE,
     s3: {
@@ -281,6 +311,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       secretKey: e.P_S3_SECRET_KEY,
     },
     cacheBytes: e.P_CACHE_BYTES,
+    /** What the memory-sized defaults derive from, and where that figure came from. */
+    memoryBudget: budget,
     maxConnections: e.P_MAX_CONNECTIONS,
     headersTimeoutMs: e.P_HEADERS_TIMEOUT,
     filterMaxBytes: e.P_FILTER_MAX_BYTES,
@@ -292,13 +324,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     /** The query worker pool's group (its work dir is added where it starts). */
     queryPool: {
-      concurrency: e.P_QUERY_CONCURRENCY,
+      concurrency: e.P_QUERY_CONCURRENCY ?? sized.queryConcurrency,
       perKey: e.P_QUERY_CONCURRENCY_PER_KEY,
       queue: e.P_QUERY_QUEUE,
       reserve: e.P_QUERY_RESERVE,
       queueWaitMs: e.P_QUERY_TIMEOUT,
       threads: e.P_QUERY_THREADS,
-      memoryLimit: e.P_QUERY_MEMORY_LIMIT,
+      memoryLimit: e.P_QUERY_MEMORY_LIMIT ?? mib(sized.queryMemoryBytes),
+      maxRssBytes: e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes,
       heapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
       warm: e.P_QUERY_WARM_WORKERS,
     },

@@ -40,6 +40,12 @@ export async function openDuckDB(opts: { dataDir: string; threads: number; memor
   try {
     const dir = opts.dataDir.endsWith('/') ? opts.dataDir : `${opts.dataDir}/`;
     await conn.run(`SET memory_limit = ${sqlString(opts.memoryLimit)}`);
+    // Memory goes back after a flush or a compaction: DuckDB hands its allocator's free memory to the
+    // OS after any task that peaked over 16 MiB (default 128 MiB, which kept ~1 GB after a burst), and
+    // a background thread returns the rest as it ages.
+    await conn.run(`SET allocator_flush_threshold = '16MiB'`);
+    await conn.run(`SET allocator_bulk_deallocation_flush_threshold = '16MiB'`);
+    await conn.run(`SET allocator_background_threads = true`);
     await conn.run(`SET temp_directory = ${sqlString(opts.tempDir)}`);
     await conn.run(`SET allowed_directories = [${sqlString(dir)}]`);
     await conn.run(`SET enable_external_access = false`);

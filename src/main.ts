@@ -66,6 +66,16 @@ async function main(): Promise<void> {
     // may still read it.
     deleteGraceMs: 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000,
   });
+  log.info('memory budget', {
+    bytes: config.memoryBudget.bytes,
+    source: config.memoryBudget.source,
+    storageMemoryLimit: config.storageDuckDB.memoryLimit,
+    queryConcurrency: config.queryPool.concurrency,
+    queryWorkerMaxBytes: config.queryPool.maxRssBytes,
+    queryMemoryLimit: config.queryPool.memoryLimit,
+    maxInflightBytes: config.maxInflightBytes,
+    flushBytes: config.engine.flushBytes,
+  });
   await storage.init(reserved);
   storage.start();
 

@@ -2,7 +2,8 @@ import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { quotedIdentifier } from '@duckdb/node-api';
-import { DomainError, forbidden, notFound, timedOut, unavailable } from '../errors.ts';
+import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../errors.ts';
+import { classifyFailure } from '../failures.ts';
 import { withConnection } from '../duckdb.ts';
 import { planCacheLookups } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
@@ -130,7 +131,13 @@ export class QueryExecutor {
     const cached = this.plans.get(sql);
     planCacheLookups.inc({ result: cached ? 'hit' : 'miss' });
     if (cached) return cached;
-    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits));
+    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits)).catch((err: unknown) => {
+      // Parsing shares the storage DuckDB: under memory or descriptor pressure a query is retried later (503), not a 500.
+      const message = err instanceof Error && !isDomainError(err) ? err.message : '';
+      const lack = /^(Out of Memory Error|IO Error)/.test(message) ? classifyFailure(err) : 'other';
+      if (lack === 'memory' || lack === 'files') throw unavailable(`the service is short of ${lack === 'memory' ? 'memory' : 'file descriptors'} to plan this query; retry later`, 2);
+      throw err;
+    });
     this.plans.set(sql, plan);
     return plan;
   }

@@ -2,6 +2,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { log } from '../log.ts';
@@ -25,6 +26,8 @@ export interface QueryPoolSettings {
   queueWaitMs: number;
   threads: number;
   memoryLimit: string;
+  /** Hard cap on a worker's resident memory (P_QUERY_WORKER_MAX_MEMORY): over it the worker is killed. */
+  maxRssBytes?: number;
   /** JS heap of a worker process, in MiB. */
   heapMb: number;
   /** Workers started with the service (P_QUERY_WARM_WORKERS). */
@@ -53,6 +56,22 @@ interface Slot {
   onMessage?: (m: FromWorker) => void;
   onExit?: () => void;
 }
+
+/** How often a busy worker's resident memory is read (one small /proc read). */
+const RSS_WATCH_MS = 50;
+const QUERY_WORKER_OOM_SCORE_ADJ = 800;
+
+/** Resident bytes of a process (Linux /proc), or undefined. */
+function residentBytes(pid: number | undefined): number | undefined {
+  if (!pid) return undefined;
+  try {
+    const pages = Number(readFileSync(`/proc/${pid}/statm`, 'latin1').split(' ')[1]);
+    return pages * PAGE_BYTES;
+  } catch {
+    return undefined;
+  }
+}
+const PAGE_BYTES = 4096;
 
 /**
  * Worker processes for user queries, with admission control. Each running query has a process of its
@@ -100,8 +119,20 @@ export class QueryPool {
         QW_THREADS: String(this.s.threads),
         QW_MEMORY: this.s.memoryLimit,
         QW_NICE: '10',
+        // glibc gives each thread that allocates its own arena (up to 8 per core), which keeps freed
+        // memory: two bound the worker's heap growth from DuckDB's threads.
+        MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
       },
     });
+    // The kernel's OOM killer picks a query worker before the service (which holds acknowledged data
+    // in flight): raising a child's score needs no privilege.
+    if (child.pid) {
+      try {
+        writeFileSync(`/proc/${child.pid}/oom_score_adj`, String(QUERY_WORKER_OOM_SCORE_ADJ));
+      } catch {
+        /* not Linux */
+      }
+    }
     let readyResolve!: () => void;
     let readyReject!: (e: Error) => void;
     const slot: Slot = {
@@ -247,6 +278,7 @@ export class QueryPool {
     const finish = () => {
       if (done) return;
       done = true;
+      clearInterval(watchdog);
       slot.onMessage = undefined;
       slot.onExit = undefined;
       const alive = slot.child.exitCode === null && slot.child.signalCode === null;
@@ -264,6 +296,21 @@ export class QueryPool {
 
     const job: RunJob = { type: 'run', id, ...build(path.join(slot.dir, 'files')) };
     sendTo(job);
+    // DuckDB's memory limit does not count list and string intermediates (a string_split of a long
+    // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory is watched, and
+    // over the cap the worker is killed (413 to the client) before the kernel has to choose.
+    const cap = this.s.maxRssBytes;
+    const watchdog = cap
+      ? setInterval(() => {
+          const rss = residentBytes(slot.child.pid);
+          if (rss === undefined || rss <= cap || finished) return;
+          log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
+          cutOff = true;
+          push({ type: 'error', id, kind: 'too_large', message: `the query needed more memory than a query may use (${Math.round(cap / 1024 / 1024)} MiB, P_QUERY_WORKER_MAX_MEMORY); narrow it: fewer rows, a shorter time range, smaller intermediate lists or strings` });
+          slot.child.kill('SIGKILL');
+        }, RSS_WATCH_MS)
+      : undefined;
+    watchdog?.unref();
 
     const events: AsyncIterable<FromWorker> = {
       [Symbol.asyncIterator]: async function* () {

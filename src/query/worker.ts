@@ -17,6 +17,7 @@
  * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY, QW_NICE.
  */
 import * as fs from 'node:fs/promises';
+import { classifyFailure } from '../failures.ts';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
@@ -131,6 +132,9 @@ function cleanMessage(message: string): string {
 const FILE_ERROR = /^IO Error|not a parquet file|No magic bytes|Corrupt|Malformed JSON in file|Failed to read file|TProtocolException|Decompression|decompress|Page sizes|Invalid Error/i;
 
 function errorKind(message: string): ErrorKind {
+  // A lack of descriptors or disk is not a damaged file: it passes (503). (Only DuckDB's own error
+  // types are read: a message may quote the user's SQL.)
+  if (/^IO Error/.test(message) && ['files', 'disk', 'io'].includes(classifyFailure(new Error(message)))) return 'unavailable';
   if (FILE_ERROR.test(message)) return 'storage';
   return 'invalid';
 }

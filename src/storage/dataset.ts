@@ -12,6 +12,8 @@ export interface StorageSettings {
   flushIntervalMs: number;
   flushBytes: number;
   walMaxBytes: number;
+  /** Free disk space kept for flushes (P_DISK_RESERVE); undefined: sized from the file system. */
+  diskReserveBytes?: number;
   zstdLevel: number;
   rowGroupRows: number;
   catalogRefreshMs: number;
@@ -21,6 +23,8 @@ export interface StorageSettings {
   deleteGraceMs: number;
   /** How often the whole store is swept for objects of removed dataset generations. */
   orphanSweepMs: number;
+  /** First wait before a failed flush is tried again, doubling to 30 s (default 500 ms; tests shorten it). */
+  flushRetryBaseMs?: number;
 }
 
 /** What every part of the storage layer shares. */

@@ -6,7 +6,8 @@ import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } fr
 import { compactDataset } from './compaction.ts';
 import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
 import { DatasetSet, type TimeField } from './datasetSet.ts';
-import { flushDataset } from './flush.ts';
+import { DiskGuard } from './diskSpace.ts';
+import { flushDataset, inTurn } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
 import { metaKey } from './layout.ts';
 import { Manifests } from './manifests.ts';
@@ -46,6 +47,10 @@ export class StorageEngine {
   private readonly datasets: DatasetSet;
   private readonly scheduler = new Scheduler();
   private readonly metricMetadata: MetricMetadataStore;
+  /** Flushes of every dataset, one at a time (see inTurn). */
+  private readonly flushTurn = inTurn();
+  /** Free space kept for flushes (see diskSpace.ts). */
+  private readonly disk: DiskGuard;
 
   constructor(
     readonly store: ObjectStore,
@@ -57,11 +62,19 @@ export class StorageEngine {
     this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule(keys, at));
     this.datasets = new DatasetSet(this.ctx, this.manifests, this.gc);
     this.metricMetadata = new MetricMetadataStore(this.ctx);
+    this.disk = new DiskGuard(settings.dataDir, settings.diskReserveBytes, settings.flushBytes, () => {
+      for (const ds of this.datasets.all()) {
+        if (ds.wal.size.rows === 0) continue;
+        ds.retryFlushAt = 0;
+        this.flushSoon(ds);
+      }
+    });
   }
 
   /** Loads every dataset from the store and recovers this worker's WAL. */
-  init(reservedWords: string[]): Promise<void> {
-    return this.datasets.init(reservedWords);
+  async init(reservedWords: string[]): Promise<void> {
+    await this.disk.refresh();
+    await this.datasets.init(reservedWords);
   }
 
   list(): DatasetMeta[] {
@@ -116,8 +129,17 @@ export class StorageEngine {
     if (ds.wal.size.bytes > this.settings.walMaxBytes) {
       throw unavailable('write-ahead log is full (storage is behind); retry later', 5);
     }
+    const bytes = typeof batch.lines === 'string' ? Buffer.byteLength(batch.lines) : batch.lines.byteLength;
+    try {
+      this.disk.admit(bytes);
+    } catch (err) {
+      // The WAL is what a flush turns into Parquet and then deletes: flushing is how the room comes back.
+      for (const d of this.datasets.all()) if (d.wal.size.rows > 0) this.flushSoon(d);
+      throw err;
+    }
     // No acknowledged row may have a column the durable schema lacks.
     if (plan.next) await evolveSchema(this.ctx, ds, plan.next);
+    this.disk.appended(bytes);
     await ds.wal.append(batch.lines, batch.rows, rawBytes);
     ds.oldestUnflushedAt ??= Date.now();
     if (ds.wal.size.bytes >= this.settings.flushBytes) this.flushSoon(ds);
@@ -145,7 +167,15 @@ export class StorageEngine {
   /** Turns everything acknowledged so far into Parquet; one flush per dataset at a time. */
   private async flush(ds: Dataset): Promise<void> {
     while (ds.flushing) await ds.flushing.catch(() => undefined);
-    ds.flushing = flushDataset(this.ctx, this.manifests, ds).finally(() => (ds.flushing = undefined));
+    ds.flushing = flushDataset(this.ctx, this.manifests, ds, this.flushTurn)
+      .then(
+        () => this.disk.flushSucceeded(),
+        (err) => {
+          this.disk.flushFailed(err);
+          throw err;
+        },
+      )
+      .finally(() => (ds.flushing = undefined));
     return ds.flushing;
   }
 
@@ -218,6 +248,7 @@ export class StorageEngine {
         if (ds.oldestUnflushedAt !== undefined && now - ds.oldestUnflushedAt >= flushIntervalMs) this.flushSoon(ds);
       }
     });
+    this.scheduler.every('disk space', 1000, () => this.disk.refresh());
     this.scheduler.every('sync', catalogRefreshMs, () => this.datasets.sync());
     this.scheduler.every('compaction', compactionIntervalMs, async () => {
       for (const ds of this.datasets.all()) {

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import type { ColumnType } from '../model.ts';
-import { failpoint } from '../failpoint.ts';
+import { TIME_COLUMN, type ColumnType } from '../model.ts';
+import { failpoint, faultpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
 import type { FileEntry } from './catalog.ts';
 import { encodeSchema } from './codec.ts';
@@ -13,7 +13,10 @@ import { writeParquet } from './parquetWriter.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
+import { classifyFailure } from '../failures.ts';
 import type { Segment } from './wal.ts';
+
+const RECEIPT_TIME_COLUMN = TIME_COLUMN.json;
 
 /**
  * One flush of a dataset: the sealed WAL segments become Parquet files in the store, then this
@@ -23,15 +26,63 @@ import type { Segment } from './wal.ts';
  * abandoned flush leaves nothing behind. A segment DuckDB cannot read is salvaged (walSalvage.ts)
  * instead of failing every flush for good.
  */
-export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset): Promise<void> {
+export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<void> {
   const sealed = await ds.wal.seal();
   ds.oldestUnflushedAt = undefined;
   // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
   // each group a flush of its own: a flush's memory grows with what it converts (docs/performance.md "The memory bound").
+  // Each group waits for its turn, so a dataset's backlog never holds up the others' flushes.
   for (const segments of segmentGroups(sealed, ctx.settings.flushBytes)) {
     if (ds.deleted) return;
-    await flushSegments(ctx, manifests, ds, segments);
+    try {
+      await turn(() => flushSegments(ctx, manifests, ds, segments));
+    } catch (err) {
+      // Out of disk: a group's Parquet needs room before its segments can go. One segment at a time
+      // needs the least, and each one flushed frees its own room for the next.
+      if (segments.length < 2 || classifyFailure(err) !== 'disk') throw err;
+      for (const s of segments) {
+        if (ds.deleted) return;
+        await turn(() => flushSegments(ctx, manifests, ds, [s]));
+      }
+    }
   }
+}
+
+/** Runs a flush step when it is its turn. */
+export type Turn = <T>(fn: () => Promise<T>) => Promise<T>;
+
+/**
+ * Steps in turn, one at a time, first come first served: flushes of all datasets share one DuckDB
+ * memory budget, so running them one after another bounds a worker's flush memory to one unit's,
+ * and a dataset whose flush keeps failing takes one turn per attempt, never every turn.
+ */
+export function inTurn(): Turn {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T>(fn: () => Promise<T>): Promise<T> => {
+    const run = tail.then(fn);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}
+
+/** A receipt-timed dataset's rows appended within this span fall in a few minutes (see writeParquet). */
+const FEW_MINUTES_SPAN_MS = 30 * 60_000;
+
+/**
+ * Whether the segments' rows surely fall in a few minutes: their time column is the time of receipt
+ * (p_timestamp, set when the request came in, seconds before its append) and every segment was
+ * written by this process within half an hour. Segments recovered at start carry no append times.
+ */
+export function fewMinutes(segments: Pick<Segment, 'firstAppendMs' | 'lastAppendMs'>[], timeColumn: string): boolean {
+  if (timeColumn !== RECEIPT_TIME_COLUMN) return false;
+  let first = Infinity;
+  let last = -Infinity;
+  for (const s of segments) {
+    if (s.firstAppendMs === undefined || s.lastAppendMs === undefined) return false;
+    first = Math.min(first, s.firstAppendMs);
+    last = Math.max(last, s.lastAppendMs);
+  }
+  return last - first < FEW_MINUTES_SPAN_MS;
 }
 
 /** Consecutive segments in groups of at most `maxBytes` (a larger segment is a group of its own). */
@@ -62,6 +113,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
   let stage = 'parquet';
   try {
     const columns = Object.entries(ds.schema) as [string, ColumnType][];
+    faultpoint('flush-parquet');
     const written = await writeParquet(ctx.duck, {
       segmentPaths: segments.map((s) => s.path),
       columns,
@@ -70,6 +122,8 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       filePrefix: flushFileStem(generation, nodeId, seq),
       zstdLevel: ctx.settings.zstdLevel,
       rowGroupRows: ctx.settings.rowGroupRows,
+      beforeUnit: () => faultpoint('flush-unit'),
+      fewMinutes: fewMinutes(segments, timeColumn),
     });
     stage = 'upload';
     const add: FileEntry[] = [];
@@ -78,6 +132,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     for (const [i, f] of written.entries()) {
       const key = dataFileKey(name, f.partition, path.basename(f.path));
       uploaded.push(key);
+      faultpoint('flush-upload');
       await ctx.store.putFile(key, f.path);
       add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i] });
     }
@@ -85,13 +140,18 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     if (ds.deleted) return;
     if (ds.schemaDirty) {
       ds.schemaDirty = false;
-      await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema)).catch((err) => {
+      try {
+        faultpoint('flush-schema');
+        await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema));
+      } catch (err) {
         ds.schemaDirty = true;
         throw err;
-      });
+      }
     }
     // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
     let removal: Promise<void> = Promise.resolve();
+    stage = 'manifest';
+    faultpoint('flush-manifest');
     await manifests.commit(
       ds,
       seq,
@@ -112,10 +172,12 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     ds.oldestUnflushedAt ??= Date.now();
     flushes.inc({ result: 'failed' });
     ds.flushFailures++;
-    ds.retryFlushAt = Date.now() + Math.min(30_000, 500 * 2 ** Math.min(ds.flushFailures, 6));
+    ds.retryFlushAt = Date.now() + Math.min(30_000, (ctx.settings.flushRetryBaseMs ?? 500) * 2 ** Math.min(ds.flushFailures, 6));
     log.error('flush failed; will retry', { dataset: name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
-    // DuckDB could not turn the segments into Parquet: if a segment is damaged, cut it and go on at once.
-    if (stage === 'parquet' && !ds.deleted && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+    // DuckDB could not parse a segment's bytes: cut the damaged one and go on at once. Any other failure
+    // (out of memory, no file descriptor, a full disk) is retried as it is: never taken for damage.
+    const damaged = stage === 'parquet' && !ds.deleted && classifyFailure(err, segments.map((s) => s.path)) === 'damaged';
+    if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
     throw err;
   } finally {
     await fs.rm(staging, { recursive: true, force: true });

@@ -66,7 +66,8 @@ export async function openDataset(ctx: StorageContext, manifests: Manifests, met
     log.info('wal: dropping segments already in parquet', { dataset: meta.name, segments: flushed });
     await wal.remove(flushed);
   }
-  await salvageSegments(ctx, ds, wal.sealedSegments());
+  // A resource error here (out of memory, EMFILE) is not damage: the dataset opens, and its flush checks again.
+  await salvageSegments(ctx, ds, wal.sealedSegments()).catch((err) => log.warn('wal: checking segments failed; the flush will check again', { dataset: meta.name, error: (err as Error).message }));
   // WAL data set aside before a restart is still reported.
   const aside = path.join(quarantineDir(dataDir), 'wal', meta.name, meta.generation);
   for (const f of await fs.readdir(aside).catch(() => [] as string[])) {

@@ -1,10 +1,13 @@
-import type { DuckDBInstance } from '@duckdb/node-api';
+import * as fs from 'node:fs/promises';
+import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
+import { log } from '../log.ts';
 import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
+import { classifyFailure } from '../failures.ts';
 
 export interface WrittenFile {
   path: string;
-  /** Partition of the file: `date=YYYY-MM-DD/hour=HH/minute=MM` (Parseable's layout). */
+  /** Partition of the file: `date=YYYY-MM-DD/hour=HH/minute=MM` (Parseable's layout), or `date=…/hour=…` for spread data. */
   partition: string;
   rows: number;
   bytes: number;
@@ -39,10 +42,60 @@ export function walScanSql(segmentPaths: string[], columns: [string, ColumnType]
   );
 }
 
+/** One partition of a flush: a minute (or an hour, for spread data) and its rows. */
+export interface FlushPartition {
+  /** Start of the partition, epoch ms. */
+  startMs: number;
+  rows: number;
+}
+
 /**
- * Turns WAL segments into Parquet files, one per minute of the time column, in a staging directory.
- * DuckDB does the whole job (JSON parse, columnar encode, ZSTD) in its own threads; the per-file row
- * count, size and time range come back from COPY's RETURN_STATS, so no file is read twice.
+ * A flush writes minute partitions (Parseable's layout) when its rows fall in at most this many
+ * minutes, else hour partitions (`date=…/hour=…`, the grain compaction writes): a backfill or a
+ * request whose records are one minute apart would otherwise open thousands of files at once.
+ */
+export const MINUTE_GRAIN_MAX_PARTITIONS = 64;
+/**
+ * At most this many partitions are written by one COPY: DuckDB keeps a row-group buffer per open
+ * partition, so this bounds a flush's memory and open files whatever the data's times.
+ */
+export const UNIT_MAX_PARTITIONS = 64;
+
+export type Grain = 'minute' | 'hour';
+
+/** The grain and the units (consecutive partitions, at most `maxPartitions` each) of a flush. */
+export function planUnits(
+  minutes: FlushPartition[],
+  maxMinutePartitions = MINUTE_GRAIN_MAX_PARTITIONS,
+  maxPartitions = UNIT_MAX_PARTITIONS,
+): { grain: Grain; units: FlushPartition[][] } {
+  let grain: Grain = 'minute';
+  let parts = [...minutes].sort((a, b) => a.startMs - b.startMs);
+  if (parts.length > maxMinutePartitions) {
+    grain = 'hour';
+    const hours = new Map<number, number>();
+    for (const m of parts) {
+      const h = m.startMs - (((m.startMs % HOUR_MS) + HOUR_MS) % HOUR_MS);
+      hours.set(h, (hours.get(h) ?? 0) + m.rows);
+    }
+    parts = [...hours].map(([startMs, rows]) => ({ startMs, rows })).sort((a, b) => a.startMs - b.startMs);
+  }
+  const units: FlushPartition[][] = [];
+  for (let i = 0; i < parts.length; i += maxPartitions) units.push(parts.slice(i, i + maxPartitions));
+  return { grain, units };
+}
+
+const MINUTE_MS = 60_000;
+const HOUR_MS = 3_600_000;
+
+/**
+ * Turns WAL segments into Parquet files in a staging directory, one per minute of the time column (or
+ * per hour, for data spread over many minutes: see planUnits). The segments are parsed once, into a
+ * temporary table of the flush's own connection (DuckDB spills it to its temp directory under memory
+ * pressure); then the partitions are written a unit at a time, each unit one COPY of at most
+ * UNIT_MAX_PARTITIONS partitions. A unit that runs out of memory or file descriptors is written again in
+ * halves, down to one partition; only then does the flush fail (and is retried later, whole).
+ * The per-file row count, size and time range come back from COPY's RETURN_STATS.
  */
 export async function writeParquet(
   instance: DuckDBInstance,
@@ -54,23 +107,96 @@ export async function writeParquet(
     filePrefix: string;
     zstdLevel: number;
     rowGroupRows: number;
+    /** Called before each unit's COPY (fault injection in tests). */
+    beforeUnit?: (unit: FlushPartition[]) => void;
+    /**
+     * The rows are known to fall in a few minutes (receipt-timed rows appended within half an hour):
+     * written by one COPY straight from the segments, without the temporary table (~20% of a flush's
+     * time); should that still run out of memory or descriptors, the units are the fallback.
+     */
+    fewMinutes?: boolean;
   },
 ): Promise<WrittenFile[]> {
   const t = sqlIdent(opts.timeColumn);
-  const select =
-    `SELECT ${opts.columns.map(([n]) => sqlIdent(n)).join(', ')}, ` +
-    `strftime(${t}, '%Y-%m-%d') AS __p_date, strftime(${t}, '%H') AS __p_hour, strftime(${t}, '%M') AS __p_minute ` +
-    `FROM (${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`;
-  const sql =
-    `COPY (${select}) TO ${sqlString(opts.stagingDir)} (FORMAT parquet, COMPRESSION zstd, ` +
-    `COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, ` +
-    `PARTITION_BY (__p_date, __p_hour, __p_minute), FILENAME_PATTERN ${sqlString(`${opts.filePrefix}_{i}`)}, ` +
-    `OVERWRITE_OR_IGNORE, RETURN_STATS)`;
+  const names = opts.columns.map(([n]) => sqlIdent(n)).join(', ');
+  // DuckDB creates a COPY's target directory but not its parents.
+  await fs.mkdir(opts.stagingDir, { recursive: true });
+  if (opts.fewMinutes) {
+    const target = `${opts.stagingDir}/direct`;
+    try {
+      opts.beforeUnit?.([]);
+      return await withConnection(instance, (conn) => copyUnit(conn, `(${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`, undefined, 'minute', target, names, t, opts));
+    } catch (err) {
+      await fs.rm(target, { recursive: true, force: true });
+      const kind = classifyFailure(err);
+      if (kind !== 'memory' && kind !== 'files') throw err;
+      log.warn('flush: the direct write ran out of resources; writing in units', { error: (err as Error).message });
+    }
+  }
   return withConnection(instance, async (conn) => {
-    const result = await conn.runAndReadAll(sql);
-    return result.getRowObjectsJson().map((row) => {
-      const parts = Object.fromEntries((row.partition_keys as { key: string; value: string }[]).map((p) => [p.key, p.value]));
-      return { ...fileStatsFromCopy(row, opts.timeColumn), partition: `date=${parts.__p_date}/hour=${parts.__p_hour}/minute=${parts.__p_minute}` };
-    });
+    await conn.run(
+      `CREATE TEMP TABLE __flush AS SELECT ${names}, epoch_ms(date_trunc('minute', ${t})) AS __p_minute_ms ` +
+        `FROM (${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`,
+    );
+    try {
+      const minutes = (await conn.runAndReadAll('SELECT __p_minute_ms, count(*) FROM __flush GROUP BY 1')).getRows().map(([ms, n]) => ({ startMs: Number(ms), rows: Number(n) }));
+      const { grain, units } = planUnits(minutes);
+      const written: WrittenFile[] = [];
+      let dir = 0;
+      const writeUnit = async (unit: FlushPartition[]): Promise<void> => {
+        const target = `${opts.stagingDir}/u${dir++}`;
+        try {
+          opts.beforeUnit?.(unit);
+          written.push(...(await copyUnit(conn, '__flush', unit, grain, target, names, t, opts)));
+        } catch (err) {
+          await fs.rm(target, { recursive: true, force: true });
+          const kind = classifyFailure(err);
+          if (unit.length < 2 || (kind !== 'memory' && kind !== 'files')) throw err;
+          const half = Math.ceil(unit.length / 2);
+          log.warn('flush: a unit ran out of resources; writing it in halves', { partitions: unit.length, error: (err as Error).message });
+          await writeUnit(unit.slice(0, half));
+          await writeUnit(unit.slice(half));
+        }
+      };
+      for (const unit of units) await writeUnit(unit);
+      return written;
+    } finally {
+      await conn.run('DROP TABLE IF EXISTS __flush');
+    }
+  });
+}
+
+/** Writes the rows of `source` (the whole of it, or the partitions of `unit`) with one partitioned COPY. */
+async function copyUnit(
+  conn: DuckDBConnection,
+  source: string,
+  unit: FlushPartition[] | undefined,
+  grain: Grain,
+  target: string,
+  names: string,
+  t: string,
+  opts: { filePrefix: string; zstdLevel: number; rowGroupRows: number; timeColumn: string },
+): Promise<WrittenFile[]> {
+  const keys = grain === 'minute' ? '__p_date, __p_hour, __p_minute' : '__p_date, __p_hour';
+  let where = '';
+  if (unit) {
+    const from = unit[0].startMs;
+    const to = unit[unit.length - 1].startMs + (grain === 'minute' ? MINUTE_MS : HOUR_MS);
+    where = ` WHERE __p_minute_ms >= ${from} AND __p_minute_ms < ${to}`;
+  }
+  const select =
+    `SELECT ${names}, strftime(${t}, '%Y-%m-%d') AS __p_date, strftime(${t}, '%H') AS __p_hour` +
+    (grain === 'minute' ? `, strftime(${t}, '%M') AS __p_minute` : '') +
+    ` FROM ${source}${where}`;
+  const sql =
+    `COPY (${select}) TO ${sqlString(target)} (FORMAT parquet, COMPRESSION zstd, ` +
+    `COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, ` +
+    `PARTITION_BY (${keys}), FILENAME_PATTERN ${sqlString(`${opts.filePrefix}_{i}`)}, ` +
+    `OVERWRITE_OR_IGNORE, RETURN_STATS)`;
+  const result = await conn.runAndReadAll(sql);
+  return result.getRowObjectsJson().map((row) => {
+    const p = Object.fromEntries((row.partition_keys as { key: string; value: string }[]).map((x) => [x.key, x.value]));
+    const partition = `date=${p.__p_date}/hour=${p.__p_hour}` + (grain === 'minute' ? `/minute=${p.__p_minute}` : '');
+    return { ...fileStatsFromCopy(row, opts.timeColumn), partition };
   });
 }

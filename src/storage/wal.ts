@@ -23,6 +23,9 @@ export interface Segment {
   rows: number;
   /** Raw request bytes that produced these rows (for the dataset's ingestion stats). */
   rawBytes: number;
+  /** When its first and last batch were written (not known for a segment recovered at start). */
+  firstAppendMs?: number;
+  lastAppendMs?: number;
 }
 
 interface Pending {
@@ -145,6 +148,8 @@ export class Wal {
         seg.bytes += written;
         seg.rows += batch.rows;
         seg.rawBytes += batch.rawBytes;
+        seg.lastAppendMs = Date.now();
+        seg.firstAppendMs ??= seg.lastAppendMs;
         for (const w of batch.waiters) w.resolve();
         // Sealed here, between commits; the next batch starts a new segment.
         if (seg.bytes >= this.segmentBytes) await this.closeActive().catch((err) => log.error('wal: closing a full segment failed', { file: seg.path, error: err as Error }));
@@ -193,7 +198,7 @@ export class Wal {
     const seg = this.active;
     if (!seg) return;
     this.active = undefined;
-    const sealed: Segment = { seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes };
+    const sealed: Segment = { seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes, firstAppendMs: seg.firstAppendMs, lastAppendMs: seg.lastAppendMs };
     // Listed as sealed before any await: a concurrent seal() (a query, a flush) must never find an
     // acknowledged segment in neither list.
     if (!torn && seg.rows > 0) this.sealed.push(sealed);

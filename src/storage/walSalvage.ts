@@ -6,23 +6,34 @@ import type { Dataset, StorageContext } from './dataset.ts';
 import { walQuarantineFile } from './layout.ts';
 import { walScanSql } from './parquetWriter.ts';
 import { COMMIT_MARKER, type Segment } from './wal.ts';
+import { faultpoint } from '../failpoint.ts';
+import { classifyFailure } from '../failures.ts';
 
 /**
  * Damaged WAL segments (random bytes, a NUL hole, a line DuckDB cannot read as the dataset's types)
  * must not stop a dataset's flushes and queries for good. A segment DuckDB cannot read is cut down to
  * its readable lines; the lines it cannot keep go to `P_DATA_DIR/quarantine/wal/…` (set aside, not
  * deleted), and when even the cut segment does not read, the whole segment is set aside there.
+ * Only DuckDB's parse error naming the segment counts as damage: any other failure on the way (out of
+ * memory, EMFILE, a full disk) stops the salvage with the segment as it was, to be tried again.
  */
 
-/** Does DuckDB read the segment with the dataset's column types (what a flush and a query do)? */
-async function readable(ctx: StorageContext, ds: Dataset, seg: Segment): Promise<string | undefined> {
+/**
+ * Does DuckDB read the segment with the dataset's column types (what a flush and a query do)? Returns
+ * the parse error when the segment's own bytes do not read; any other failure (out of memory, no file
+ * descriptor, a full disk: see failures.ts) is thrown, so the caller retries later and never takes a
+ * valid segment for damaged.
+ */
+async function readable(ctx: StorageContext, ds: Dataset, seg: Segment, point: string): Promise<string | undefined> {
   const columns = Object.entries(ds.schema) as [string, ColumnType][];
   if (!columns.length) columns.push([ds.meta.timeColumn, 'TIMESTAMP']);
   try {
+    faultpoint(point);
     await withConnection(ctx.duck, (conn) => conn.run(`SELECT count(*) FROM (${walScanSql([seg.path], columns, ds.meta.timeColumn)})`));
     return undefined;
   } catch (err) {
-    return (err as Error).message;
+    if (classifyFailure(err, [seg.path]) === 'damaged') return (err as Error).message;
+    throw err;
   }
 }
 
@@ -88,19 +99,22 @@ export function cutSegment(content: string, schema: Record<string, ColumnType>):
 /**
  * Checks the given segments and repairs the ones DuckDB cannot read. Returns how many it changed;
  * 0 means every segment reads (a flush that failed did so for another reason, e.g. a full disk).
+ * Throws a resource error as it came (nothing set aside): the caller retries.
  */
 export async function salvageSegments(ctx: StorageContext, ds: Dataset, segments: Segment[]): Promise<number> {
   let changed = 0;
   const { name, generation } = ds.meta;
   for (const seg of segments) {
-    const problem = await readable(ctx, ds, seg);
+    const problem = await readable(ctx, ds, seg, 'salvage-check');
     if (problem === undefined) continue;
     changed++;
     const base = seg.path.split('/').pop()!;
     const badFile = walQuarantineFile(ctx.settings.dataDir, name, generation, `${base}.bad-lines`);
+    faultpoint('salvage-read');
     const content = await fs.readFile(seg.path, 'utf8');
     const { kept, dropped } = cutSegment(content, ds.schema);
     if (dropped.length) {
+      faultpoint('salvage-bad-lines');
       await fs.mkdir(badFile.slice(0, badFile.lastIndexOf('/')), { recursive: true });
       await fs.appendFile(badFile, `${dropped.join('\n')}\n`);
     }
@@ -109,14 +123,19 @@ export async function salvageSegments(ctx: StorageContext, ds: Dataset, segments
       ctx.quarantine.add({ key: seg.path, kind: 'wal', dataset: name, reason: `no readable line: ${problem}`, setAsideTo: badFile });
       continue;
     }
+    faultpoint('salvage-rewrite');
     await ds.wal.rewriteSealed(seg.seq, Buffer.from(kept));
-    const still = await readable(ctx, ds, seg);
+    // Reported as soon as the lines are out of the segment, whatever the check below meets.
+    const cut = { key: seg.path, kind: 'wal' as const, dataset: name, reason: `${dropped.length} unreadable line(s) cut out: ${problem}`, setAsideTo: badFile };
+    if (dropped.length) ctx.quarantine.add(cut);
+    const still = await readable(ctx, ds, seg, 'salvage-recheck');
     if (still === undefined) {
-      ctx.quarantine.add({ key: seg.path, kind: 'wal', dataset: name, reason: `${dropped.length} unreadable line(s) cut out: ${problem}`, setAsideTo: badFile });
+      ctx.quarantine.add(cut);
       log.warn('wal: damaged segment cut to its readable lines', { dataset: name, segment: seg.path, droppedLines: dropped.length });
       continue;
     }
     const aside = walQuarantineFile(ctx.settings.dataDir, name, generation, base);
+    faultpoint('salvage-set-aside');
     await ds.wal.setAside(seg.seq, aside);
     ctx.quarantine.add({ key: seg.path, kind: 'wal', dataset: name, reason: `unreadable even after cutting: ${still}`, setAsideTo: aside });
   }

@@ -44,7 +44,7 @@ export interface TestServer {
  * Starts the real service (`dist/main.js`, built by the global setup, as `npm start` runs it) as a child process and waits for liveness.
  * Every test talks to it over HTTP, exactly as a client would.
  */
-export async function startServer(opts: { env?: Record<string, string>; dataDir?: string } = {}): Promise<TestServer> {
+export async function startServer(opts: { env?: Record<string, string>; dataDir?: string; wrap?: string[] } = {}): Promise<TestServer> {
   const dataDir = opts.dataDir ?? (await tempDir());
   const port = await freePort();
   const env: Record<string, string> = {
@@ -60,7 +60,9 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
     P_PG_ADDR: 'off',
     ...opts.env,
   };
-  const child: ChildProcess = spawn(process.execPath, [path.join(root, 'dist/main.js')], {
+  // `wrap`: a command the service is started through (e.g. one that enters a memory cgroup first).
+  const [command, ...args] = [...(opts.wrap ?? []), process.execPath, path.join(root, 'dist/main.js')];
+  const child: ChildProcess = spawn(command, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -49,11 +49,12 @@ describe('settings', () => {
   });
 
   test('the defaults, each stated once in the schema, reach the groups', () => {
-    const c = loadConfig({});
+    // The memory-sized defaults at a budget where each reaches its ceiling (memoryBudget.test.ts has the rest).
+    const c = loadConfig({ P_MEMORY_BUDGET: '24GiB' });
     expect(c.engine).toMatchObject({ flushIntervalMs: 20_000, flushBytes: 16 * 1024 ** 2, catalogRefreshMs: 5000, maxColumns: 2000 });
     expect(c.queryPool).toMatchObject({ concurrency: 4, perKey: 2, queue: 16, warm: 1, heapMb: 512 });
     expect(c.queryLimits).toMatchObject({ timeoutMs: 30_000, maxRows: 500_000, maxDepth: 16 });
-    expect(c.storageDuckDB).toEqual({ threads: 1, memoryLimit: '2GB' });
+    expect(c.storageDuckDB).toEqual({ threads: 1, memoryLimit: '2048MiB' });
   });
 
   test.each([

@@ -1,0 +1,65 @@
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+
+/**
+ * The memory this process (and its query workers) may use: the limit of its memory cgroup (v2
+ * `memory.max`, v1 `memory.limit_in_bytes`), else the machine's total memory. Every default that
+ * grows with memory is sized from this (config.ts; docs/memory.md has the table), so the service fits
+ * the container it is given without settings.
+ */
+export function memoryBudget(proc = '/proc/self/cgroup', root = '/sys/fs/cgroup'): { bytes: number; source: string } {
+  const total = os.totalmem();
+  const lines = readText(proc)?.split('\n') ?? [];
+  const candidates: [string, string][] = [];
+  for (const line of lines) {
+    const [, controllers, group] = line.split(':');
+    if (group === undefined) continue;
+    // v2: "0::/path"; v1: "4:memory:/path" (the v1 hierarchy is mounted at <root>/memory).
+    if (controllers === '') candidates.push([`${root}${group}/memory.max`, 'cgroup v2']);
+    else if (controllers.split(',').includes('memory')) candidates.push([`${root}/memory${group}/memory.limit_in_bytes`, 'cgroup v1']);
+  }
+  for (const [file, source] of candidates) {
+    const text = readText(file)?.trim();
+    if (!text || text === 'max') continue;
+    const bytes = Number(text);
+    // v1 says "no limit" with a huge number (a page-rounded 2^63).
+    if (Number.isFinite(bytes) && bytes > 0 && bytes < total) return { bytes, source };
+  }
+  return { bytes: total, source: 'total memory' };
+}
+
+function readText(file: string): string | undefined {
+  try {
+    return fs.readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+}
+
+const MiB = 1024 * 1024;
+const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, Math.floor(v)));
+
+/**
+ * Defaults sized from the budget (the table in docs/memory.md). The main process keeps about half for
+ * itself: Node's heap and the ingest workers (~50 MB each idle), request bodies in flight, the WAL's
+ * group commits; the storage DuckDB (flush, compaction) gets 1/6; the query workers share 1/3, each
+ * worker capped (RSS) at its share, DuckDB inside it at 1/2 of that (list and string intermediates
+ * are not in DuckDB's accounting, so the rest is the margin). At 512 MiB: 85 MiB storage, one query
+ * worker of 170 MiB (DuckDB 85 MiB), 16 MiB in flight; at 8 GiB and more, today's fixed defaults.
+ */
+export function sizedDefaults(budget: number) {
+  const queryShare = budget / 3;
+  // Each query worker needs ~60 MB of its own (Node, DuckDB loaded) before any data: at least 160 MiB each.
+  const queryConcurrency = clamp(queryShare / (160 * MiB), 1, 4);
+  const workerCap = clamp(queryShare / queryConcurrency, 128 * MiB, 4096 * MiB);
+  return {
+    storageMemoryBytes: clamp(budget / 6, 48 * MiB, 2048 * MiB),
+    // One thread at every size: a second one added ~30–40 MB to a flush's peak for little speed (measured).
+    storageThreads: 1,
+    queryConcurrency,
+    queryWorkerMaxBytes: workerCap,
+    queryMemoryBytes: clamp(workerCap / 2, 32 * MiB, 2048 * MiB),
+    inflightBytes: clamp(budget / 32, 16 * MiB, 64 * MiB),
+    flushBytes: clamp(budget / 32, 4 * MiB, 16 * MiB),
+  };
+}
