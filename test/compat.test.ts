@@ -344,6 +344,13 @@ describe('Parseable compatibility', () => {
       await expectError(await server.request(`/api/v1/filters/${admins.filter_id}`, { method: 'DELETE', ...as(READER) }), 404);
       await expectError(await server.request(`/api/v1/filters/${admins.filter_id}`, { method: 'PUT', json: pbFilter('mine now'), ...as(READER) }), 404);
       await expectError(await post(pbFilter('not yours', 'app'), ALPHA_READER), 403);
+      // A filter names a dataset that exists: 404 for a missing one, for a key that may read that name;
+      // permission first, as queries answer, so a scoped key learns nothing of names outside its scope.
+      expect(await expectError(await post(pbFilter('ghost', 'nosuch')), 404)).toMatch(/nosuch/);
+      expect(await expectError(await post(pbFilter('ghost', 'nosuch'), READER), 404)).toMatch(/nosuch/);
+      await expectError(await post(pbFilter('ghost', 'nosuch'), ALPHA_READER), 403);
+      await expectError(await server.request(`/api/v1/filters/${mine.filter_id}`, { method: 'PUT', json: pbFilter('moved', 'nosuch'), ...as(READER) }), 404);
+      expect((await json<Filter[]>(await get('/api/v1/filters'))).some((f) => f.stream_name === 'nosuch')).toBe(false);
       await expectError(await get('/api/v1/filters', WRITER), 403);
       expect((await server.request(`/api/v1/filters/${mine.filter_id}`, { method: 'DELETE' })).status).toBe(200);
     });
