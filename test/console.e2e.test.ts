@@ -13,6 +13,7 @@ import { sleep } from './helpers/wait.ts';
  * would click through. Screenshots go to test-output/screenshots (git-ignored).
  */
 const READER_KEY = 'test-reader-key-0123456789';
+const WRITER_KEY = 'test-writer-key-0123456789';
 const shots = path.resolve(import.meta.dirname, '../test-output/screenshots');
 
 let server: TestServer;
@@ -41,7 +42,7 @@ beforeAll(async () => {
   [server, browser] = await Promise.all([startServer({
       // A console page runs several queries at once with one key (rows, histogram, lists); the suite
       // runs this file beside others on 2 cores, where queries overlap longer than a person would see.
-      env: { P_API_KEYS: `${ADMIN_KEY}:admin,${READER_KEY}:reader`, P_QUERY_CONCURRENCY: '6', P_QUERY_CONCURRENCY_PER_KEY: '6' },
+      env: { P_API_KEYS: `${ADMIN_KEY}:admin,${READER_KEY}:reader,${WRITER_KEY}:writer`, P_QUERY_CONCURRENCY: '6', P_QUERY_CONCURRENCY_PER_KEY: '6' },
     }), launchChromium()]);
   const put = (name: string, kind?: string) => server.request(`/api/v1/logstream/${name}`, { method: 'PUT', headers: kind ? { 'X-P-Log-Source': kind } : {} });
   await put('app');
@@ -514,6 +515,33 @@ describe('web console', () => {
     expect(await page.getByRole('button', { name: '+ New dataset' }).count()).toBe(0);
     expect(await page.getByRole('button', { name: /^Delete/ }).count()).toBe(0);
     expect(await page.getByRole('form', { name: 'Retention' }).count()).toBe(0);
+  });
+
+  test('a writer key is shown how to send: a Collector and SDKs with the key as the only OTLP header', async () => {
+    // A page of its own, so the signed-in reader session above stays as it is.
+    const context = await browser.newContext({ viewport: { width: 1440, height: 900 } });
+    try {
+      const writer = await context.newPage();
+      await writer.goto(`${server.url}/`);
+      await writer.getByLabel('API key').fill(WRITER_KEY);
+      await writer.getByRole('button', { name: 'Sign in' }).click();
+      await writer.getByRole('heading', { name: 'Send data' }).waitFor();
+      const host = new URL(server.url).hostname;
+      const collector = (await writer.getByTestId('snippet-collector').textContent()) ?? '';
+      // One gRPC exporter on 4317 for every signal, the OTLP/HTTP variant on this origin; no dataset header.
+      expect(collector).toContain(`otlp:`);
+      expect(collector).toContain(`endpoint: ${host}:4317`);
+      expect(collector).toContain(`endpoint: ${server.url}`);
+      expect(collector).toMatch(/x-api-key: <your API key>/);
+      for (const signal of ['logs', 'traces', 'metrics']) expect(collector).toContain(`${signal}:`);
+      expect(collector.toLowerCase()).not.toContain('x-p-stream');
+      const sdk = (await writer.getByTestId('snippet-sdk').textContent()) ?? '';
+      expect(sdk).toContain(`OTEL_EXPORTER_OTLP_ENDPOINT=http://${host}:4317`);
+      expect(sdk).toContain('OTEL_EXPORTER_OTLP_HEADERS=x-api-key=<your API key>');
+      expect(sdk.toLowerCase()).not.toContain('x-p-stream');
+    } finally {
+      await context.close();
+    }
   });
 
   test('works at phone width in the dark theme', async () => {

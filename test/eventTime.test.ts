@@ -54,6 +54,19 @@ describe('a dataset with a time field of its events', () => {
     expect(schema.time_column).toBe('event_time');
   });
 
+  it('info reports the limit that applies: the 30-day default when none was given, none without a time field', async () => {
+    expect((await createDataset(server, 'defaultlimit', { 'x-p-time-partition': 'event_time' })).status).toBe(200);
+    const info = (await (await server.request('/api/v1/logstream/defaultlimit/info')).json()) as Record<string, unknown>;
+    expect(info).toMatchObject({ timePartition: 'event_time', timePartitionLimit: '30' });
+    // Enforced: an event 31 days old is refused, one 29 days old is stored.
+    expect((await ingest(server, 'defaultlimit', [{ event_time: iso(Date.now() - 31 * 86_400_000) }])).status).toBe(400);
+    expect((await ingest(server, 'defaultlimit', [{ event_time: iso(Date.now() - 29 * 86_400_000) }])).status).toBe(200);
+    expect((await createDataset(server, 'nolimit', {})).status).toBe(200);
+    const plain = (await (await server.request('/api/v1/logstream/nolimit/info')).json()) as Record<string, unknown>;
+    expect(plain).not.toHaveProperty('timePartition');
+    expect(plain).not.toHaveProperty('timePartitionLimit');
+  });
+
   it('a backfill over three days answers by event time: queries, counts, stats by date', async () => {
     const events = days.flatMap((d, i) => Array.from({ length: perDay[i] }, (_, k) => ({ event_time: iso(d.noon + k * 60_000), day: i, msg: `event ${k}` })));
     // Sent newest first, in one request: the order of arrival does not matter.

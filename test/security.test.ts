@@ -32,6 +32,8 @@ describe('saved filters are bounded', () => {
     const big = { ...filter('huge', `select 1 -- ${'x'.repeat(2 * 1024 * 1024)}`), filter_id: bigKey, user_id: 'someone', version: 'v2' };
     await fs.writeFile(path.join(dir, `${bigKey}.json`), JSON.stringify(big));
     server = await startServer({ dataDir, env: { P_API_KEYS: `${ADMIN_KEY}:admin,${READER}:reader:app`, P_FILTERS_PER_KEY: '3' } });
+    // A filter names a dataset that exists.
+    expect((await server.request('/api/v1/logstream/app', { method: 'PUT' })).status).toBe(200);
   });
   afterAll(() => server?.stop());
 

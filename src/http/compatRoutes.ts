@@ -25,7 +25,8 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
   // The same for every worker on one bucket, and stable across restarts.
   const deploymentId = createHash('sha256').update(`${store.type}:${store.path}`).digest('hex').slice(0, 26).toUpperCase();
 
-  app.get('/api/v1/about', requires('read'), (c) => {
+  // Any authenticated key, as in Parseable: `pb status` with a writer key reads it too.
+  app.get('/api/v1/about', (c) => {
     // Where data lives (the data directory, the bucket's address) is for admin keys only.
     const admin = c.get('principal').role === 'admin';
     return c.json({

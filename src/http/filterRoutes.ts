@@ -33,7 +33,10 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Ser
     })));
     if (!parsed.success) throw invalidInput(formatIssues(parsed.error));
     if (!parsed.data.stream_name) throw invalidInput('stream_name must not be empty');
+    // Permission before existence, as queries answer: a key that may not read the name gets 403
+    // whether a dataset of that name exists or not.
     authorize(p, 'read', parsed.data.stream_name);
+    await storage.require(parsed.data.stream_name);
     return parsed.data;
   }
 

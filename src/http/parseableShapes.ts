@@ -4,6 +4,8 @@
  * form of `Schema`, `QueriedStats`, `StreamInfo`); our own extra facts are extra keys, which
  * Parseable's clients ignore.
  */
+import { DEFAULT_TIME_LIMIT_DAYS } from '../ingest/eventTime.ts';
+import { datasetTime } from '../ingest/pipeline.ts';
 import type { ColumnType } from '../model.ts';
 import type { DatasetKind, DatasetMeta, DatasetStats, Totals } from '../storage/engine.ts';
 import type { Schema } from '../storage/schema.ts';
@@ -106,12 +108,15 @@ export function datedStats(name: string, date: string, t: Totals) {
 /** Parseable's `StreamInfo` (camelCase; absent optional fields left out, as its serde does). */
 export function streamInfo(stats: DatasetStats) {
   const { meta, timeRange } = stats;
+  const time = datasetTime(meta);
   return {
     createdAt: meta.createdAt,
     ...(timeRange ? { firstEventAt: new Date(timeRange.minMs).toISOString(), latestEventAt: new Date(timeRange.maxMs).toISOString() } : {}),
     // Parseable names a time column other than p_timestamp the dataset's time partition.
     ...(meta.timeColumn !== 'p_timestamp' ? { timePartition: meta.timeColumn } : {}),
-    ...(meta.timeLimitDays !== undefined ? { timePartitionLimit: String(meta.timeLimitDays) } : {}),
+    // The limit enforced on a time field's events, given at creation or the 30-day default, in
+    // Parseable's form (whole days as a string, "30"); OTel datasets' time columns have none.
+    ...(time ? { timePartitionLimit: String(time.limitDays ?? DEFAULT_TIME_LIMIT_DAYS) } : {}),
     streamType: 'UserDefined',
     logSource: [{ log_source_format: meta.kind, fields: [] as string[] }],
     telemetryType: TELEMETRY_TYPE[meta.kind],
