@@ -69,6 +69,9 @@ const envSchema = z.object({
   P_QUERY_MAX_RESULT_BYTES: bytes('64MiB'),
   P_QUERY_MAX_SQL_BYTES: bytes('64KiB'),
   P_QUERY_MAX_DEPTH: int(16),
+  P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
+    "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the query worker's WebAssembly memory.",
+  ),
   P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB'),
   P_QUERY_WORKER_HEAP: bytes('512MiB'),
   P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1),
@@ -135,6 +138,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     queryMaxResultBytes: e.P_QUERY_MAX_RESULT_BYTES,
     queryMaxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,
     queryMaxDepth: e.P_QUERY_MAX_DEPTH,
+    promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
     queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
     queryWorkerHeapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
     queryWarmWorkers: e.P_QUERY_WARM_WORKERS,

@@ -5,7 +5,12 @@ import { fileURLToPath } from 'node:url';
 import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { log } from '../log.ts';
-import type { FromWorker, RunJob, ToWorker } from './protocol.ts';
+import type { FromWorker, PromqlGrant, ToWorker, WorkerJob } from './protocol.ts';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** The message that ends a job's events. */
+const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql';
 
 export interface QueryPoolSettings {
   /** Where worker directories live (wiped at start). */
@@ -32,6 +37,8 @@ export interface Execution {
   events: AsyncIterable<FromWorker>;
   /** Tells the worker a streamed chunk was written out (flow control). */
   ack: () => void;
+  /** Answers a PromQL job's request for files (`need`). */
+  grant: (g: Omit<PromqlGrant, 'type' | 'id'>) => void;
   /** Ends the query with this error at once; its worker process is killed and replaced. */
   cancel: (reason: DomainError) => void;
 }
@@ -191,7 +198,7 @@ export class QueryPool {
    * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
    * the admission limits of `key`. Released (slot and admission) when the events end.
    */
-  async run(key: string, build: (filesDir: string) => Omit<RunJob, 'type' | 'id'>): Promise<Execution> {
+  async run(key: string, build: (filesDir: string) => DistributiveOmit<WorkerJob, 'id'>): Promise<Execution> {
     if (this.closed) throw unavailable('the service is shutting down', 5);
     await this.admit(key);
     let slot: Slot;
@@ -210,7 +217,7 @@ export class QueryPool {
     let finished = false;
     const push = (m: FromWorker) => {
       if (finished) return;
-      if (m.type === 'done' || m.type === 'answer' || m.type === 'error') finished = true;
+      if (isLast(m)) finished = true;
       queue.push(m);
       wake?.();
     };
@@ -239,7 +246,7 @@ export class QueryPool {
       if (slot.child.connected) slot.child.send(m);
     };
 
-    const job: RunJob = { type: 'run', id, ...build(path.join(slot.dir, 'files')) };
+    const job = { ...build(path.join(slot.dir, 'files')), id } as WorkerJob;
     sendTo(job);
 
     const events: AsyncIterable<FromWorker> = {
@@ -249,7 +256,7 @@ export class QueryPool {
             while (queue.length) {
               const m = queue.shift()!;
               yield m;
-              if (m.type === 'done' || m.type === 'answer' || m.type === 'error') return;
+              if (isLast(m)) return;
             }
             await new Promise<void>((r) => (wake = r));
             wake = undefined;
@@ -262,6 +269,7 @@ export class QueryPool {
     return {
       events,
       ack: () => sendTo({ type: 'ack', id }),
+      grant: (g) => sendTo({ type: 'grant', id, ...g }),
       cancel: (reason) => {
         if (finished) return;
         cutOff = true;

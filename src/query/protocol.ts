@@ -26,7 +26,35 @@ export interface RunJob {
   materialize: boolean;
 }
 
-export type ToWorker = RunJob | { type: 'ack'; id: number };
+/**
+ * A PromQL request (query, query_range, series, labels, label values) for the engine in the worker
+ * (promql.ts). It starts with no files: the engine asks for the time range it needs (`need`) and the
+ * service answers with a snapshot of the dataset (`grant`), held until the job ends.
+ */
+export interface PromqlJob {
+  type: 'promql';
+  id: number;
+  /** The request for the Go side, as JSON (see promql/main.go `request`). */
+  request: string;
+}
+
+/** Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to columns. */
+export interface PromqlGrant {
+  type: 'grant';
+  id: number;
+  links: { src: string; name: string }[];
+  views: { name: string; sql: string }[];
+  labels: { label: string; column: string }[];
+  /** The dataset's time column, and whether it has the staleness flag column. */
+  timeColumn: string;
+  stale: boolean;
+  minMs: number;
+  maxMs: number;
+}
+
+export type WorkerJob = RunJob | PromqlJob;
+
+export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }
@@ -36,7 +64,11 @@ export type FromWorker =
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
   | { type: 'done'; id: number; rows: number }
-  | { type: 'error'; id: number; kind: ErrorKind; message: string };
+  | { type: 'error'; id: number; kind: ErrorKind; message: string }
+  /** A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`). */
+  | { type: 'need'; id: number; minMs: number; maxMs: number }
+  /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
+  | { type: 'promql'; id: number; json: string };
 
 /** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
 export const STREAM_WINDOW = 4;

@@ -1,0 +1,171 @@
+import { quotedIdentifier, quotedString } from '@duckdb/node-api';
+import { timestampLiteral } from '../storage/scan.ts';
+
+/*
+ * The storage side of the PromQL engine (promql/main.go): the SQL that selects a selector's series from
+ * a metrics dataset's view, and the binary answer the Go side decodes. Pure functions, run in the query
+ * worker process.
+ */
+
+/** A label matcher as the engine sends it (Prometheus' labels.MatchType strings). */
+export interface Matcher {
+  type: '=' | '!=' | '=~' | '!~';
+  name: string;
+  value: string;
+}
+
+export interface SeriesRequest {
+  matchers: Matcher[];
+  /** Inclusive bounds, epoch milliseconds (the engine's select hints). */
+  start: number;
+  end: number;
+  /** Only the label sets (series, labels and label values calls). */
+  labelsOnly: boolean;
+}
+
+/** The metric name is stored in its own column; every other label in a column of its own name (see the grant's map). */
+export const METRIC_NAME_COLUMN = 'metric_name';
+export const VALUE_COLUMN = 'data_point_value';
+export const STALE_COLUMN = 'is_stale_marker';
+
+/**
+ * One matcher as a SQL condition on its column, or undefined when it cannot be expressed exactly
+ * enough (the Go side checks every matcher again, so a condition here only has to keep every row that
+ * matches: it may keep more). A label stored as NULL or '' is the empty value, as in Prometheus.
+ * Regular expressions are fully anchored like Prometheus' and `.` matches a newline (Prometheus 3);
+ * DuckDB's regexp functions are RE2, the same syntax Go's regexp implements.
+ */
+export function matcherSql(m: Matcher, column: string | undefined, withRegex: boolean): string | undefined {
+  const value = column === undefined ? `''` : `coalesce(${quotedIdentifier(column)}, '')`;
+  switch (m.type) {
+    case '=':
+      return `${value} = ${quotedString(m.value)}`;
+    case '!=':
+      return `${value} <> ${quotedString(m.value)}`;
+    case '=~':
+      return withRegex ? `regexp_full_match(${value}, ${quotedString(`(?s:${m.value})`)})` : undefined;
+    case '!~':
+      return withRegex ? `NOT regexp_full_match(${value}, ${quotedString(`(?s:${m.value})`)})` : undefined;
+  }
+}
+
+/**
+ * The SELECT of a selector's series in [start, end]: one row per series with its label columns and, unless
+ * only labels are asked for, its samples in time order as three lists (ms timestamps, values, staleness
+ * flags). Rows without a float value (native histogram samples) are left out.
+ */
+export function seriesSql(view: string, timeColumn: string, stale: boolean, labels: { label: string; column: string }[], req: SeriesRequest, withRegex = true): string {
+  const byLabel = new Map(labels.map((l) => [l.label, l.column]));
+  const t = quotedIdentifier(timeColumn);
+  const staleSql = stale ? `coalesce(${quotedIdentifier(STALE_COLUMN)}, false)` : 'false';
+  const where = [
+    `${t} >= ${timestampLiteral(clampMs(req.start))}`,
+    `${t} < ${timestampLiteral(clampMs(req.end) + 1)}`,
+    `(${quotedIdentifier(VALUE_COLUMN)} IS NOT NULL OR ${staleSql})`,
+  ];
+  for (const m of req.matchers) {
+    const cond = matcherSql(m, byLabel.get(m.name), withRegex);
+    if (cond) where.push(cond);
+  }
+  const cols = labels.map((l) => quotedIdentifier(l.column));
+  const colList = cols.length ? cols.join(', ') : `NULL AS "__none"`;
+  if (req.labelsOnly) return `SELECT DISTINCT ${colList} FROM ${view} WHERE ${where.join(' AND ')}`;
+  const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP)::DOUBLE AS __t, ${quotedIdentifier(VALUE_COLUMN)} AS __v, ${staleSql} AS __s FROM ${view} WHERE ${where.join(' AND ')}`;
+  return (
+    `SELECT ${colList}, list(__t ORDER BY __t) AS __ts, list(__v ORDER BY __t) AS __vs, list(__s ORDER BY __t) AS __ss ` +
+    `FROM (${inner}) GROUP BY ALL`
+  );
+}
+
+/**
+ * What a nanosecond timestamp holds (years 1677–2262), the type of a metrics dataset's time column: the
+ * engine asks for ±2^63 ms when a call is unbounded.
+ */
+export const MIN_MS = -9_223_372_036_854;
+export const MAX_MS = 9_223_372_036_853;
+export const clampMs = (ms: number) => Math.min(MAX_MS, Math.max(MIN_MS, ms));
+
+/** A selected series: label values by the grant's label order (null: absent), and its samples. */
+export interface SeriesRow {
+  values: (string | null)[];
+  ts?: number[];
+  vs?: (number | null)[];
+  ss?: boolean[];
+}
+
+const encoder = new TextEncoder();
+
+/**
+ * The binary answer promql/main.go `decodeSeries` reads (little-endian): u32 series; per series u32
+ * labels, each u32 length + UTF-8 name and u32 length + UTF-8 value; u32 samples, then their i64 ms
+ * timestamps and their f64 values. A staleness marker is written as Prometheus' StaleNaN bit for bit
+ * (the stored flag says which NaN it was; a JS NaN could not carry the payload).
+ */
+export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Array {
+  const names = labelNames.map((n) => encoder.encode(n));
+  let size = 4;
+  const encoded = rows.map((r) => {
+    const labels: [Uint8Array, Uint8Array][] = [];
+    r.values.forEach((v, i) => {
+      if (v !== null && v !== '') labels.push([names[i], encoder.encode(v)]);
+    });
+    const n = r.ts?.length ?? 0;
+    size += 8 + labels.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0) + 16 * n;
+    return { labels, n };
+  });
+  const buf = new Uint8Array(size);
+  const dv = new DataView(buf.buffer);
+  let off = 0;
+  const u32 = (v: number) => {
+    dv.setUint32(off, v, true);
+    off += 4;
+  };
+  u32(rows.length);
+  rows.forEach((r, i) => {
+    const { labels, n } = encoded[i];
+    u32(labels.length);
+    for (const [k, v] of labels) {
+      u32(k.length);
+      buf.set(k, off);
+      off += k.length;
+      u32(v.length);
+      buf.set(v, off);
+      off += v.length;
+    }
+    u32(n);
+    for (let j = 0; j < n; j++) {
+      dv.setBigInt64(off, BigInt(r.ts![j]), true);
+      off += 8;
+    }
+    for (let j = 0; j < n; j++) {
+      if (r.ss![j]) {
+        // value.StaleNaN: 0x7ff0000000000002
+        dv.setUint32(off, 2, true);
+        dv.setUint32(off + 4, 0x7ff00000, true);
+      } else dv.setFloat64(off, r.vs![j] ?? Number.NaN, true);
+      off += 8;
+    }
+  });
+  return buf;
+}
+
+/**
+ * The label columns of a metrics dataset's schema: every text column but the fixed ones of a sample row
+ * and the server's `p_` columns. A label whose name collides with a fixed column was stored as
+ * `label_<name>` (src/ingest/prometheus/columns.ts) and is read back under its own name.
+ */
+export function labelColumns(schema: Record<string, string>, fixed: ReadonlySet<string>): { label: string; column: string }[] {
+  const out: { label: string; column: string }[] = [];
+  for (const [column, type] of Object.entries(schema)) {
+    if (type !== 'VARCHAR' || /^p_/i.test(column)) continue;
+    if (column === METRIC_NAME_COLUMN) {
+      out.push({ label: '__name__', column });
+      continue;
+    }
+    if (fixed.has(column)) continue;
+    const m = /^label_(.*)$/.exec(column);
+    if (m && (fixed.has(m[1]) || /^p_/i.test(m[1]))) out.push({ label: m[1], column });
+    else out.push({ label: column, column });
+  }
+  return out;
+}
