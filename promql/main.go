@@ -462,7 +462,7 @@ func (q *queryable) fetchSeries(hints *storage.SelectHints, matchers []*labels.M
 	if err != nil {
 		return nil, err
 	}
-	list, err := decodeSeries(buf, labelsOnly)
+	list, err := decodeSeries(buf)
 	if err != nil {
 		return nil, err
 	}
@@ -528,6 +528,15 @@ type series struct {
 	lset labels.Labels
 	ts   []int64
 	vals []float64
+	// hs[i] is sample i's native histogram (nil: a float sample); nil when the series has none.
+	hs []*histogram.FloatHistogram
+}
+
+func (s *series) hist(i int) *histogram.FloatHistogram {
+	if s.hs == nil {
+		return nil
+	}
+	return s.hs[i]
 }
 
 // merge adds another group's samples, keeping time order and one sample per timestamp.
@@ -535,23 +544,32 @@ func (s *series) merge(o *series) {
 	type pt struct {
 		t int64
 		v float64
+		h *histogram.FloatHistogram
 	}
 	pts := make([]pt, 0, len(s.ts)+len(o.ts))
 	for i := range s.ts {
-		pts = append(pts, pt{s.ts[i], s.vals[i]})
+		pts = append(pts, pt{s.ts[i], s.vals[i], s.hist(i)})
 	}
 	for i := range o.ts {
-		pts = append(pts, pt{o.ts[i], o.vals[i]})
+		pts = append(pts, pt{o.ts[i], o.vals[i], o.hist(i)})
 	}
 	sort.SliceStable(pts, func(i, j int) bool { return pts[i].t < pts[j].t })
-	s.ts, s.vals = s.ts[:0], s.vals[:0]
+	s.ts, s.vals, s.hs = nil, nil, nil
+	var hs []*histogram.FloatHistogram
 	for _, p := range pts {
 		if n := len(s.ts); n > 0 && s.ts[n-1] == p.t {
-			s.vals[n-1] = p.v
+			s.vals[n-1], hs[n-1] = p.v, p.h
 			continue
 		}
 		s.ts = append(s.ts, p.t)
 		s.vals = append(s.vals, p.v)
+		hs = append(hs, p.h)
+	}
+	for _, h := range hs {
+		if h != nil {
+			s.hs = hs
+			break
+		}
 	}
 }
 
@@ -559,7 +577,7 @@ func (s *series) merge(o *series) {
 // u32 series; per series: u32 labels, per label u32 len + name bytes, u32 len + value bytes;
 // u32 samples, then the samples' i64 timestamps (ms) and their f64 values (a staleness marker is
 // StaleNaN, bit for bit). Samples arrive in time order; a repeated timestamp keeps the last value.
-func decodeSeries(b []byte, labelsOnly bool) ([]*series, error) {
+func decodeSeries(b []byte) ([]*series, error) {
 	r := reader{b: b}
 	n := int(r.u32())
 	out := make([]*series, 0, n)
@@ -577,7 +595,8 @@ func decodeSeries(b []byte, labelsOnly bool) ([]*series, error) {
 		builder.Sort()
 		s := &series{lset: builder.Labels()}
 		ns := int(r.u32())
-		if !labelsOnly {
+		// A labels-only answer has no samples (ns is 0) but the same layout.
+		{
 			ts := make([]int64, ns)
 			vals := make([]float64, ns)
 			for k := 0; k < ns; k++ {
@@ -586,16 +605,42 @@ func decodeSeries(b []byte, labelsOnly bool) ([]*series, error) {
 			for k := 0; k < ns; k++ {
 				vals[k] = math.Float64frombits(r.u64())
 			}
+			var hs []*histogram.FloatHistogram
+			nh := int(r.u32())
+			for k := 0; k < nh && r.err == nil; k++ {
+				idx := int(r.u32())
+				raw := r.bytes()
+				if idx >= ns {
+					return nil, fmt.Errorf("histogram of sample %d of %d", idx, ns)
+				}
+				h, err := decodeHistogram(raw, vals[idx])
+				if err != nil {
+					return nil, err
+				}
+				if hs == nil {
+					hs = make([]*histogram.FloatHistogram, ns)
+				}
+				hs[idx] = h
+			}
 			w := 0
 			for k := 0; k < ns; k++ {
 				if w > 0 && ts[w-1] == ts[k] {
 					vals[w-1] = vals[k]
+					if hs != nil {
+						hs[w-1] = hs[k]
+					}
 					continue
 				}
 				ts[w], vals[w] = ts[k], vals[k]
+				if hs != nil {
+					hs[w] = hs[k]
+				}
 				w++
 			}
 			s.ts, s.vals = ts[:w], vals[:w]
+			if hs != nil {
+				s.hs = hs[:w]
+			}
 		}
 		out = append(out, s)
 	}
@@ -641,13 +686,67 @@ func (r *reader) u64() uint64 {
 }
 
 func (r *reader) str() string {
+	return strings.Clone(string(r.bytes()))
+}
+
+func (r *reader) bytes() []byte {
 	n := int(r.u32())
 	if !r.need(n) {
-		return ""
+		return nil
 	}
-	s := strings.Clone(string(r.b[r.off : r.off+n]))
+	b := r.b[r.off : r.off+n]
 	r.off += n
-	return s
+	return b
+}
+
+// storedHistogram is a native histogram sample's columns (src/ingest/prometheus/series.ts).
+type storedHistogram struct {
+	Count  float64          `json:"count"`
+	Schema int32            `json:"schema"`
+	ZT     float64          `json:"zt"`
+	ZC     float64          `json:"zc"`
+	PS     []histogram.Span `json:"ps"`
+	NS     []histogram.Span `json:"ns"`
+	PD     []int64          `json:"pd"`
+	ND     []int64          `json:"nd"`
+	PC     []float64        `json:"pc"`
+	NC     []float64        `json:"nc"`
+	CV     []float64        `json:"cv"`
+	RH     int              `json:"rh"`
+}
+
+// decodeHistogram rebuilds a float histogram from its stored columns: integer histograms (deltas)
+// become absolute float counts, which is how the engine computes with them anyway.
+func decodeHistogram(raw []byte, sum float64) (*histogram.FloatHistogram, error) {
+	var h storedHistogram
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("stored native histogram: %w", err)
+	}
+	abs := func(deltas []int64, counts []float64) []float64 {
+		if len(counts) > 0 {
+			return counts
+		}
+		out := make([]float64, len(deltas))
+		var c int64
+		for i, d := range deltas {
+			c += d
+			out[i] = float64(c)
+		}
+		return out
+	}
+	return &histogram.FloatHistogram{
+		CounterResetHint: histogram.CounterResetHint(h.RH),
+		Schema:           h.Schema,
+		ZeroThreshold:    h.ZT,
+		ZeroCount:        h.ZC,
+		Count:            h.Count,
+		Sum:              sum,
+		PositiveSpans:    h.PS,
+		NegativeSpans:    h.NS,
+		PositiveBuckets:  abs(h.PD, h.PC),
+		NegativeBuckets:  abs(h.ND, h.NC),
+		CustomValues:     h.CV,
+	}, nil
 }
 
 type seriesSet struct {
@@ -667,13 +766,20 @@ type iterator struct {
 	i int
 }
 
+func (it *iterator) typ() chunkenc.ValueType {
+	if it.s.hist(it.i) != nil {
+		return chunkenc.ValFloatHistogram
+	}
+	return chunkenc.ValFloat
+}
+
 func (it *iterator) Next() chunkenc.ValueType {
 	it.i++
 	if it.i >= len(it.s.ts) {
 		it.i = len(it.s.ts)
 		return chunkenc.ValNone
 	}
-	return chunkenc.ValFloat
+	return it.typ()
 }
 
 func (it *iterator) Seek(t int64) chunkenc.ValueType {
@@ -684,22 +790,30 @@ func (it *iterator) Seek(t int64) chunkenc.ValueType {
 		return chunkenc.ValNone
 	}
 	if it.s.ts[it.i] >= t {
-		return chunkenc.ValFloat
+		return it.typ()
 	}
 	rest := it.s.ts[it.i:]
 	it.i += sort.Search(len(rest), func(k int) bool { return rest[k] >= t })
 	if it.i >= len(it.s.ts) {
 		return chunkenc.ValNone
 	}
-	return chunkenc.ValFloat
+	return it.typ()
 }
 
 func (it *iterator) At() (int64, float64) { return it.s.ts[it.i], it.s.vals[it.i] }
 func (it *iterator) AtHistogram(*histogram.Histogram) (int64, *histogram.Histogram) {
 	return it.s.ts[it.i], nil
 }
-func (it *iterator) AtFloatHistogram(*histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
-	return it.s.ts[it.i], nil
+func (it *iterator) AtFloatHistogram(fh *histogram.FloatHistogram) (int64, *histogram.FloatHistogram) {
+	h := it.s.hist(it.i)
+	if h == nil {
+		return it.s.ts[it.i], nil
+	}
+	if fh == nil {
+		return it.s.ts[it.i], h.Copy()
+	}
+	h.CopyTo(fh)
+	return it.s.ts[it.i], fh
 }
 func (it *iterator) AtT() int64 { return it.s.ts[it.i] }
 func (*iterator) AtST() int64   { return 0 }

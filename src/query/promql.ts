@@ -2,7 +2,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, notFound, timedOut } from '../errors.ts';
 import type { QueryPool } from './pool.ts';
 import { linkName } from './executor.ts';
-import { clampMs, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
+import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -97,6 +97,7 @@ export class PromqlExecutor {
       labels: labelColumns(snap.schema, this.limits.fixedColumns),
       timeColumn: snap.meta.timeColumn,
       stale: snap.schema[STALE_COLUMN] !== undefined,
+      histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
       minMs,
       maxMs,
     };

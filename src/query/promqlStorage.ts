@@ -29,6 +29,27 @@ export const VALUE_COLUMN = 'data_point_value';
 export const STALE_COLUMN = 'is_stale_marker';
 
 /**
+ * Columns of a native histogram sample (src/ingest/prometheus/series.ts), by the key the Go side reads
+ * them under. The sum travels as the sample's float value (JSON could not carry a NaN).
+ */
+export const HISTOGRAM_COLUMNS: Record<string, string> = {
+  data_point_count: 'count',
+  data_point_scale: 'schema',
+  data_point_zero_threshold: 'zt',
+  data_point_zero_count: 'zc',
+  data_point_positive_spans: 'ps',
+  data_point_negative_spans: 'ns',
+  data_point_positive_deltas: 'pd',
+  data_point_negative_deltas: 'nd',
+  data_point_positive_counts: 'pc',
+  data_point_negative_counts: 'nc',
+  data_point_custom_values: 'cv',
+  data_point_reset_hint: 'rh',
+};
+const HISTOGRAM_SUM = 'data_point_sum';
+const SPAN_COLUMNS = new Set(['data_point_positive_spans', 'data_point_negative_spans']);
+
+/**
  * One matcher as a SQL condition on its column, or undefined when it cannot be expressed exactly
  * enough (the Go side checks every matcher again, so a condition here only has to keep every row that
  * matches: it may keep more). A label stored as NULL or '' is the empty value, as in Prometheus.
@@ -54,14 +75,31 @@ export function matcherSql(m: Matcher, column: string | undefined, withRegex: bo
  * only labels are asked for, its samples in time order as three lists (ms timestamps, values, staleness
  * flags). Rows without a float value (native histogram samples) are left out.
  */
-export function seriesSql(view: string, timeColumn: string, stale: boolean, labels: { label: string; column: string }[], req: SeriesRequest, withRegex = true): string {
+export function seriesSql(
+  view: string,
+  timeColumn: string,
+  stale: boolean,
+  labels: { label: string; column: string }[],
+  req: SeriesRequest,
+  withRegex = true,
+  histogramColumns: string[] = [],
+): string {
   const byLabel = new Map(labels.map((l) => [l.label, l.column]));
   const t = quotedIdentifier(timeColumn);
   const staleSql = stale ? `coalesce(${quotedIdentifier(STALE_COLUMN)}, false)` : 'false';
+  // Native histogram samples need their schema at least; their other columns may be missing (NULL).
+  const present = new Set(histogramColumns);
+  const histograms = present.has('data_point_scale');
+  const hjson = histograms
+    ? `CASE WHEN ${quotedIdentifier(VALUE_COLUMN)} IS NULL AND NOT ${staleSql} THEN json_object(${Object.entries(HISTOGRAM_COLUMNS)
+        .map(([col, key]) => `'${key}', ${present.has(col) ? (SPAN_COLUMNS.has(col) ? `json(${quotedIdentifier(col)})` : quotedIdentifier(col)) : 'NULL'}`)
+        .join(', ')})::VARCHAR END`
+    : 'NULL::VARCHAR';
+  const value = histograms && present.has(HISTOGRAM_SUM) ? `coalesce(${quotedIdentifier(VALUE_COLUMN)}, ${quotedIdentifier(HISTOGRAM_SUM)})` : quotedIdentifier(VALUE_COLUMN);
   const where = [
     `${t} >= ${timestampLiteral(clampMs(req.start))}`,
     `${t} < ${timestampLiteral(clampMs(req.end) + 1)}`,
-    `(${quotedIdentifier(VALUE_COLUMN)} IS NOT NULL OR ${staleSql})`,
+    `(${quotedIdentifier(VALUE_COLUMN)} IS NOT NULL OR ${staleSql}${histograms ? ` OR ${quotedIdentifier('data_point_scale')} IS NOT NULL` : ''})`,
   ];
   for (const m of req.matchers) {
     const cond = matcherSql(m, byLabel.get(m.name), withRegex);
@@ -70,9 +108,9 @@ export function seriesSql(view: string, timeColumn: string, stale: boolean, labe
   const cols = labels.map((l) => quotedIdentifier(l.column));
   const colList = cols.length ? cols.join(', ') : `NULL AS "__none"`;
   if (req.labelsOnly) return `SELECT DISTINCT ${colList} FROM ${view} WHERE ${where.join(' AND ')}`;
-  const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP)::DOUBLE AS __t, ${quotedIdentifier(VALUE_COLUMN)} AS __v, ${staleSql} AS __s FROM ${view} WHERE ${where.join(' AND ')}`;
+  const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP)::DOUBLE AS __t, ${value} AS __v, ${staleSql} AS __s, ${hjson} AS __h FROM ${view} WHERE ${where.join(' AND ')}`;
   return (
-    `SELECT ${colList}, list(__t ORDER BY __t) AS __ts, list(__v ORDER BY __t) AS __vs, list(__s ORDER BY __t) AS __ss ` +
+    `SELECT ${colList}, list(__t ORDER BY __t) AS __ts, list(__v ORDER BY __t) AS __vs, list(__s ORDER BY __t) AS __ss, list(__h ORDER BY __t) AS __hs ` +
     `FROM (${inner}) GROUP BY ALL`
   );
 }
@@ -91,6 +129,8 @@ export interface SeriesRow {
   ts?: number[];
   vs?: (number | null)[];
   ss?: boolean[];
+  /** A native histogram sample's columns as JSON (null for a float sample). */
+  hs?: (string | null)[];
 }
 
 const encoder = new TextEncoder();
@@ -98,7 +138,8 @@ const encoder = new TextEncoder();
 /**
  * The binary answer promql/main.go `decodeSeries` reads (little-endian): u32 series; per series u32
  * labels, each u32 length + UTF-8 name and u32 length + UTF-8 value; u32 samples, then their i64 ms
- * timestamps and their f64 values. A staleness marker is written as Prometheus' StaleNaN bit for bit
+ * timestamps and their f64 values (a histogram's sum); then u32 histograms, each u32 sample index, u32
+ * length + its columns as JSON. A staleness marker is written as Prometheus' StaleNaN bit for bit
  * (the stored flag says which NaN it was; a JS NaN could not carry the payload).
  */
 export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Array {
@@ -110,8 +151,12 @@ export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Arra
       if (v !== null && v !== '') labels.push([names[i], encoder.encode(v)]);
     });
     const n = r.ts?.length ?? 0;
-    size += 8 + labels.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0) + 16 * n;
-    return { labels, n };
+    const hists: [number, Uint8Array][] = [];
+    r.hs?.forEach((h, j) => {
+      if (h !== null) hists.push([j, encoder.encode(h)]);
+    });
+    size += 12 + labels.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0) + 16 * n + hists.reduce((a, [, h]) => a + 8 + h.length, 0);
+    return { labels, n, hists };
   });
   const buf = new Uint8Array(size);
   const dv = new DataView(buf.buffer);
@@ -122,7 +167,7 @@ export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Arra
   };
   u32(rows.length);
   rows.forEach((r, i) => {
-    const { labels, n } = encoded[i];
+    const { labels, n, hists } = encoded[i];
     u32(labels.length);
     for (const [k, v] of labels) {
       u32(k.length);
@@ -144,6 +189,13 @@ export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Arra
         dv.setUint32(off + 4, 0x7ff00000, true);
       } else dv.setFloat64(off, r.vs![j] ?? Number.NaN, true);
       off += 8;
+    }
+    u32(hists.length);
+    for (const [j, h] of hists) {
+      u32(j);
+      u32(h.length);
+      buf.set(h, off);
+      off += h.length;
     }
   });
   return buf;

@@ -48,6 +48,8 @@ export interface PromqlGrant {
   /** The dataset's time column, and whether it has the staleness flag column. */
   timeColumn: string;
   stale: boolean;
+  /** The native histogram columns the dataset has (none: no histogram was ever stored). */
+  histogramColumns: string[];
   minMs: number;
   maxMs: number;
 }

@@ -267,7 +267,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const view = grant.views[0]?.name;
   const names = grant.labels.map((l) => l.label);
   if (!view) return encodeSeries(names, []);
-  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex))).getRowsJS();
+  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns))).getRowsJS();
   // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
   // (the engine applies every matcher itself anyway).
   const rows = await read(true).catch((err: Error) => {
@@ -275,11 +275,14 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
     throw err;
   });
   const n = names.length;
+  // The samples' lists follow the label columns (or the one placeholder column of a dataset without labels).
+  const at = Math.max(n, 1);
   const series: SeriesRow[] = rows.map((r) => ({
     values: (n ? r.slice(0, n) : []) as (string | null)[],
-    ts: req.labelsOnly ? undefined : (r[r.length - 3] as number[]),
-    vs: req.labelsOnly ? undefined : (r[r.length - 2] as (number | null)[]),
-    ss: req.labelsOnly ? undefined : (r[r.length - 1] as boolean[]),
+    ts: req.labelsOnly ? undefined : (r[at] as number[]),
+    vs: req.labelsOnly ? undefined : (r[at + 1] as (number | null)[]),
+    ss: req.labelsOnly ? undefined : (r[at + 2] as boolean[]),
+    hs: req.labelsOnly ? undefined : (r[at + 3] as (string | null)[]),
   }));
   return encodeSeries(names, series);
 }
