@@ -10,6 +10,7 @@ import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, js
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
 import { benchS3 } from './s3.ts';
+import { benchPromql } from './promql.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -207,6 +208,10 @@ async function main(): Promise<void> {
     table(await benchOtel());
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
+  if (process.env.BENCH_SKIP_PROMQL !== '1') {
+    console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
+    table(await benchPromql());
+  }
 }
 
 main().catch((err) => {

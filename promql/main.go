@@ -13,6 +13,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"syscall/js"
 	"time"
@@ -29,6 +31,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
@@ -573,10 +576,11 @@ func (s *series) merge(o *series) {
 	}
 }
 
-// decodeSeries reads the worker's binary answer (little-endian):
-// u32 series; per series: u32 labels, per label u32 len + name bytes, u32 len + value bytes;
-// u32 samples, then the samples' i64 timestamps (ms) and their f64 values (a staleness marker is
-// StaleNaN, bit for bit). Samples arrive in time order; a repeated timestamp keeps the last value.
+// decodeSeries reads the worker's binary answer (src/query/promqlStorage.ts encodeSeries): per
+// series its labels, then four texts: comma-separated ms timestamps, comma-separated values (DuckDB's
+// shortest round-trip form, `nan`, `inf`), a 0/1 staleness flag per sample (a marker becomes StaleNaN,
+// bit for bit), and newline-separated native histograms as JSON (empty for float samples). Samples are
+// in time order; a repeated timestamp keeps the last one.
 func decodeSeries(b []byte) ([]*series, error) {
 	r := reader{b: b}
 	n := int(r.u32())
@@ -594,53 +598,12 @@ func decodeSeries(b []byte) ([]*series, error) {
 		}
 		builder.Sort()
 		s := &series{lset: builder.Labels()}
-		ns := int(r.u32())
-		// A labels-only answer has no samples (ns is 0) but the same layout.
-		{
-			ts := make([]int64, ns)
-			vals := make([]float64, ns)
-			for k := 0; k < ns; k++ {
-				ts[k] = int64(r.u64())
-			}
-			for k := 0; k < ns; k++ {
-				vals[k] = math.Float64frombits(r.u64())
-			}
-			var hs []*histogram.FloatHistogram
-			nh := int(r.u32())
-			for k := 0; k < nh && r.err == nil; k++ {
-				idx := int(r.u32())
-				raw := r.bytes()
-				if idx >= ns {
-					return nil, fmt.Errorf("histogram of sample %d of %d", idx, ns)
-				}
-				h, err := decodeHistogram(raw, vals[idx])
-				if err != nil {
-					return nil, err
-				}
-				if hs == nil {
-					hs = make([]*histogram.FloatHistogram, ns)
-				}
-				hs[idx] = h
-			}
-			w := 0
-			for k := 0; k < ns; k++ {
-				if w > 0 && ts[w-1] == ts[k] {
-					vals[w-1] = vals[k]
-					if hs != nil {
-						hs[w-1] = hs[k]
-					}
-					continue
-				}
-				ts[w], vals[w] = ts[k], vals[k]
-				if hs != nil {
-					hs[w] = hs[k]
-				}
-				w++
-			}
-			s.ts, s.vals = ts[:w], vals[:w]
-			if hs != nil {
-				s.hs = hs[:w]
-			}
+		tsText, vsText, ssText, hsText := r.bytes(), r.bytes(), r.bytes(), r.bytes()
+		if r.err != nil {
+			break
+		}
+		if err := s.parseSamples(tsText, vsText, ssText, hsText); err != nil {
+			return nil, err
 		}
 		out = append(out, s)
 	}
@@ -648,6 +611,98 @@ func decodeSeries(b []byte) ([]*series, error) {
 		return nil, r.err
 	}
 	return out, nil
+}
+
+// fields calls f with each sep-separated field of b (none for an empty b).
+func fields(b []byte, sep byte, f func(i int, field []byte) error) error {
+	if len(b) == 0 {
+		return nil
+	}
+	i := 0
+	for {
+		k := bytes.IndexByte(b, sep)
+		if k < 0 {
+			return f(i, b)
+		}
+		if err := f(i, b[:k]); err != nil {
+			return err
+		}
+		b = b[k+1:]
+		i++
+	}
+}
+
+func (s *series) parseSamples(tsText, vsText, ssText, hsText []byte) error {
+	ns := len(ssText)
+	if ns == 0 {
+		return nil
+	}
+	ts := make([]int64, ns)
+	vals := make([]float64, ns)
+	var hs []*histogram.FloatHistogram
+	bad := func(what string, i int) error { return fmt.Errorf("stored sample %d of a series: bad %s", i, what) }
+	if err := fields(tsText, ',', func(i int, f []byte) error {
+		v, err := strconv.ParseInt(string(f), 10, 64)
+		if err != nil || i >= ns {
+			return bad("timestamp", i)
+		}
+		ts[i] = v
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := fields(vsText, ',', func(i int, f []byte) error {
+		v, err := strconv.ParseFloat(string(f), 64)
+		if err != nil || i >= ns {
+			return bad("value", i)
+		}
+		if ssText[i] == '1' {
+			v = math.Float64frombits(value.StaleNaN)
+		}
+		vals[i] = v
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := fields(hsText, '\n', func(i int, f []byte) error {
+		if len(f) == 0 {
+			return nil
+		}
+		if i >= ns {
+			return bad("histogram", i)
+		}
+		h, err := decodeHistogram(f, vals[i])
+		if err != nil {
+			return err
+		}
+		if hs == nil {
+			hs = make([]*histogram.FloatHistogram, ns)
+		}
+		hs[i] = h
+		return nil
+	}); err != nil {
+		return err
+	}
+	w := 0
+	for k := 0; k < ns; k++ {
+		if w > 0 && ts[w-1] == ts[k] {
+			vals[w-1] = vals[k]
+			if hs != nil {
+				hs[w-1] = hs[k]
+			}
+			continue
+		}
+		ts[w], vals[w] = ts[k], vals[k]
+		if hs != nil {
+			hs[w] = hs[k]
+		}
+		w++
+	}
+	s.ts, s.vals = ts[:w], vals[:w]
+	if hs != nil {
+		s.hs = hs[:w]
+	}
+	return nil
 }
 
 type reader struct {
@@ -673,15 +728,6 @@ func (r *reader) u32() uint32 {
 	}
 	v := binary.LittleEndian.Uint32(r.b[r.off:])
 	r.off += 4
-	return v
-}
-
-func (r *reader) u64() uint64 {
-	if !r.need(8) {
-		return 0
-	}
-	v := binary.LittleEndian.Uint64(r.b[r.off:])
-	r.off += 8
 	return v
 }
 

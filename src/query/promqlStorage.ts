@@ -108,9 +108,15 @@ export function seriesSql(
   const cols = labels.map((l) => quotedIdentifier(l.column));
   const colList = cols.length ? cols.join(', ') : `NULL AS "__none"`;
   if (req.labelsOnly) return `SELECT DISTINCT ${colList} FROM ${view} WHERE ${where.join(' AND ')}`;
-  const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP)::DOUBLE AS __t, ${value} AS __v, ${staleSql} AS __s, ${hjson} AS __h FROM ${view} WHERE ${where.join(' AND ')}`;
+  const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP) AS __t, ${value} AS __v, ${staleSql} AS __s, ${hjson} AS __h FROM ${view} WHERE ${where.join(' AND ')}`;
+  // Samples travel as text, one string per series and column: a JS value per sample (DuckDB lists
+  // converted to arrays) cost ten times more than the query. DuckDB prints doubles in their shortest
+  // round-trip form, so the Go side parses back the same bits. Every aggregate sorts by the same key,
+  // so the n-th entry of each belongs to the same sample.
+  const order = 'ORDER BY __t, __v, __s, __h';
   return (
-    `SELECT ${colList}, list(__t ORDER BY __t) AS __ts, list(__v ORDER BY __t) AS __vs, list(__s ORDER BY __t) AS __ss, list(__h ORDER BY __t) AS __hs ` +
+    `SELECT ${colList}, string_agg(__t::VARCHAR, ',' ${order}) AS __ts, string_agg(coalesce(__v::VARCHAR, 'nan'), ',' ${order}) AS __vs, ` +
+    `string_agg(CASE WHEN __s THEN '1' ELSE '0' END, '' ${order}) AS __ss, ${histograms ? `string_agg(coalesce(__h, ''), chr(10) ${order})` : 'NULL::VARCHAR'} AS __hs ` +
     `FROM (${inner}) GROUP BY ALL`
   );
 }
@@ -123,24 +129,26 @@ export const MIN_MS = -9_223_372_036_854;
 export const MAX_MS = 9_223_372_036_853;
 export const clampMs = (ms: number) => Math.min(MAX_MS, Math.max(MIN_MS, ms));
 
-/** A selected series: label values by the grant's label order (null: absent), and its samples. */
+/**
+ * A selected series: label values by the grant's label order (null: absent), and its samples as the
+ * query's text: comma-separated ms timestamps, comma-separated values, one 0/1 staleness flag per
+ * sample, and (when the dataset has native histograms) one line per sample, a histogram's columns as
+ * JSON or empty for a float sample.
+ */
 export interface SeriesRow {
   values: (string | null)[];
-  ts?: number[];
-  vs?: (number | null)[];
-  ss?: boolean[];
-  /** A native histogram sample's columns as JSON (null for a float sample). */
-  hs?: (string | null)[];
+  ts?: string | null;
+  vs?: string | null;
+  ss?: string | null;
+  hs?: string | null;
 }
 
 const encoder = new TextEncoder();
 
 /**
  * The binary answer promql/main.go `decodeSeries` reads (little-endian): u32 series; per series u32
- * labels, each u32 length + UTF-8 name and u32 length + UTF-8 value; u32 samples, then their i64 ms
- * timestamps and their f64 values (a histogram's sum); then u32 histograms, each u32 sample index, u32
- * length + its columns as JSON. A staleness marker is written as Prometheus' StaleNaN bit for bit
- * (the stored flag says which NaN it was; a JS NaN could not carry the payload).
+ * labels, each u32 length + UTF-8 name and u32 length + UTF-8 value; then four u32 length + UTF-8 texts:
+ * the series' timestamps, values, staleness flags and histograms as `SeriesRow` describes them.
  */
 export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Array {
   const names = labelNames.map((n) => encoder.encode(n));
@@ -150,54 +158,30 @@ export function encodeSeries(labelNames: string[], rows: SeriesRow[]): Uint8Arra
     r.values.forEach((v, i) => {
       if (v !== null && v !== '') labels.push([names[i], encoder.encode(v)]);
     });
-    const n = r.ts?.length ?? 0;
-    const hists: [number, Uint8Array][] = [];
-    r.hs?.forEach((h, j) => {
-      if (h !== null) hists.push([j, encoder.encode(h)]);
-    });
-    size += 12 + labels.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0) + 16 * n + hists.reduce((a, [, h]) => a + 8 + h.length, 0);
-    return { labels, n, hists };
+    const texts = [r.ts, r.vs, r.ss, r.hs].map((t) => encoder.encode(t ?? ''));
+    size += 4 + labels.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0) + texts.reduce((a, t) => a + 4 + t.length, 0);
+    return { labels, texts };
   });
   const buf = new Uint8Array(size);
   const dv = new DataView(buf.buffer);
   let off = 0;
-  const u32 = (v: number) => {
-    dv.setUint32(off, v, true);
+  const bytes = (b: Uint8Array) => {
+    dv.setUint32(off, b.length, true);
     off += 4;
+    buf.set(b, off);
+    off += b.length;
   };
-  u32(rows.length);
-  rows.forEach((r, i) => {
-    const { labels, n, hists } = encoded[i];
-    u32(labels.length);
+  dv.setUint32(off, rows.length, true);
+  off += 4;
+  for (const { labels, texts } of encoded) {
+    dv.setUint32(off, labels.length, true);
+    off += 4;
     for (const [k, v] of labels) {
-      u32(k.length);
-      buf.set(k, off);
-      off += k.length;
-      u32(v.length);
-      buf.set(v, off);
-      off += v.length;
+      bytes(k);
+      bytes(v);
     }
-    u32(n);
-    for (let j = 0; j < n; j++) {
-      dv.setBigInt64(off, BigInt(r.ts![j]), true);
-      off += 8;
-    }
-    for (let j = 0; j < n; j++) {
-      if (r.ss![j]) {
-        // value.StaleNaN: 0x7ff0000000000002
-        dv.setUint32(off, 2, true);
-        dv.setUint32(off + 4, 0x7ff00000, true);
-      } else dv.setFloat64(off, r.vs![j] ?? Number.NaN, true);
-      off += 8;
-    }
-    u32(hists.length);
-    for (const [j, h] of hists) {
-      u32(j);
-      u32(h.length);
-      buf.set(h, off);
-      off += h.length;
-    }
-  });
+    for (const t of texts) bytes(t);
+  }
   return buf;
 }
 

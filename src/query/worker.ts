@@ -279,10 +279,10 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const at = Math.max(n, 1);
   const series: SeriesRow[] = rows.map((r) => ({
     values: (n ? r.slice(0, n) : []) as (string | null)[],
-    ts: req.labelsOnly ? undefined : (r[at] as number[]),
-    vs: req.labelsOnly ? undefined : (r[at + 1] as (number | null)[]),
-    ss: req.labelsOnly ? undefined : (r[at + 2] as boolean[]),
-    hs: req.labelsOnly ? undefined : (r[at + 3] as (string | null)[]),
+    ts: req.labelsOnly ? undefined : (r[at] as string | null),
+    vs: req.labelsOnly ? undefined : (r[at + 1] as string | null),
+    ss: req.labelsOnly ? undefined : (r[at + 2] as string | null),
+    hs: req.labelsOnly ? undefined : (r[at + 3] as string | null),
   }));
   return encodeSeries(names, series);
 }
