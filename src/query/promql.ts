@@ -88,8 +88,10 @@ export class PromqlExecutor {
       links.set(n, file);
       return `${filesDir}/${n}`;
     };
-    // A dataset without sample values (no metrics yet, or not a metrics dataset) selects nothing.
-    const isMetrics = snap.schema[VALUE_COLUMN] !== undefined;
+    // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
+    // selects nothing.
+    const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
+    const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
     const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, minMs, maxMs + 1, pathFor) }] : [];
     return {
       links: [...links].map(([n, src]) => ({ name: n, src })),
@@ -97,6 +99,7 @@ export class PromqlExecutor {
       labels: labelColumns(snap.schema, this.limits.fixedColumns),
       timeColumn: snap.meta.timeColumn,
       stale: snap.schema[STALE_COLUMN] !== undefined,
+      hasValue,
       histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
       minMs,
       maxMs,

@@ -83,23 +83,26 @@ export function seriesSql(
   req: SeriesRequest,
   withRegex = true,
   histogramColumns: string[] = [],
+  /** The dataset has the float value column (a dataset that only ever got native histograms has not). */
+  hasValue = true,
 ): string {
   const byLabel = new Map(labels.map((l) => [l.label, l.column]));
   const t = quotedIdentifier(timeColumn);
   const staleSql = stale ? `coalesce(${quotedIdentifier(STALE_COLUMN)}, false)` : 'false';
+  const valueSql = hasValue ? quotedIdentifier(VALUE_COLUMN) : 'NULL::DOUBLE';
   // Native histogram samples need their schema at least; their other columns may be missing (NULL).
   const present = new Set(histogramColumns);
   const histograms = present.has('data_point_scale');
   const hjson = histograms
-    ? `CASE WHEN ${quotedIdentifier(VALUE_COLUMN)} IS NULL AND NOT ${staleSql} THEN json_object(${Object.entries(HISTOGRAM_COLUMNS)
+    ? `CASE WHEN ${valueSql} IS NULL AND NOT ${staleSql} THEN json_object(${Object.entries(HISTOGRAM_COLUMNS)
         .map(([col, key]) => `'${key}', ${present.has(col) ? (SPAN_COLUMNS.has(col) ? `json(${quotedIdentifier(col)})` : quotedIdentifier(col)) : 'NULL'}`)
         .join(', ')})::VARCHAR END`
     : 'NULL::VARCHAR';
-  const value = histograms && present.has(HISTOGRAM_SUM) ? `coalesce(${quotedIdentifier(VALUE_COLUMN)}, ${quotedIdentifier(HISTOGRAM_SUM)})` : quotedIdentifier(VALUE_COLUMN);
+  const value = histograms && present.has(HISTOGRAM_SUM) ? `coalesce(${valueSql}, ${quotedIdentifier(HISTOGRAM_SUM)})` : valueSql;
   const where = [
     `${t} >= ${timestampLiteral(clampMs(req.start))}`,
     `${t} < ${timestampLiteral(clampMs(req.end) + 1)}`,
-    `(${quotedIdentifier(VALUE_COLUMN)} IS NOT NULL OR ${staleSql}${histograms ? ` OR ${quotedIdentifier('data_point_scale')} IS NOT NULL` : ''})`,
+    `(${valueSql} IS NOT NULL OR ${staleSql}${histograms ? ` OR ${quotedIdentifier('data_point_scale')} IS NOT NULL` : ''})`,
   ];
   for (const m of req.matchers) {
     const cond = matcherSql(m, byLabel.get(m.name), withRegex);

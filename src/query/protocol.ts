@@ -50,6 +50,8 @@ export interface PromqlGrant {
   stale: boolean;
   /** The native histogram columns the dataset has (none: no histogram was ever stored). */
   histogramColumns: string[];
+  /** The dataset has the float value column (false: it only ever got native histograms). */
+  hasValue?: boolean;
   minMs: number;
   maxMs: number;
 }

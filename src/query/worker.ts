@@ -267,7 +267,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const view = grant.views[0]?.name;
   const names = grant.labels.map((l) => l.label);
   if (!view) return encodeSeries(names, []);
-  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns))).getRowsJS();
+  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))).getRowsJS();
   // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
   // (the engine applies every matcher itself anyway).
   const rows = await read(true).catch((err: Error) => {
