@@ -78,6 +78,8 @@ describe('PromQL over remote-write data', () => {
           counter({ job: 'api', code: '500' }, 3),
           { labels: { __name__: 'temperature', room: 'lab' }, samples: [[T0, Number.POSITIVE_INFINITY], [T0 + 15_000, Number.NaN], [T0 + 30_000, 21.5]] },
           { labels: { __name__: 'queue_depth', queue: 'q1' }, samples: [[T0, 7], [T0 + 60_000, 9]] },
+          { labels: { __name__: 'zero', i: 'a' }, samples: [[T0, 0]] },
+          { labels: { __name__: 'zero', i: 'b' }, samples: [[T0, -0]] },
         ],
         { index: 3, t: T0 + 120_000 },
       ),
@@ -124,6 +126,12 @@ describe('PromQL over remote-write data', () => {
     expect((after.body.data as { result: unknown[] }).result).toEqual([]);
   });
 
+  it('keeps the sign of a negative zero (count_values tells them apart)', async () => {
+    const { body: b } = await get(`query?query=${encodeURIComponent('count_values("v", zero)')}&time=${sec(T0)}`);
+    const data = b.data as { result: { metric: Record<string, string>; value: [number, string] }[] };
+    expect(Object.fromEntries(data.result.map((r) => [r.metric.v, r.value[1]]))).toEqual({ '0': '1', '-0': '1' });
+  });
+
   it('answers series, labels and label values, and the dataset-in-path spelling', async () => {
     const range = `start=${sec(T0 - 60_000)}&end=${sec(T0 + 3_600_000)}`;
     const series = await get(`series?match[]=${encodeURIComponent('http_requests_total')}&${range}`);
@@ -135,9 +143,9 @@ describe('PromQL over remote-write data', () => {
       ],
     });
     const labels = await get(`labels?${range}`);
-    expect(labels.body).toEqual({ status: 'success', data: ['__name__', 'code', 'job', 'queue', 'room'] });
+    expect(labels.body).toEqual({ status: 'success', data: ['__name__', 'code', 'i', 'job', 'queue', 'room'] });
     const names = await server.request(`/prometheus/prom/api/v1/label/__name__/values?${range}`);
-    expect(await names.json()).toEqual({ status: 'success', data: ['http_requests_total', 'queue_depth', 'temperature'] });
+    expect(await names.json()).toEqual({ status: 'success', data: ['http_requests_total', 'queue_depth', 'temperature', 'zero'] });
     const limited = await get(`label/code/values?match[]=${encodeURIComponent('{job="api"}')}&limit=1`);
     expect(limited.body).toEqual({ status: 'success', data: ['200'], warnings: ['results truncated due to limit'] });
     const info = await get('status/buildinfo');
