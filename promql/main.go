@@ -404,9 +404,14 @@ func runMeta(req *request, q *queryable) (string, error) {
 	if out == nil {
 		out = []string{}
 	}
-	body := map[string]any{"status": "success", "data": out}
+	// A struct, not a map: Prometheus writes "status" first, and so do we.
+	body := struct {
+		Status   string   `json:"status"`
+		Data     []string `json:"data"`
+		Warnings []string `json:"warnings,omitempty"`
+	}{Status: "success", Data: out}
 	if truncated {
-		body["warnings"] = []string{"results truncated due to limit"}
+		body.Warnings = []string{"results truncated due to limit"}
 	}
 	b, err := json.Marshal(body)
 	return string(b), err

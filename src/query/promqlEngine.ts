@@ -26,8 +26,13 @@ async function load(): Promise<Evaluate> {
   const g = globalThis as unknown as { Go: new () => { importObject: WebAssembly.Imports; run(i: WebAssembly.Instance): Promise<void> }; __lakehousePromql?: Evaluate };
   const go = new g.Go();
   const { instance } = await WebAssembly.instantiate(bytes, go.importObject);
-  // main() registers the entry point and then waits forever; run() settles only if it exits.
-  void go.run(instance).then(() => process.stderr.write('PromQL engine exited\n'));
+  // main() registers the entry point and then waits forever; run() settles only if the Go program
+  // ends, which only a crash does. Its pending answers would never come: the worker process ends, and
+  // the pool fails the query under way and starts a fresh worker.
+  void go.run(instance).finally(() => {
+    process.stderr.write('the PromQL engine stopped; the query worker exits\n');
+    process.exit(1);
+  });
   if (!g.__lakehousePromql) throw new Error('the PromQL engine did not start');
   return g.__lakehousePromql;
 }
