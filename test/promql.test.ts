@@ -226,3 +226,22 @@ describe('PromQL limits', () => {
     expect(await res.json()).toMatchObject({ status: 'error', errorType: 'execution', error: expect.stringContaining('too many samples') });
   });
 });
+
+describe('PromQL time limit', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    // Shorter than any PromQL query can take (a worker round trip alone is longer).
+    server = await startServer({ env: { P_QUERY_TIMEOUT: '1ms' } });
+    await write(server, 'm', body([counter({ job: 'a' }, 1)]));
+  }, 120_000);
+  afterAll(async () => server?.stop());
+
+  it('answers a query past P_QUERY_TIMEOUT with 503 timeout, and the next query still runs', async () => {
+    const ask = () => server.request(`/prometheus/m/api/v1/query?query=${encodeURIComponent('sum(rate(http_requests_total[5m]))')}&time=${sec(T0 + 600_000)}`);
+    const res = await ask();
+    expect(res.status).toBe(503);
+    expect(await res.json()).toMatchObject({ status: 'error', errorType: 'timeout', error: expect.stringContaining('P_QUERY_TIMEOUT') });
+    // The worker cut off was replaced: the service still answers (with the same verdict).
+    expect((await ask()).status).toBe(503);
+  });
+});
