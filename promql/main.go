@@ -582,10 +582,10 @@ func (s *series) merge(o *series) {
 }
 
 // decodeSeries reads the worker's binary answer (src/query/promqlStorage.ts encodeSeries): per
-// series its labels, then four texts: comma-separated ms timestamps, comma-separated values (DuckDB's
-// shortest round-trip form, `nan`, `inf`), a 0/1 staleness flag per sample (a marker becomes StaleNaN,
-// bit for bit), and newline-separated native histograms as JSON (empty for float samples). Samples are
-// in time order; a repeated timestamp keeps the last one.
+// series its labels, then its samples as text, one line per sample in any order:
+// `<ms> <value> <0|1>[ <histogram JSON>]` (values in DuckDB's shortest round-trip form, `nan`, `inf`; a
+// staleness marker becomes StaleNaN, bit for bit). Samples are sorted here; of several at one
+// timestamp the last in the text is kept.
 func decodeSeries(b []byte) ([]*series, error) {
 	r := reader{b: b}
 	n := int(r.u32())
@@ -603,11 +603,11 @@ func decodeSeries(b []byte) ([]*series, error) {
 		}
 		builder.Sort()
 		s := &series{lset: builder.Labels()}
-		tsText, vsText, ssText, hsText := r.bytes(), r.bytes(), r.bytes(), r.bytes()
+		text := r.bytes()
 		if r.err != nil {
 			break
 		}
-		if err := s.parseSamples(tsText, vsText, ssText, hsText); err != nil {
+		if err := s.parseSamples(text); err != nil {
 			return nil, err
 		}
 		out = append(out, s)
@@ -618,94 +618,75 @@ func decodeSeries(b []byte) ([]*series, error) {
 	return out, nil
 }
 
-// fields calls f with each sep-separated field of b (none for an empty b).
-func fields(b []byte, sep byte, f func(i int, field []byte) error) error {
-	if len(b) == 0 {
-		return nil
-	}
-	i := 0
-	for {
-		k := bytes.IndexByte(b, sep)
-		if k < 0 {
-			return f(i, b)
-		}
-		if err := f(i, b[:k]); err != nil {
-			return err
-		}
-		b = b[k+1:]
-		i++
-	}
+type sample struct {
+	t int64
+	v float64
+	h *histogram.FloatHistogram
 }
 
-func (s *series) parseSamples(tsText, vsText, ssText, hsText []byte) error {
-	ns := len(ssText)
-	if ns == 0 {
+func (s *series) parseSamples(text []byte) error {
+	if len(text) == 0 {
 		return nil
 	}
-	ts := make([]int64, ns)
-	vals := make([]float64, ns)
-	var hs []*histogram.FloatHistogram
-	bad := func(what string, i int) error { return fmt.Errorf("stored sample %d of a series: bad %s", i, what) }
-	if err := fields(tsText, ',', func(i int, f []byte) error {
-		v, err := strconv.ParseInt(string(f), 10, 64)
-		if err != nil || i >= ns {
-			return bad("timestamp", i)
+	samples := make([]sample, 0, bytes.Count(text, []byte{'\n'})+1)
+	anyHist := false
+	for len(text) > 0 {
+		line := text
+		if k := bytes.IndexByte(text, '\n'); k >= 0 {
+			line, text = text[:k], text[k+1:]
+		} else {
+			text = nil
 		}
-		ts[i] = v
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := fields(vsText, ',', func(i int, f []byte) error {
-		v, err := strconv.ParseFloat(string(f), 64)
-		if err != nil || i >= ns {
-			return bad("value", i)
+		f1 := bytes.IndexByte(line, ' ')
+		if f1 < 0 {
+			return fmt.Errorf("stored sample %q: no value", line)
 		}
-		if ssText[i] == '1' {
-			v = math.Float64frombits(value.StaleNaN)
+		rest := line[f1+1:]
+		f2 := bytes.IndexByte(rest, ' ')
+		if f2 < 0 {
+			return fmt.Errorf("stored sample %q: no staleness flag", line)
 		}
-		vals[i] = v
-		return nil
-	}); err != nil {
-		return err
-	}
-	if err := fields(hsText, '\n', func(i int, f []byte) error {
-		if len(f) == 0 {
-			return nil
-		}
-		if i >= ns {
-			return bad("histogram", i)
-		}
-		h, err := decodeHistogram(f, vals[i])
+		t, err := strconv.ParseInt(string(line[:f1]), 10, 64)
 		if err != nil {
-			return err
+			return fmt.Errorf("stored sample %q: %w", line, err)
 		}
-		if hs == nil {
-			hs = make([]*histogram.FloatHistogram, ns)
+		v, err := strconv.ParseFloat(string(rest[:f2]), 64)
+		if err != nil {
+			return fmt.Errorf("stored sample %q: %w", line, err)
 		}
-		hs[i] = h
-		return nil
-	}); err != nil {
-		return err
+		flags := rest[f2+1:]
+		smp := sample{t: t, v: v}
+		if len(flags) > 0 && flags[0] == '1' {
+			smp.v = math.Float64frombits(value.StaleNaN)
+		} else if len(flags) > 2 && flags[1] == ' ' {
+			h, err := decodeHistogram(flags[2:], v)
+			if err != nil {
+				return err
+			}
+			smp.h = h
+			anyHist = true
+		}
+		samples = append(samples, smp)
 	}
-	w := 0
-	for k := 0; k < ns; k++ {
-		if w > 0 && ts[w-1] == ts[k] {
-			vals[w-1] = vals[k]
-			if hs != nil {
-				hs[w-1] = hs[k]
+	sort.SliceStable(samples, func(i, j int) bool { return samples[i].t < samples[j].t })
+	s.ts = make([]int64, 0, len(samples))
+	s.vals = make([]float64, 0, len(samples))
+	if anyHist {
+		s.hs = make([]*histogram.FloatHistogram, 0, len(samples))
+	}
+	for _, p := range samples {
+		if n := len(s.ts); n > 0 && s.ts[n-1] == p.t {
+			s.vals[n-1] = p.v
+			if anyHist {
+				s.hs[n-1] = p.h
 			}
 			continue
 		}
-		ts[w], vals[w] = ts[k], vals[k]
-		if hs != nil {
-			hs[w] = hs[k]
+		s.ts = append(s.ts, p.t)
+		s.vals = append(s.vals, p.v)
+		if anyHist {
+			s.hs = append(s.hs, p.h)
 		}
-		w++
-	}
-	s.ts, s.vals = ts[:w], vals[:w]
-	if hs != nil {
-		s.hs = hs[:w]
 	}
 	return nil
 }

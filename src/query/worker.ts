@@ -279,10 +279,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const at = Math.max(n, 1);
   const series: SeriesRow[] = rows.map((r) => ({
     values: (n ? r.slice(0, n) : []) as (string | null)[],
-    ts: req.labelsOnly ? undefined : (r[at] as string | null),
-    vs: req.labelsOnly ? undefined : (r[at + 1] as string | null),
-    ss: req.labelsOnly ? undefined : (r[at + 2] as string | null),
-    hs: req.labelsOnly ? undefined : (r[at + 3] as string | null),
+    samples: req.labelsOnly ? undefined : (r[at] as string | null),
   }));
   return encodeSeries(names, series);
 }
