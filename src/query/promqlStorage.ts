@@ -72,8 +72,8 @@ export function matcherSql(m: Matcher, column: string | undefined, withRegex: bo
 
 /**
  * The SELECT of a selector's series in [start, end]: one row per series with its label columns and, unless
- * only labels are asked for, its samples in time order as three lists (ms timestamps, values, staleness
- * flags). Rows without a float value (native histogram samples) are left out.
+ * only labels are asked for, its samples (floats, staleness markers and native histograms) as one text
+ * (see `SeriesRow`).
  */
 export function seriesSql(
   view: string,
@@ -116,7 +116,7 @@ export function seriesSql(
   // arrays) cost ten times more than the query. One line per sample: ms time, value (DuckDB prints
   // doubles in their shortest round-trip form, so the Go side parses back the same bits), staleness
   // flag and, for a native histogram, its columns as JSON. Unordered: an ordered aggregate sorts each
-  // series (measured 5–9× the cost of the whole query); the Go side sorts the few it gets.
+  // series (measured 5–9× the cost of the rest of the query); the Go side sorts each series instead.
   return (
     `SELECT ${colList}, string_agg(concat_ws(' ', __t, coalesce(__v::VARCHAR, 'nan'), CASE WHEN __s THEN '1' ELSE '0' END, __h), chr(10)) AS __samples ` +
     `FROM (${inner}) GROUP BY ALL`
