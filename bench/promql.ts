@@ -124,7 +124,7 @@ export async function benchPromql(): Promise<string[][]> {
     for (const [name, q] of QUERIES) {
       const params = `query=${encodeURIComponent(q)}&${range}`;
       const [a, b] = await compare(`/prometheus/bench/api/v1/query_range?${params}`, `/api/v1/query_range?${params}`, service.port, prom.url);
-      rows.push([`query_range: ${name} (24 h, step 60 s)`, fmt(a, 1), fmt(b, 1), `${fmt(a / b, 1)}×`]);
+      rows.push([`query_range: ${name} (${HOURS} h, step 60 s)`, fmt(a, 1), fmt(b, 1), `${fmt(a / b, 1)}×`]);
     }
     const last = `start=${(end - 3_600_000) / 1000}&end=${end / 1000}`;
     for (const [name, p] of [
