@@ -1,6 +1,6 @@
 import type { Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { DomainError } from '../errors.ts';
+import { DomainError, notFound } from '../errors.ts';
 import type { PromqlRequest } from '../query/promql.ts';
 import { authorize, canAccess } from './auth.ts';
 import { readBody } from './body.ts';
@@ -74,7 +74,7 @@ function limitOf(form: URLSearchParams): number | undefined {
   return n || undefined;
 }
 
-export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, config }: Services): void {
+export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, config, storage }: Services): void {
   type Handler = (c: Context<AppEnv>, dataset: string, form: URLSearchParams) => Promise<Response>;
 
   /** Resolves the dataset, checks the key, parses the form, and renders every failure in Prometheus' envelope. */
@@ -147,11 +147,17 @@ export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, confi
     const metric = form.get('metric');
     const now = Date.now();
     const principal = c.get('principal');
-    const sql =
-      `SELECT metric_name, any_value(metric_type) AS type, any_value(metric_description) AS help, any_value(metric_unit) AS unit FROM "${dataset.replaceAll('"', '""')}"` +
-      ` WHERE metric_name IS NOT NULL AND (metric_type IS NOT NULL OR metric_description IS NOT NULL)` +
-      `${metric ? ` AND metric_name = '${metric.replaceAll("'", "''")}'` : ''} GROUP BY metric_name ORDER BY metric_name`;
     const data: Record<string, { type: string; help: string; unit: string }[]> = {};
+    // Only the metadata columns the dataset has (each appears with the first row that carries it).
+    const meta = await storage.resolve(dataset);
+    if (!meta) throw notFound(`dataset "${dataset}" does not exist`);
+    const { schema } = storage.schemaOf(meta.name);
+    const col = (name: string) => (schema[name] ? `any_value(${name})` : 'NULL');
+    if (!schema.metric_name || (!schema.metric_type && !schema.metric_description)) return c.json({ status: 'success', data });
+    const sql =
+      `SELECT metric_name, ${col('metric_type')} AS type, ${col('metric_description')} AS help, ${col('metric_unit')} AS unit FROM "${dataset.replaceAll('"', '""')}"` +
+      ` WHERE metric_name IS NOT NULL AND (${schema.metric_type ? 'metric_type IS NOT NULL' : 'false'} OR ${schema.metric_description ? 'metric_description IS NOT NULL' : 'false'})` +
+      `${metric ? ` AND metric_name = '${metric.replaceAll("'", "''")}'` : ''} GROUP BY metric_name ORDER BY metric_name`;
     try {
       const answer = await queries.execute({
         sql,
