@@ -1,3 +1,11 @@
+# The PromQL engine (promql/: Prometheus' engine compiled to WebAssembly), built in a Go stage.
+FROM golang:1.26-bookworm AS promql
+WORKDIR /src/promql
+COPY promql/go.mod promql/go.sum ./
+RUN go mod download
+COPY promql/*.go ./
+RUN GOOS=js GOARCH=wasm go build -trimpath -ldflags="-s -w" -o /out/promql.wasm . && cp "$(go env GOROOT)/lib/wasm/wasm_exec.js" /out/
+
 # Node 22 (maintenance LTS); Node 20 is past end of life.
 FROM node:22-bookworm-slim
 WORKDIR /app
@@ -7,7 +15,8 @@ RUN npm install --no-audit --no-fund
 COPY tsconfig.json ./
 COPY src ./src
 COPY console ./console
-COPY scripts/build-console.ts scripts/build-service.ts ./scripts/
+COPY scripts/build-console.ts scripts/build-service.ts scripts/build-promql.ts ./scripts/
+COPY --from=promql /out ./promql-dist
 RUN npm run build && npm prune --omit=dev --no-audit --no-fund
 ENV P_DATA_DIR=/data
 # 8000: HTTP (API, console, OTLP/HTTP, remote write); 4317: OTLP/gRPC (P_OTLP_GRPC_ADDR); 5432: the

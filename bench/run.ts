@@ -14,6 +14,7 @@ import { benchS3 } from './s3.ts';
 import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
 import { benchMemory } from './memory.ts';
+import { benchPromql } from './promql.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -221,6 +222,10 @@ async function main(): Promise<void> {
     table(await benchPgWire());
   }
   if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
+  if (process.env.BENCH_SKIP_PROMQL !== '1') {
+    console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
+    table(await benchPromql());
+  }
 }
 
 main().catch((err) => {

@@ -166,6 +166,9 @@ const querySettings = {
   P_QUERY_MAX_DEPTH: int(16).describe("Deepest nesting of queries (subqueries, CTE bodies, set operations; bracket depth 4× that): DuckDB's optimiser is exponential in it (400 above)."),
   P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB').describe('Checked statements kept by SQL text (least recently used out).'),
   P_QUERY_WORKER_HEAP: bytes('512MiB').describe('JS heap of each query worker process (at least 64 MiB).'),
+  P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
+    "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the query worker's WebAssembly memory.",
+  ),
   P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1).describe('Query worker processes started with the service (more start on demand, up to `P_QUERY_CONCURRENCY`); each takes ~95 MB idle.'),
 };
 
@@ -271,6 +274,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     maxBodyBytes: e.P_MAX_BODY_BYTES,
     maxNesting: e.P_MAX_NESTING,
     maxColumns: e.P_MAX_COLUMNS,
+    promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
     maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
     maxInflightBytes: e.P_MAX_INFLIGHT_BYTES ?? sized.inflightBytes,
     inflightWaitMs: e.P_INFLIGHT_WAIT,

@@ -14,6 +14,8 @@ import { openDuckDB, withConnection } from './duckdb.ts';
 import { QueryExecutor } from './query/executor.ts';
 import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
+import { PromqlExecutor } from './query/promql.ts';
+import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { stateGauge } from './metrics.ts';
 import { StorageEngine } from './storage/engine.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
@@ -83,6 +85,11 @@ async function main(): Promise<void> {
   const queryPool = new QueryPool({ ...config.queryPool, workDir: path.join(tmp, 'query') });
   await queryPool.start();
   const queries = new QueryExecutor(duck, storage, queryPool, config.queryLimits, config.queryPlanCacheBytes);
+  const promql = new PromqlExecutor(storage, queryPool, {
+    timeoutMs: config.queryLimits.timeoutMs,
+    maxSamples: config.promqlMaxSamples,
+    fixedColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)),
+  });
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
@@ -104,6 +111,7 @@ async function main(): Promise<void> {
     ingestPool,
     ingest,
     queries,
+    promql,
     isReady: async () => {
       // Damaged objects do not make a worker unready: every worker reads the same bucket, and the
       // rest is served. They are in the details, for callers with a key.

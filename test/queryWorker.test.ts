@@ -36,6 +36,7 @@ describe('query worker sandbox (defence in depth)', () => {
 
   async function run(sql: string, materialize = false): Promise<{ rows?: unknown[]; error?: string }> {
     const exec = await pool.run('k', (filesDir) => ({
+      type: 'run',
       links: [{ src: granted, name: 'g.parquet' }],
       views: [{ name: '"ds"', sql: `SELECT * FROM read_parquet('${filesDir}/g.parquet')` }],
       sql,

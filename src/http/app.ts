@@ -7,6 +7,7 @@ import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
+import { registerPromqlRoutes } from './promqlRoutes.ts';
 import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
@@ -101,6 +102,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerQueryRoutes(app, services);
   registerOtlpRoutes(app, services);
   registerPrometheusRoutes(app, services);
+  registerPromqlRoutes(app, services);
   registerCompatRoutes(app, services);
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);

@@ -3,6 +3,7 @@ import type { Config } from '../config.ts';
 import type { IngestPool } from '../ingest/ingestPool.ts';
 import type { IngestService } from '../ingest/service.ts';
 import type { QueryExecutor } from '../query/executor.ts';
+import type { PromqlExecutor } from '../query/promql.ts';
 import type { StorageEngine } from '../storage/engine.ts';
 import type { ApiKeys, Principal } from './auth.ts';
 
@@ -16,6 +17,8 @@ export interface Services {
   /** The one ingest path of every protocol. */
   ingest: IngestService;
   queries: QueryExecutor;
+  /** PromQL over metrics datasets (the Prometheus query API). */
+  promql: PromqlExecutor;
   /** Readiness; `details` are shown only to a caller with a valid key. */
   isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;
 }

@@ -62,7 +62,7 @@ const MATERIALIZE_MAX_ROWS = 10_000;
 const linkNames = new Map<string, string>();
 
 /** A file's link name in a worker's directory: the same for every query, so DuckDB's footer cache hits. */
-function linkName(file: string): string {
+export function linkName(file: string): string {
   let name = linkNames.get(file);
   if (name === undefined) {
     name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
@@ -314,7 +314,7 @@ export class QueryExecutor {
         }
         return true;
       };
-      const build = (filesDir: string): Omit<RunJob, 'type' | 'id'> => {
+      const build = (filesDir: string): Omit<RunJob, 'id'> => {
         const links = new Map<string, string>();
         const pathFor = (file: string) => {
           const name = linkName(file);
@@ -323,6 +323,7 @@ export class QueryExecutor {
         };
         const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
         return {
+          type: 'run',
           links: [...links].map(([name, src]) => ({ name, src })),
           views,
           sql: req.sql,

@@ -6,7 +6,12 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { log } from '../log.ts';
-import type { FromWorker, RunJob, ToWorker } from './protocol.ts';
+import type { FromWorker, PromqlGrant, ToWorker, WorkerJob } from './protocol.ts';
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** The message that ends a job's events. */
+const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql';
 
 export interface QueryPoolSettings {
   /** Where worker directories live (wiped at start). */
@@ -40,6 +45,8 @@ export interface Execution {
   events: AsyncIterable<FromWorker>;
   /** Tells the worker a streamed chunk was written out (flow control). */
   ack: () => void;
+  /** Answers a PromQL job's request for files (`need`). */
+  grant: (g: Omit<PromqlGrant, 'type' | 'id'>) => void;
   /** Ends the query with this error at once; its worker process is killed and replaced. */
   cancel: (reason: DomainError) => void;
 }
@@ -245,7 +252,7 @@ export class QueryPool {
    * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
    * the admission limits of `key`. Released (slot and admission) when the events end.
    */
-  async run(key: string, build: (filesDir: string) => Omit<RunJob, 'type' | 'id'>): Promise<Execution> {
+  async run(key: string, build: (filesDir: string) => DistributiveOmit<WorkerJob, 'id'>): Promise<Execution> {
     if (this.closed) throw unavailable('the service is shutting down', 5);
     await this.admit(key);
     let slot: Slot;
@@ -264,7 +271,7 @@ export class QueryPool {
     let finished = false;
     const push = (m: FromWorker) => {
       if (finished) return;
-      if (m.type === 'done' || m.type === 'answer' || m.type === 'error') finished = true;
+      if (isLast(m)) finished = true;
       queue.push(m);
       wake?.();
     };
@@ -294,7 +301,7 @@ export class QueryPool {
       if (slot.child.connected) slot.child.send(m);
     };
 
-    const job: RunJob = { type: 'run', id, ...build(path.join(slot.dir, 'files')) };
+    const job = { ...build(path.join(slot.dir, 'files')), id } as WorkerJob;
     sendTo(job);
     // DuckDB's memory limit does not count list and string intermediates (a string_split of a long
     // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory is watched, and
@@ -319,7 +326,7 @@ export class QueryPool {
             while (queue.length) {
               const m = queue.shift()!;
               yield m;
-              if (m.type === 'done' || m.type === 'answer' || m.type === 'error') return;
+              if (isLast(m)) return;
             }
             await new Promise<void>((r) => (wake = r));
             wake = undefined;
@@ -332,6 +339,7 @@ export class QueryPool {
     return {
       events,
       ack: () => sendTo({ type: 'ack', id }),
+      grant: (g) => sendTo({ type: 'grant', id, ...g }),
       cancel: (reason) => {
         if (finished) return;
         cutOff = true;

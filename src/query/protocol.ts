@@ -32,7 +32,39 @@ export interface RunJob {
   pgFormats?: number[];
 }
 
-export type ToWorker = RunJob | { type: 'ack'; id: number };
+/**
+ * A PromQL request (query, query_range, series, labels, label values) for the engine in the worker
+ * (promql.ts). It starts with no files: the engine asks for the time range it needs (`need`) and the
+ * service answers with a snapshot of the dataset (`grant`), held until the job ends.
+ */
+export interface PromqlJob {
+  type: 'promql';
+  id: number;
+  /** The request for the Go side, as JSON (see promql/main.go `request`). */
+  request: string;
+}
+
+/** Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to columns. */
+export interface PromqlGrant {
+  type: 'grant';
+  id: number;
+  links: { src: string; name: string }[];
+  views: { name: string; sql: string }[];
+  labels: { label: string; column: string }[];
+  /** The dataset's time column, and whether it has the staleness flag column. */
+  timeColumn: string;
+  stale: boolean;
+  /** The native histogram columns the dataset has (none: no histogram was ever stored). */
+  histogramColumns: string[];
+  /** The dataset has the float value column (false: it only ever got native histograms). */
+  hasValue?: boolean;
+  minMs: number;
+  maxMs: number;
+}
+
+export type WorkerJob = RunJob | PromqlJob;
+
+export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }
@@ -51,7 +83,11 @@ export type FromWorker =
    * `damaged`: link names of Parquet files DuckDB could not decode (a checksum, decompression or
    * metadata error naming the file, or found by reading each file after an error that named none).
    */
-  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] };
+  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] }
+  /** A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`). */
+  | { type: 'need'; id: number; minMs: number; maxMs: number }
+  /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
+  | { type: 'promql'; id: number; json: string };
 
 /** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
 export const STREAM_WINDOW = 4;

@@ -23,7 +23,9 @@ import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../errors.ts';
 import { DIALECT_SQL } from './dialect.ts';
-import { STREAM_WINDOW, type FromWorker, type RunJob, type ToWorker } from './protocol.ts';
+import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { promqlEngine } from './promqlEngine.ts';
+import { encodeSeries, seriesSql, type SeriesRequest, type SeriesRow } from './promqlStorage.ts';
 import { clientColumnName, rowWriter, valueConverter } from './results.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from './pgRows.ts';
 
@@ -285,13 +287,79 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
   send({ type: 'done', id: job.id, rows });
 }
 
+/** The PromQL job under way: the files it was granted, and the grant it waits for. */
+let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void } | undefined;
+
+/**
+ * A PromQL job: the engine (Go, in WebAssembly) evaluates it and calls back for each selector's series.
+ * The files come from the service on demand (`need` → `grant`) for the time range the engine asks for,
+ * so a query over the last hour links only that hour's files. Fetches run one at a time on the one
+ * connection.
+ */
+async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> {
+  const state: NonNullable<typeof promqlCurrent> = (promqlCurrent = { id: job.id });
+  try {
+    const evaluate = await promqlEngine();
+    let chain: Promise<unknown> = Promise.resolve();
+    const fetch = (reqText: string): Promise<Uint8Array> => {
+      const next = chain.then(() => selectSeries(conn, state, JSON.parse(reqText) as SeriesRequest));
+      chain = next.catch(() => undefined);
+      return next;
+    };
+    const json = await evaluate(job.request, fetch);
+    send({ type: 'promql', id: job.id, json });
+  } catch (err) {
+    if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
+    else {
+      const message = cleanMessage((err as Error).message);
+      send({ type: 'error', id: job.id, kind: errorKind(message), message });
+    }
+  } finally {
+    promqlCurrent = undefined;
+  }
+}
+
+async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array> {
+  let grant = state.grant;
+  if (!grant || req.start < grant.minMs || req.end > grant.maxMs) {
+    const minMs = Math.min(req.start, grant?.minMs ?? req.start);
+    const maxMs = Math.max(req.end, grant?.maxMs ?? req.end);
+    const granted = new Promise<PromqlGrant>((resolve) => (state.waiting = resolve));
+    send({ type: 'need', id: state.id, minMs, maxMs });
+    grant = state.grant = await granted;
+    await syncLinks(grant.links);
+    await syncViews(conn, grant.views);
+  }
+  const view = grant.views[0]?.name;
+  const names = grant.labels.map((l) => l.label);
+  if (!view) return encodeSeries(names, []);
+  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))).getRowsJS();
+  // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
+  // (the engine applies every matcher itself anyway).
+  const rows = await read(true).catch((err: Error) => {
+    if (/regex|regular expression/i.test(err.message)) return read(false);
+    throw err;
+  });
+  const n = names.length;
+  // The samples' lists follow the label columns (or the one placeholder column of a dataset without labels).
+  const at = Math.max(n, 1);
+  const series: SeriesRow[] = rows.map((r) => ({
+    values: (n ? r.slice(0, n) : []) as (string | null)[],
+    samples: req.labelsOnly ? undefined : (r[at] as string | null),
+  }));
+  return encodeSeries(names, series);
+}
+
 async function main(): Promise<void> {
   const instance = await openSandboxed();
   const conn = await instance.connect();
   let queue = Promise.resolve();
   process.on('message', (m: ToWorker) => {
     if (m.type === 'run') queue = queue.then(() => run(conn, m));
-    else if (current && current.id === m.id) {
+    else if (m.type === 'promql') queue = queue.then(() => runPromql(conn, m));
+    else if (m.type === 'grant') {
+      if (promqlCurrent?.id === m.id) promqlCurrent.waiting?.(m);
+    } else if (current && current.id === m.id) {
       current.acked++;
       current.wake?.();
       current.wake = undefined;

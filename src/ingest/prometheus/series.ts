@@ -88,7 +88,8 @@ const SAMPLE_TYPES: [string, ColumnType][] = [
 ];
 
 function jsonNumber(v: number): string {
-  if (Number.isFinite(v)) return String(v);
+  // String(-0) is "0": the sign of a negative zero (which PromQL's count_values tells apart) is kept.
+  if (Number.isFinite(v)) return v === 0 && 1 / v < 0 ? '-0.0' : String(v);
   return Number.isNaN(v) ? '"NaN"' : v > 0 ? '"Infinity"' : '"-Infinity"';
 }
 

@@ -1,0 +1,108 @@
+import { quotedIdentifier } from '@duckdb/node-api';
+import { DomainError, notFound, timedOut } from '../errors.ts';
+import type { QueryPool } from './pool.ts';
+import { linkName } from './executor.ts';
+import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
+import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
+
+export interface PromqlLimits {
+  /** The same time limit as SQL (P_QUERY_TIMEOUT): past it the worker is killed and the answer is a timeout. */
+  timeoutMs: number;
+  /** Most samples a query may hold at once (P_PROMQL_MAX_SAMPLES, Prometheus' --query.max-samples). */
+  maxSamples: number;
+  /** Columns of a sample row that are not labels (the ingest side's fixed column names). */
+  fixedColumns: ReadonlySet<string>;
+}
+
+/** The request the engine (promql/main.go `request`) takes. */
+export interface PromqlRequest {
+  op: 'query' | 'query_range' | 'series' | 'labels' | 'label_values';
+  query?: string;
+  time?: number;
+  start?: number;
+  end?: number;
+  step?: number;
+  lookbackMs?: number;
+  match?: string[];
+  name?: string;
+  limit?: number;
+}
+
+export interface PromqlCall {
+  dataset: string;
+  request: PromqlRequest;
+  principalId: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs PromQL requests in the query workers, under the same admission limits (per key and in total),
+ * time limit and cancellation as SQL. The worker asks for the dataset's files of the time range the
+ * engine needs; each ask takes a snapshot (storage's scan seam), held until the answer is in.
+ */
+export class PromqlExecutor {
+  constructor(
+    private readonly source: TableSource,
+    private readonly pool: QueryPool,
+    private readonly limits: PromqlLimits,
+  ) {}
+
+  /** The Prometheus API's JSON body (success or error envelope from the engine); DomainErrors for the rest. */
+  async run(call: PromqlCall): Promise<string> {
+    const meta = await this.source.resolve(call.dataset);
+    if (!meta) throw notFound(`dataset "${call.dataset}" does not exist`);
+    const name = meta.name;
+    const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
+    const releases: (() => void)[] = [];
+    let filesDir = '';
+    const exec = await this.pool.run(call.principalId, (dir) => {
+      filesDir = dir;
+      return { type: 'promql', request };
+    });
+    const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
+    const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
+    call.signal?.addEventListener('abort', onAbort);
+    try {
+      for await (const m of exec.events) {
+        if (m.type === 'need') {
+          const minMs = clampMs(m.minMs);
+          const maxMs = clampMs(m.maxMs);
+          const snap = await this.source.snapshot(name, minMs, maxMs + 1);
+          releases.push(snap.release);
+          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir));
+        } else if (m.type === 'promql') return m.json;
+        else if (m.type === 'error') throw new DomainError(m.kind, m.message);
+      }
+      throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
+    } finally {
+      clearTimeout(timer);
+      call.signal?.removeEventListener('abort', onAbort);
+      for (const r of releases) r();
+    }
+  }
+
+  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string) {
+    const links = new Map<string, string>();
+    const pathFor = (file: string) => {
+      const n = linkName(file);
+      links.set(n, file);
+      return `${filesDir}/${n}`;
+    };
+    // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
+    // selects nothing.
+    const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
+    const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
+    const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, minMs, maxMs + 1, pathFor) }] : [];
+    return {
+      links: [...links].map(([n, src]) => ({ name: n, src })),
+      views,
+      labels: labelColumns(snap.schema, this.limits.fixedColumns),
+      timeColumn: snap.meta.timeColumn,
+      stale: snap.schema[STALE_COLUMN] !== undefined,
+      hasValue,
+      histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
+      minMs,
+      maxMs,
+    };
+  }
+}
