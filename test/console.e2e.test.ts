@@ -344,6 +344,11 @@ describe('web console', () => {
     await expect.poll(() => page.getByTestId('metric-desc').textContent()).toContain('p90 by route');
     await page.getByTestId('legend').getByText('/checkout').waitFor();
     expect(await page.getByTestId('legend').getByText('/items').count()).toBe(0);
+    // An OTLP metrics dataset is not mapped to PromQL: its chart is SQL, and the view says why.
+    await page.getByTestId('metric-query').locator('summary').click();
+    expect(await page.getByTestId('metric-query').locator('summary').textContent()).toBe('Query (SQL)');
+    expect(await page.getByTestId('metric-query-how').textContent()).toContain('OTLP metrics dataset is not mapped to PromQL');
+    expect(await page.getByTestId('metric-query').locator('pre').textContent()).toContain("WHERE metric_name = 'http.server.duration'");
     await shot('metrics-histogram');
   });
 
@@ -373,12 +378,27 @@ describe('web console', () => {
     expect(await legendValue('/slow')).toBeGreaterThan(0.5);
     expect(await legendValue('/slow')).toBeLessThanOrEqual(1);
 
-    // A counter as a rate per second: 600 more a minute is 10/s.
+    // A remote-write dataset is drawn with PromQL, and the view shows the expression it ran.
+    await page.getByTestId('metric-query').locator('summary').click();
+    await expect.poll(() => page.getByTestId('metric-query').locator('pre').textContent()).toBe(
+      'histogram_quantile(0.9, sum by (le, route) (rate(http_request_duration_seconds_bucket[5m])))',
+    );
+    expect(await page.getByTestId('metric-query').locator('summary').textContent()).toBe('Query (PromQL)');
+    expect(await page.getByTestId('metric-query-how').textContent()).toContain('query_range on /prometheus/prom/api/v1');
+
+    // A counter as a rate per second (PromQL's rate): 600 more a minute is 10/s, 120 a minute 2/s. The
+    // legend ranks by the mean over the range, which Prometheus' extrapolation lowers where a window
+    // reaches past the first or last sample: at most 10/s, and /fast is five times /slow at every step.
     await page.getByTestId('metric-select').selectOption('http_requests_total');
     await page.getByTestId('metric-group').selectOption('route');
     await expect.poll(() => page.getByTestId('metric-desc').textContent()).toContain('rate per second by route');
-    await expect.poll(() => legendValue('/fast')).toBe(10);
-    expect(await legendValue('/slow')).toBe(2);
+    await expect.poll(() => page.getByTestId('metric-query').locator('pre').textContent()).toBe('sum by (route) (rate(http_requests_total[5m]))');
+    await expect.poll(() => page.getByTestId('legend-item').allTextContents()).toHaveLength(2);
+    const fast = await legendValue('/fast');
+    const slow = await legendValue('/slow');
+    expect(fast).toBeGreaterThan(8);
+    expect(fast).toBeLessThanOrEqual(10);
+    expect(fast / slow).toBeCloseTo(5, 1);
 
     // 23 gauges: only the sensor label to group by; the top 10 drawn, each in its own colour, a search,
     // and hovering an entry brings its line forward.
@@ -406,11 +426,38 @@ describe('web console', () => {
     expect(await page.getByTestId('legend-item').filter({ hasText: 's01' }).getAttribute('aria-pressed')).toBe('true');
     expect(await page.getByTestId('legend-item').and(page.locator('[aria-pressed="true"]')).count()).toBe(11);
     // The query the view ran is there to read.
-    await page.getByTestId('metric-query').locator('summary').click();
-    expect(await page.getByTestId('metric-query').locator('pre').textContent()).toContain("WHERE metric_name = 'room_temperature_celsius'");
+    expect(await page.getByTestId('metric-query').locator('pre').textContent()).toBe('avg by (sensor) (room_temperature_celsius)');
     await page.getByTestId('legend-all').click();
     await expect.poll(() => page.getByTestId('legend-item').and(page.locator('[aria-pressed="true"]')).count()).toBe(23);
     await shot('metrics-many-series', 'console-metrics');
+  });
+
+  test('the PromQL box draws any expression on the same chart, and says what is wrong with a bad one', async () => {
+    await go('#/metrics?dataset=prom&from=1h&to=now&metric=room_temperature_celsius');
+    await page.getByTestId('metric-chart').locator('canvas').waitFor();
+    // Five of the 23 sensors: one series each, named by their labels.
+    await page.getByTestId('promql-input').fill('room_temperature_celsius{sensor=~"s0[1-5]"}');
+    await page.getByTestId('promql-run').click();
+    const names = async () => (await page.getByTestId('legend-item').locator('.lname').allTextContents()).sort();
+    await expect.poll(names).toEqual(['s01', 's02', 's03', 's04', 's05'].map((x) => `room_temperature_celsius{sensor="${x}"}`));
+    expect(await page.getByTestId('metric-desc').textContent()).toContain('Your PromQL expression');
+    expect(await page.getByTestId('metric-query').locator('pre').textContent()).toBe('room_temperature_celsius{sensor=~"s0[1-5]"}');
+    // An aggregation: one series without labels, 23 sensors at every step.
+    await page.getByTestId('promql-input').fill('count(room_temperature_celsius)');
+    await page.getByTestId('promql-input').press('Enter');
+    await expect.poll(names).toEqual(['{}']);
+    expect(Number(await page.getByTestId('legend-item').locator('.lv').textContent())).toBe(23);
+    await shot('metrics-promql');
+    // A parse error comes back as the API's bad_data, shown as it says it.
+    await page.getByTestId('promql-input').fill('sum(rate(http_requests_total[5m])');
+    await page.getByTestId('promql-run').click();
+    await expect.poll(() => page.getByTestId('metric-error').textContent()).toMatch(/^bad_data: .*parse error/);
+    expect(await page.getByTestId('metric-chart').count()).toBe(0);
+    // Back to the metric's own chart.
+    await page.getByTestId('promql-clear').click();
+    await expect.poll(() => page.getByTestId('legend-item').count()).toBe(1);
+    await expect.poll(() => page.getByTestId('metric-query').locator('pre').textContent()).toBe('avg (room_temperature_celsius)');
+    expect(await page.getByTestId('metric-error').count()).toBe(0);
   });
 
   test('live tail streams log lines in place; filter, rate and pause', async () => {

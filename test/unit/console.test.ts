@@ -3,7 +3,10 @@ import { autoBucketSeconds, parseTimestamp, parseTimestampNs, resolveBound, reso
 import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit } from '../../console/src/lib/sql.ts';
 import { normalizeSchema } from '../../console/src/lib/schema.ts';
 import { computeLines, histogramQuantile, type MetricPoint } from '../../console/src/lib/metrics.ts';
-import { aggregationOf, isLabelColumn, labelsOf, metricKind, toPoints, withFamilyMetadata, type FamilyMetadata } from '../../console/src/lib/metricsQuery.ts';
+import {
+  aggregationOf, chartLanguage, isLabelColumn, labelsOf, linesFromRange, metricKind, metricPromql, queryRangeParams, rateWindowSeconds, seriesLabel, toPoints, withFamilyMetadata,
+  type FamilyMetadata, type MetricKind,
+} from '../../console/src/lib/metricsQuery.ts';
 import { addCondition, valueCondition } from '../../console/src/lib/sql.ts';
 import { chips, levelClass, logLayout, looksLikeLogs } from '../../console/src/lib/logs.ts';
 import { seriesColors } from '../../console/src/lib/metrics.ts';
@@ -176,6 +179,74 @@ describe('metrics', () => {
     const t0 = Date.parse('2026-11-23T12:00:00Z');
     const lines = computeLines(points, 'quantile', 60, t0, t0 + 2 * 60_000, 0.5);
     expect(lines.series[0].values[1]).toBeCloseTo(0.3, 6);
+  });
+
+  // metric, kind, group, step (s), quantile → the PromQL the chart runs (null: the SQL path)
+  test.each([
+    ['http_requests_total', 'counter', 'route', 30, 0.9, 'sum by (route) (rate(http_requests_total[5m]))'],
+    ['http_requests_total', 'counter', '', 300, 0.9, 'sum (rate(http_requests_total[20m]))'],
+    ['room_temperature_celsius', 'gauge', 'sensor', 30, 0.9, 'avg by (sensor) (room_temperature_celsius)'],
+    ['room_temperature_celsius', 'gauge', '', 30, 0.9, 'avg (room_temperature_celsius)'],
+    ['rpc_duration_seconds', 'prom-summary', 'quantile', 30, 0.9, 'avg by (quantile) (rpc_duration_seconds)'],
+    ['http_request_duration_seconds_bucket', 'prom-histogram', 'route', 30, 0.95, 'histogram_quantile(0.95, sum by (le, route) (rate(http_request_duration_seconds_bucket[5m])))'],
+    ['http_request_duration_seconds_bucket', 'prom-histogram', '', 120, 0.5, 'histogram_quantile(0.5, sum by (le) (rate(http_request_duration_seconds_bucket[8m])))'],
+    ['rpc_latency', 'mean', 'job', 15, 0.9, 'histogram_avg(sum by (job) (rate(rpc_latency[5m])))'],
+    // Names PromQL does not take bare (OTLP's dots) are quoted, as Prometheus 3 allows.
+    ['http.server.requests', 'counter', 'http.route', 30, 0.9, 'sum by ("http.route") (rate({"http.server.requests"}[5m]))'],
+    ['http.server.duration', 'histogram', '', 30, 0.9, null],
+  ] as const)('%s as %s by "%s", step %is, q %f → %s', (metric, kind, group, step, q, want) => {
+    expect(metricPromql(metric, kind as MetricKind, group, step, q)).toBe(want);
+  });
+
+  test.each([
+    [15, 300],
+    [60, 300],
+    [75, 300],
+    [120, 480],
+    [3600, 14400],
+  ])('rate window at step %is: %is', (step, want) => expect(rateWindowSeconds(step)).toBe(want));
+
+  // the dataset's columns → how its chart is queried
+  test.each([
+    [['metric_name', 'data_point_value', 'is_stale_marker', 'route'], 'promql'],
+    [['metric_name', 'data_point_value', 'data_point_bucket_counts', 'resource_service.name'], 'sql'],
+  ] as const)('columns %j → %s', (cols, want) => expect(chartLanguage((c) => (cols as readonly string[]).includes(c))).toBe(want));
+
+  test('query_range starts on a step boundary and covers the range', () => {
+    const p = queryRangeParams('up', Date.parse('2026-01-01T00:00:07Z'), Date.parse('2026-01-01T01:00:07Z'), 30);
+    expect(Object.fromEntries(p)).toEqual({ query: 'up', start: String(Date.parse('2026-01-01T00:00:00Z') / 1000), end: String(Date.parse('2026-01-01T01:00:07Z') / 1000), step: '30' });
+  });
+
+  test.each([
+    [{ __name__: 'up', job: 'api', instance: 'a:1' }, 'up{instance="a:1", job="api"}'],
+    [{ __name__: 'up' }, 'up'],
+    [{ code: '500' }, '{code="500"}'],
+    [{}, '{}'],
+  ])('series %j is printed %s', (metric, want) => expect(seriesLabel(metric)).toBe(want));
+
+  test('a query_range matrix becomes lines on the step grid, gaps where a step has no sample or no finite value', () => {
+    const t0 = Date.parse('2026-01-01T00:00:00Z');
+    const s0 = t0 / 1000;
+    const lines = linesFromRange(
+      {
+        resultType: 'matrix',
+        result: [
+          { metric: { route: '/slow' }, values: [[s0 + 60, '2'], [s0 + 120, 'NaN']] },
+          { metric: { route: '/fast' }, values: [[s0, '10'], [s0 + 60, '10.5'], [s0 + 120, '+Inf']] },
+        ],
+      },
+      t0,
+      t0 + 120_000,
+      60,
+      (m) => m.route,
+    );
+    expect(lines.times).toEqual([s0, s0 + 60, s0 + 120]);
+    expect(lines.series).toEqual([
+      { label: '/fast', values: [10, 10.5, null] },
+      { label: '/slow', values: [null, 2, null] },
+    ]);
+    // A scalar expression is one series without labels.
+    expect(linesFromRange({ resultType: 'matrix', result: [{ metric: {}, values: [[s0, '3']] }] }, t0, t0 + 60_000, 60).series).toEqual([{ label: '{}', values: [3, null] }]);
   });
 
   test("group-by offers the labels the metric's points carry", () => {

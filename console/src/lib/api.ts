@@ -28,8 +28,9 @@ async function errorOf(res: Response): Promise<ApiError> {
   const text = await res.text().catch(() => '');
   let message = text || res.statusText;
   try {
-    const body = JSON.parse(text) as { error?: unknown; message?: unknown };
-    if (typeof body.error === 'string') message = body.error;
+    const body = JSON.parse(text) as { error?: unknown; message?: unknown; errorType?: unknown };
+    // The Prometheus query API names the kind of failure apart (`bad_data`, `execution`, `timeout`).
+    if (typeof body.error === 'string') message = typeof body.errorType === 'string' ? `${body.errorType}: ${body.error}` : body.error;
     else if (typeof body.message === 'string') message = body.message;
   } catch {
     /* a plain-text error body stays as it is */
@@ -64,6 +65,13 @@ export class Api {
       headers: { 'Content-Type': 'application/json', ...headers },
       body: body === undefined ? undefined : JSON.stringify(body),
     });
+  }
+
+  /** A PromQL `query_range` over a dataset (the Prometheus query API): its `data` on success. */
+  async promqlRange<T>(dataset: string, params: URLSearchParams, signal?: AbortSignal): Promise<T> {
+    // GET: a read, as the expressions a person types are short.
+    const res = await this.json<{ status: string; data: T }>(`/prometheus/${encodeURIComponent(dataset)}/api/v1/query_range?${params}`, { signal });
+    return res.data;
   }
 
   /** A whole result at once (small queries: histograms, lists, metric points). */

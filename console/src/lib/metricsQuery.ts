@@ -1,10 +1,11 @@
 /**
- * Everything the metrics view asks the server, in one place: today SQL over the `otel-metrics`
- * dataset (what a metric is, which labels it has, its points); when the Prometheus query API exists,
- * these become PromQL calls and the view does not change.
+ * Everything the metrics view asks the server, in one place: SQL over the `otel-metrics` dataset
+ * (what a metric is, which labels it has), and its lines: PromQL through the Prometheus query API for
+ * a remote-write dataset (`chartLanguage`), SQL points drawn by the console's own line maths for an
+ * OTLP metrics dataset, which the PromQL API does not map yet.
  */
 import { ident, literal } from './sql.ts';
-import type { Aggregation, MetricPoint } from './metrics.ts';
+import type { Aggregation, Lines, MetricPoint } from './metrics.ts';
 
 /** How a metric is drawn, decided from what the data says (see `metricKind`). */
 export type MetricKind = 'counter' | 'gauge' | 'histogram' | 'prom-histogram' | 'prom-summary' | 'mean';
@@ -175,4 +176,110 @@ export function toPoints(records: Record<string, unknown>[], kind: MetricKind, p
     if (p.buckets.length && p.buckets[p.buckets.length - 1][0] !== Infinity) counts.push(0);
     return { t: p.t, series: p.series, group: p.group, bucketCounts: counts, bounds: p.buckets.map(([b]) => b).filter(Number.isFinite), temporality: 2 };
   });
+}
+
+/**
+ * How the chart of a dataset's metric is queried. A remote-write dataset (its rows carry Prometheus'
+ * staleness flag, `is_stale_marker`) is what the Prometheus query API serves: PromQL, evaluated by
+ * Prometheus' own engine. An OTLP metrics dataset keeps SQL: its points keep OTel's names and shapes
+ * (docs/promql.md, "The data model").
+ */
+export function chartLanguage(has: Has): 'promql' | 'sql' {
+  return has('is_stale_marker') ? 'promql' : 'sql';
+}
+
+/**
+ * The range of `rate` at a step: four steps (as Grafana's `$__rate_interval` takes four scrape
+ * intervals), at least five minutes (Prometheus' lookback), so a series scraped once a minute,
+ * Prometheus' default, has several samples in every window.
+ */
+export function rateWindowSeconds(stepSeconds: number): number {
+  return Math.max(4 * stepSeconds, 300);
+}
+
+/** A duration as PromQL writes it: `5m`, `2h`, `90s`. */
+export function promDuration(seconds: number): string {
+  if (seconds % 3600 === 0) return `${seconds / 3600}h`;
+  if (seconds % 60 === 0) return `${seconds / 60}m`;
+  return `${seconds}s`;
+}
+
+/** A label name PromQL accepts bare in `by (…)`; others (dots, from OTLP) are quoted, as Prometheus 3 allows. */
+const labelName = (l: string) => (/^[a-zA-Z_][a-zA-Z0-9_]*$/.test(l) ? l : JSON.stringify(l));
+/** A metric name PromQL accepts bare; others as `{"name"}` (Prometheus 3's quoted names). */
+const metricSelector = (m: string) => (/^[a-zA-Z_:][a-zA-Z0-9_:]*$/.test(m) ? m : `{${JSON.stringify(m)}}`);
+
+/**
+ * The PromQL that draws a metric as its kind calls for, grouped by `group` ('' for one line):
+ * counters as the summed per-second rate, gauges (and a summary's quantiles) as their average,
+ * classic histograms as `histogram_quantile` of the buckets' summed rates, native histograms as
+ * their mean. Null for a kind PromQL has no series for (OTLP's bucket arrays).
+ */
+export function metricPromql(metric: string, kind: MetricKind, group: string, stepSeconds: number, quantile: number): string | null {
+  const sel = metricSelector(metric);
+  const w = promDuration(rateWindowSeconds(stepSeconds));
+  const by = (extra: string[] = []) => {
+    const labels = [...extra, ...(group ? [labelName(group)] : [])];
+    return labels.length ? ` by (${labels.join(', ')})` : '';
+  };
+  switch (kind) {
+    case 'counter':
+      return `sum${by()} (rate(${sel}[${w}]))`;
+    case 'gauge':
+    case 'prom-summary':
+      return `avg${by()} (${sel})`;
+    case 'prom-histogram':
+      return `histogram_quantile(${quantile}, sum${by(['le'])} (rate(${sel}[${w}])))`;
+    case 'mean':
+      return `histogram_avg(sum${by()} (rate(${sel}[${w}])))`;
+    case 'histogram':
+      return null;
+  }
+}
+
+/** A `query_range` over the view's range: start aligned to the step, so the points fall on round times. */
+export function queryRangeParams(query: string, startMs: number, endMs: number, stepSeconds: number): URLSearchParams {
+  const stepMs = stepSeconds * 1000;
+  const start = Math.floor(startMs / stepMs) * stepMs;
+  return new URLSearchParams({ query, start: String(start / 1000), end: String(Math.max(start, endMs) / 1000), step: String(stepSeconds) });
+}
+
+/** The `data` of a successful `query_range`: always a matrix (a scalar expression is one series without labels). */
+export interface PromRangeData {
+  resultType: string;
+  result: { metric?: Record<string, string>; values?: [number, string][] }[];
+}
+
+/** A series' name as Prometheus and Grafana print it: `name{a="x", b="y"}`, `{}` for none. */
+export function seriesLabel(metric: Record<string, string>): string {
+  const { __name__: name = '', ...rest } = metric;
+  const pairs = Object.keys(rest).sort().map((k) => `${k}=${JSON.stringify(rest[k])}`);
+  return pairs.length || !name ? `${name}{${pairs.join(', ')}}` : name;
+}
+
+/**
+ * A `query_range` answer as the chart's lines, one point per step from the aligned start (a step
+ * without a sample is a gap). `label` names a series: the group's value for the view's own query,
+ * the full label set for a typed expression. Values that are not finite (`NaN`, `±Inf`) are gaps.
+ */
+export function linesFromRange(data: PromRangeData, startMs: number, endMs: number, stepSeconds: number, label: (metric: Record<string, string>) => string = seriesLabel): Lines {
+  const stepMs = stepSeconds * 1000;
+  const start = Math.floor(startMs / stepMs) * stepMs;
+  const n = Math.floor((Math.max(start, endMs) - start) / stepMs) + 1;
+  const times = Array.from({ length: n }, (_, i) => (start + i * stepMs) / 1000);
+  const value = (v: string) => {
+    const x = Number(v);
+    return Number.isFinite(x) ? x : null;
+  };
+  const at = (t: number) => Math.round((t * 1000 - start) / stepMs);
+  const series = data.result.map((r) => {
+    const values: (number | null)[] = new Array(n).fill(null);
+    for (const [t, v] of r.values ?? []) {
+      const i = at(t);
+      if (i >= 0 && i < n) values[i] = value(v);
+    }
+    return { label: label(r.metric ?? {}), values };
+  });
+  series.sort((a, b) => a.label.localeCompare(b.label));
+  return { times, series };
 }

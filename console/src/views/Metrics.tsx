@@ -2,10 +2,11 @@ import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type uPlot from 'uplot';
 import { useSession } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
-import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
+import { autoBucketSeconds, formatBucket, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
 import { computeLines, seriesColors, type Lines } from '../lib/metrics.ts';
 import {
-  aggregationOf, catalogSql, isLabelColumn, KIND_LABEL, labelsOf, labelsSql, metricKind, pointsSql, toMetricInfo, toPoints, withFamilyMetadata, type FamilyMetadata, type MetricInfo,
+  aggregationOf, catalogSql, chartLanguage, isLabelColumn, KIND_LABEL, labelsOf, labelsSql, linesFromRange, metricKind, metricPromql, pointsSql, queryRangeParams, toMetricInfo, toPoints,
+  withFamilyMetadata, type FamilyMetadata, type MetricInfo, type PromRangeData,
 } from '../lib/metricsQuery.ts';
 import { DatasetSelect } from '../components/DatasetSelect.tsx';
 import { TimeRangePicker } from '../components/TimeRangePicker.tsx';
@@ -32,7 +33,11 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const [showAll, setShowAll] = useState(false);
   // A legend click overrides the top-N rule for that series (shown or hidden), until the lines change.
   const [overrides, setOverrides] = useState<Map<string, boolean>>(new Map());
-  const [ran, setRan] = useState('');
+  const [ran, setRan] = useState<{ language: 'promql' | 'sql'; text: string; step: number } | null>(null);
+  // The PromQL box: what is typed; what runs is the URL's `pq`, so a drawn expression is a link.
+  const expression = params.pq ?? '';
+  const [draft, setDraft] = useState(expression);
+  useEffect(() => setDraft(expression), [expression]);
   const plot = useRef<uPlot | null>(null);
   const [focused, setFocused] = useState('');
   const metric = metrics.find((m) => m.name === params.metric) ?? metrics[0];
@@ -43,7 +48,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const group = params.by && metricLabels.includes(params.by) ? params.by : kind === 'prom-summary' && metricLabels.includes('quantile') && !params.by ? 'quantile' : '';
   const quantile = Number(params.q ?? '0.9');
 
-  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name, by: params.by, q: params.q, ...p }, true);
+  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name, by: params.by, q: params.q, pq: params.pq, ...p }, true);
   const bounds = () => resolveRange(range);
   const req = () => {
     const b = bounds();
@@ -77,22 +82,34 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   }, [metric?.name, allLabels, range.from, range.to]);
 
   useEffect(() => {
-    if (!metric || !labels || labels.metric !== metric.name) return;
+    if (!expression && (!metric || !labels || labels.metric !== metric.name)) return;
     const ctl = new AbortController();
     setError('');
     setLines(null);
     setOverrides(new Map());
+    const b = bounds();
+    const step = autoBucketSeconds(b.startMs, b.endMs, 120);
+    const failed = (e: unknown) => !ctl.signal.aborted && setError((e as Error).message);
+    // A remote-write dataset's chart is PromQL (the typed expression, or the metric's own query); an
+    // OTLP one's is SQL points and the console's line maths.
+    const promql = expression || (metric && chartLanguage((c) => columns.has(c)) === 'promql' ? metricPromql(metric.name, kind, group, step, quantile) : null);
+    if (promql) {
+      setRan({ language: 'promql', text: promql, step });
+      const label = expression ? undefined : (m: Record<string, string>) => (group ? m[group] ?? '' : 'all');
+      s.api.promqlRange<PromRangeData>(dataset, queryRangeParams(promql, b.startMs, b.endMs, step), ctl.signal).then((data) => setLines(linesFromRange(data, b.startMs, b.endMs, step, label)), failed);
+      return () => ctl.abort();
+    }
+    if (!metric || !labels) return;
     const query = pointsSql(dataset, metric.name, kind, labels.list, group, (c) => columns.has(c), MAX_POINTS);
-    setRan(query);
+    setRan({ language: 'sql', text: query, step });
     s.api.query({ query, ...req() }, ctl.signal).then(
       ({ records }) => {
-        const b = bounds();
-        setLines(computeLines(toPoints(records, kind, parseTimestamp), agg, autoBucketSeconds(b.startMs, b.endMs, 120), b.startMs, b.endMs, quantile));
+        setLines(computeLines(toPoints(records, kind, parseTimestamp), agg, step, b.startMs, b.endMs, quantile));
       },
-      (e) => !ctl.signal.aborted && setError((e as Error).message),
+      failed,
     );
     return () => ctl.abort();
-  }, [metric?.name, labels, group, quantile, range.from, range.to]);
+  }, [metric?.name, labels, group, quantile, range.from, range.to, expression, columns]);
 
   const data = useMemo<uPlot.AlignedData>(() => (lines ? [lines.times, ...lines.series.map((x) => x.values)] : [[]]), [lines]);
   // Series ranked by their mean: the top ones are drawn unless the legend says otherwise.
@@ -141,7 +158,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
       <div class="toolbar">
         <span class="field grow">
           <label for="metric-name">Metric</label>
-          <select id="metric-name" value={metric?.name ?? ''} onChange={(e) => go({ metric: (e.target as HTMLSelectElement).value, by: undefined })} data-testid="metric-select">
+          <select id="metric-name" value={metric?.name ?? ''} onChange={(e) => go({ metric: (e.target as HTMLSelectElement).value, by: undefined, pq: undefined })} data-testid="metric-select">
             {metrics.map((m) => (
               <option key={m.name} value={m.name}>
                 {m.name} ({metricKind(m)}, {m.points} points)
@@ -165,8 +182,38 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
           </span>
         )}
       </div>
-      {error && <pre class="error" role="alert">{error}</pre>}
-      {metric && (
+      <form
+        class="toolbar promql-box"
+        onSubmit={(e) => {
+          e.preventDefault();
+          go({ pq: draft.trim() || undefined });
+        }}
+      >
+        <span class="field grow">
+          <label for="metric-promql">PromQL</label>
+          <input
+            id="metric-promql"
+            data-testid="promql-input"
+            value={draft}
+            spellcheck={false}
+            placeholder="any PromQL expression, e.g. sum by (job) (rate(http_requests_total[5m]))"
+            onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+          />
+        </span>
+        <button type="submit" data-testid="promql-run">Run</button>
+        {expression && (
+          <button type="button" data-testid="promql-clear" onClick={() => go({ pq: undefined })}>
+            Back to the metric
+          </button>
+        )}
+      </form>
+      {error && <pre class="error" role="alert" data-testid="metric-error">{error}</pre>}
+      {expression && ran?.language === 'promql' && (
+        <p class="muted" data-testid="metric-desc">
+          Your PromQL expression, evaluated by the Prometheus query API over this range, one point every {formatBucket(ran.step)}.
+        </p>
+      )}
+      {!expression && metric && (
         <p class="muted" data-testid="metric-desc">
           <strong>{metric.name}</strong> {metric.unit ? `(${metric.unit}) ` : ''}— {KIND_LABEL[kind]}
           {metric.typedByMetadata
@@ -179,11 +226,11 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
           {group ? ` by ${group}` : ''}.
         </p>
       )}
-      {metrics.length === 0 && !error && <p class="muted">No metric points in this time range.</p>}
+      {metrics.length === 0 && !expression && !error && <p class="muted">No metric points in this time range.</p>}
       {lines && lines.series.length > 0 && (
         <>
           <div data-testid="metric-chart-wrap" data-focused={focused}>
-            <Chart options={options} data={data} shapeKey={`${shape}:${showAll}`} label={`Chart of ${metric?.name}`} testId="metric-chart" onReady={(u) => (plot.current = u)} />
+            <Chart options={options} data={data} shapeKey={`${shape}:${showAll}`} label={`Chart of ${expression || metric?.name}`} testId="metric-chart" onReady={(u) => (plot.current = u)} />
           </div>
           <Legend
             items={lines.series.map((x, i) => ({ label: x.label, color: colors[i], value: ranked.means[i], shown: isShown(i) }))}
@@ -202,11 +249,16 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
           />
         </>
       )}
-      {lines && lines.series.length === 0 && <p class="muted">No points to draw for this metric.</p>}
+      {lines && lines.series.length === 0 && <p class="muted">{expression ? 'The expression returned no series in this range.' : 'No points to draw for this metric.'}</p>}
       {ran && (
         <details class="ran-query" data-testid="metric-query">
-          <summary>Query</summary>
-          <pre>{ran}</pre>
+          <summary>Query ({ran.language === 'promql' ? 'PromQL' : 'SQL'})</summary>
+          <p class="muted" data-testid="metric-query-how">
+            {ran.language === 'promql'
+              ? `PromQL, run as query_range on /prometheus/${dataset}/api/v1 over this range, step ${ran.step}s (Prometheus' own engine).`
+              : 'SQL: an OTLP metrics dataset is not mapped to PromQL yet, so its points are read with SQL and the lines computed in the console (a remote-write dataset is drawn with PromQL).'}
+          </p>
+          <pre>{ran.text}</pre>
         </details>
       )}
     </section>
