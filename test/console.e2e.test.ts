@@ -447,7 +447,7 @@ describe('web console', () => {
     await page.getByTestId('promql-input').press('Enter');
     await expect.poll(names).toEqual(['{}']);
     expect(Number(await page.getByTestId('legend-item').locator('.lv').textContent())).toBe(23);
-    await shot('metrics-promql');
+    await shot('metrics-promql', 'console-metrics-promql');
     // A parse error comes back as the API's bad_data, shown as it says it.
     await page.getByTestId('promql-input').fill('sum(rate(http_requests_total[5m])');
     await page.getByTestId('promql-run').click();
