@@ -271,22 +271,34 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     apiKeys: e.P_API_KEYS,
     nodeId: e.P_NODE_ID,
     logLevel: e.P_LOG_LEVEL,
-    maxBodyBytes: e.P_MAX_BODY_BYTES,
-    maxNesting: e.P_MAX_NESTING,
-    maxColumns: e.P_MAX_COLUMNS,
     promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
-    maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
-    maxInflightBytes: e.P_MAX_INFLIGHT_BYTES ?? sized.inflightBytes,
-    inflightWaitMs: e.P_INFLIGHT_WAIT,
-    ingestKeyShare: e.P_INGEST_KEY_SHARE,
-    ingestBodyTimeoutMs: e.P_INGEST_BODY_TIMEOUT,
-    ingestMinBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
-    maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
-    maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
-    // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
-    // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
-    // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
-    ingestWorkers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
+    /** The HTTP server's group: its connections and the body limit of every route. */
+    server: {
+      maxBodyBytes: e.P_MAX_BODY_BYTES,
+      maxConnections: e.P_MAX_CONNECTIONS,
+      headersTimeoutMs: e.P_HEADERS_TIMEOUT,
+    },
+    /** The ingest service's group: admission, body reading and the per-request limits of every front door. */
+    ingest: {
+      maxBodyBytes: e.P_MAX_BODY_BYTES,
+      maxNesting: e.P_MAX_NESTING,
+      maxDecompressedBytes: e.P_MAX_DECOMPRESSED_BYTES,
+      maxInflightBytes: e.P_MAX_INFLIGHT_BYTES ?? sized.inflightBytes,
+      inflightWaitMs: e.P_INFLIGHT_WAIT,
+      keyShare: e.P_INGEST_KEY_SHARE,
+      bodyTimeoutMs: e.P_INGEST_BODY_TIMEOUT,
+      minBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
+      maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
+      maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
+      // The placement of values: a dataset's column limit, and the distinct names one request may bring
+      // (docs/configuration.md, P_MAX_COLUMNS).
+      maxColumns: e.P_MAX_COLUMNS,
+      maxNamesPerRequest: Math.max(1000, 4 * e.P_MAX_COLUMNS),
+      // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
+      // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
+      // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
+      workers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
+    },
     /** The storage engine's group (its data dir, node id and delete grace are added where it starts). */
     engine: {
       maxColumns: e.P_MAX_COLUMNS,
@@ -317,14 +329,17 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     cacheBytes: e.P_CACHE_BYTES,
     /** What the memory-sized defaults derive from, and where that figure came from. */
     memoryBudget: budget,
-    maxConnections: e.P_MAX_CONNECTIONS,
-    headersTimeoutMs: e.P_HEADERS_TIMEOUT,
-    filterMaxBytes: e.P_FILTER_MAX_BYTES,
-    filtersPerKey: e.P_FILTERS_PER_KEY,
+    /** The saved filters' group. */
+    filters: {
+      maxBytes: e.P_FILTER_MAX_BYTES,
+      perKey: e.P_FILTERS_PER_KEY,
+    },
     otlpGrpc: {
       addr: e.P_OTLP_GRPC_ADDR.trim().toLowerCase() === 'off' ? undefined : e.P_OTLP_GRPC_ADDR,
       maxConnectionAgeMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE,
       maxConnectionAgeGraceMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE,
+      // The Collector's batches are often larger than gRPC's 4 MiB default: the same limit as an HTTP body.
+      maxMessageBytes: e.P_MAX_BODY_BYTES,
     },
     /** The query worker pool's group (its work dir is added where it starts). */
     queryPool: {

@@ -75,13 +75,13 @@ async function main(): Promise<void> {
     queryConcurrency: config.queryPool.concurrency,
     queryWorkerMaxBytes: config.queryPool.maxRssBytes,
     queryMemoryLimit: config.queryPool.memoryLimit,
-    maxInflightBytes: config.maxInflightBytes,
+    maxInflightBytes: config.ingest.maxInflightBytes,
     flushBytes: config.engine.flushBytes,
   });
   await storage.init(reserved);
   storage.start();
 
-  const ingestPool = new IngestPool(config.ingestWorkers);
+  const ingestPool = new IngestPool(config.ingest.workers);
   const queryPool = new QueryPool({ ...config.queryPool, workDir: path.join(tmp, 'query') });
   await queryPool.start();
   const queries = new QueryExecutor(duck, storage, queryPool, config.queryLimits, config.queryPlanCacheBytes);
@@ -93,7 +93,7 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );
-  const ingest = new IngestService(ingestPool, storage, config);
+  const ingest = new IngestService(ingestPool, storage, config.ingest);
   stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
   stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
   stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
@@ -130,7 +130,8 @@ async function main(): Promise<void> {
   // The start log says where to go next: the console's address and where the admin key is.
   const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
-  const grpcServer = config.otlpGrpc.addr ? await startOtlpGrpc(config, keys, ingest) : undefined;
+  const grpcAddr = config.otlpGrpc.addr;
+  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
     log.info('listening', {
@@ -147,7 +148,7 @@ async function main(): Promise<void> {
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
-  limitConnections(http, { maxConnections: connectionCap(config.maxConnections), headersTimeoutMs: config.headersTimeoutMs });
+  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
 
   let stopping = false;
   const shutdown = async (signal: string) => {

@@ -88,7 +88,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
     return c.json(streamInfo(storage.stats(name)));
   });
 
-  app.post('/api/v1/counts', requires('read'), jsonBody(CountsRequest, config.maxBodyBytes), async (c) => {
+  app.post('/api/v1/counts', requires('read'), jsonBody(CountsRequest, config.server.maxBodyBytes), async (c) => {
     const p = c.get('principal');
     return c.json(await counts({ queries, storage, canRead: (n) => canAccess(p, n), principalId: p.id }, c.get('body')));
   });

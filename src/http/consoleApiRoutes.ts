@@ -55,7 +55,7 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
     return c.json({ keyId: p.id, role: p.role, actions: [...ROLE_ACTIONS[p.role]], datasets: p.datasets ? [...p.datasets].sort() : null });
   });
 
-  app.post('/api/v1/field-stats', requires('read'), jsonBody(FieldStatsBody, config.maxBodyBytes), async (c) => {
+  app.post('/api/v1/field-stats', requires('read'), jsonBody(FieldStatsBody, config.server.maxBodyBytes), async (c) => {
     const p = c.get('principal');
     const body = c.get('body');
     const startMs = parseTimeBound(body.startTime, 'startTime');
@@ -65,7 +65,7 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
     return c.json(shapeFieldStats(rows, []));
   });
 
-  app.post('/api/v1/tail', requires('read'), jsonBody(TailBody, config.maxBodyBytes), async (c) => {
+  app.post('/api/v1/tail', requires('read'), jsonBody(TailBody, config.server.maxBodyBytes), async (c) => {
     const p = c.get('principal');
     const body = c.get('body');
     const meta = await storage.resolve(body.dataset, true);

@@ -91,7 +91,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
   });
 
   // Parseable's shape: [{"description": "…", "action": "delete", "duration": "30d"}]; [] clears it.
-  app.put('/api/v1/logstream/:name/retention', requires('admin', 'name'), jsonBody(RetentionBody, config.maxBodyBytes), async (c) => {
+  app.put('/api/v1/logstream/:name/retention', requires('admin', 'name'), jsonBody(RetentionBody, config.server.maxBodyBytes), async (c) => {
     const name = c.req.param('name');
     const meta = await storage.setRetention(name, c.get('body'));
     return c.json({ message: `retention of ${name} set`, retention: meta.retention });

@@ -15,20 +15,20 @@ import { formatIssues, requires } from './middleware.ts';
  * owns at most P_FILTERS_PER_KEY (docs/security.md).
  */
 export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
-  const filters = new FilterStore(storage.store, { maxBytes: config.filterMaxBytes });
+  const filters = new FilterStore(storage.store, { maxBytes: config.filters.maxBytes });
   // Objects saved before the size limit (or by hand) are moved out of the listing's way; listings skip
   // them by size meanwhile, so the service need not wait for this.
   filters.setAsideOversized().catch((err: unknown) => log.warn('filters: setting aside oversized objects failed', { error: err as Error }));
   // Creations by one key run one after another, so two concurrent saves cannot both pass the count.
   const creating = new Map<string, Promise<unknown>>();
-  const tooBig = () => tooLarge(`a saved filter is at most ${config.filterMaxBytes} bytes (P_FILTER_MAX_BYTES)`);
+  const tooBig = () => tooLarge(`a saved filter is at most ${config.filters.maxBytes} bytes (P_FILTER_MAX_BYTES)`);
 
   const owner = (p: Principal) => p.id ?? 'anonymous';
   const visible = (p: Principal, f: SavedFilter) => canAccess(p, f.stream_name);
   const mayChange = (p: Principal, f: SavedFilter) => visible(p, f) && (p.role === 'admin' || f.user_id === owner(p));
 
   async function readFilter(c: Context<AppEnv>, p: Principal): Promise<Filter> {
-    const parsed = Filter.safeParse(parseJson(await readBody(c, config.filterMaxBytes).catch((err: unknown) => {
+    const parsed = Filter.safeParse(parseJson(await readBody(c, config.filters.maxBytes).catch((err: unknown) => {
       throw isDomainError(err) && err.kind === 'too_large' ? tooBig() : err;
     })));
     if (!parsed.success) throw invalidInput(formatIssues(parsed.error));
@@ -89,8 +89,8 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Ser
     const me = owner(p);
     const run = (creating.get(me) ?? Promise.resolve()).catch(() => undefined).then(async () => {
       const have = await filters.countOwnedBy(me);
-      if (have >= config.filtersPerKey) {
-        throw conflict(`this key has ${have} saved filters, the limit (P_FILTERS_PER_KEY=${config.filtersPerKey}); delete some first`);
+      if (have >= config.filters.perKey) {
+        throw conflict(`this key has ${have} saved filters, the limit (P_FILTERS_PER_KEY=${config.filters.perKey}); delete some first`);
       }
       const saved: SavedFilter = { ...body, filter_id: randomUUID(), user_id: me, version: CURRENT_FILTER_VERSION };
       if (!(await filters.put(saved))) throw tooBig();

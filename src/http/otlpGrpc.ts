@@ -96,15 +96,14 @@ export interface OtlpGrpcServer {
   close(): Promise<void>;
 }
 
-/** Starts the server on `config.otlpGrpc.addr` (host:port); resolves once it listens. */
-export async function startOtlpGrpc(config: Config, keys: ApiKeys, ingest: IngestService): Promise<OtlpGrpcServer> {
-  const addr = config.otlpGrpc.addr!;
+/** Starts the server on `settings.addr` (host:port); resolves once it listens. */
+export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: string }, keys: ApiKeys, ingest: IngestService): Promise<OtlpGrpcServer> {
+  const addr = settings.addr;
   const server = new grpc.Server({
-    // The Collector's batches are often larger than gRPC's 4 MiB default: the same limit as an HTTP body.
-    'grpc.max_receive_message_length': config.maxBodyBytes,
+    'grpc.max_receive_message_length': settings.maxMessageBytes,
     // Long-lived HTTP/2 connections would pin a client to one worker behind a load balancer.
-    'grpc.max_connection_age_ms': config.otlpGrpc.maxConnectionAgeMs,
-    'grpc.max_connection_age_grace_ms': config.otlpGrpc.maxConnectionAgeGraceMs,
+    'grpc.max_connection_age_ms': settings.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': settings.maxConnectionAgeGraceMs,
   });
 
   for (const signal of ['logs', 'traces', 'metrics'] as const) {
@@ -159,7 +158,7 @@ export async function startOtlpGrpc(config: Config, keys: ApiKeys, ingest: Inges
       new Promise<void>((resolve) => {
         for (const s of ['', ...Object.values(SERVICE)]) health.setStatus(s, 'NOT_SERVING');
         // Running exports finish (their batches are acknowledged); then anything left is cut.
-        const force = setTimeout(() => server.forceShutdown(), config.otlpGrpc.maxConnectionAgeGraceMs);
+        const force = setTimeout(() => server.forceShutdown(), settings.maxConnectionAgeGraceMs);
         server.tryShutdown(() => {
           clearTimeout(force);
           resolve();

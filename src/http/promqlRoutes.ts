@@ -83,7 +83,7 @@ export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, confi
       const dataset = c.req.param('dataset') ?? c.req.header('x-p-stream') ?? c.req.query('stream');
       if (!dataset) throw new PromqlParamError('missing dataset: send the X-P-Stream header, the ?stream= parameter, or use /prometheus/{dataset}/api/v1/…');
       authorize(c.get('principal'), 'read', dataset);
-      return await handler(c, dataset, await formOf(c, config.maxBodyBytes));
+      return await handler(c, dataset, await formOf(c, config.server.maxBodyBytes));
     } catch (err) {
       if (err instanceof PromqlParamError) return errorBody(c, 400, 'bad_data', err.message);
       if (err instanceof DomainError) {

@@ -28,7 +28,7 @@ const QueryBody = z.object({
  * when asked, and ended by `{"error":…}` if the query fails or is cut off after the first line.
  */
 export function registerQueryRoutes(app: Hono<AppEnv>, { queries, config }: Services): void {
-  app.post('/api/v1/query', requires('read'), jsonBody(QueryBody, config.maxBodyBytes), async (c) => {
+  app.post('/api/v1/query', requires('read'), jsonBody(QueryBody, config.server.maxBodyBytes), async (c) => {
     const started = performance.now();
     const principal = c.get('principal');
     const body = c.get('body');

@@ -29,6 +29,9 @@ export interface IngestSink {
   append(name: string, batch: SerializedRows, rawBytes: number): Promise<{ count: number } | { conflict: string; schema: Schema }>;
 }
 
+/** The ingest service's settings: loadConfig's `ingest` group (src/config.ts states each one's meaning and default). */
+export type IngestSettings = Omit<Config['ingest'], 'workers'>;
+
 /** The format of a request body and the signal it carries, as the front door's endpoint names it. */
 export type IngestFormat =
   /** JSON events; `existingOnly`: `POST /api/v1/logstream/{name}` stores into an existing dataset only. */
@@ -99,14 +102,14 @@ export class IngestService {
   constructor(
     private readonly pool: IngestPool,
     private readonly sink: IngestSink,
-    private readonly config: Config,
+    private readonly config: IngestSettings,
   ) {
-    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs, config.ingestKeyShare);
+    this.inflight = new InflightBudget(config.maxInflightBytes, config.inflightWaitMs, config.keyShare);
   }
 
   /** The per-request work limits of a job (docs/ingestion.md "Limits per request"). */
   get limits(): RequestLimits {
-    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: Math.max(1000, 4 * this.config.maxColumns) };
+    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest };
   }
 
   /**
@@ -157,7 +160,7 @@ export class IngestService {
     const chunks: Uint8Array[] = [];
     let size = 0;
     let refusal: unknown;
-    const deadline = new BodyDeadline(source, this.config.ingestBodyTimeoutMs, this.config.ingestMinBodyRate, () => size);
+    const deadline = new BodyDeadline(source, this.config.bodyTimeoutMs, this.config.minBodyRate, () => size);
     try {
       for await (const chunk of source) {
         size += chunk.byteLength;

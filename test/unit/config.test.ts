@@ -34,8 +34,16 @@ describe('settings', () => {
   });
 
   test.each([
-    [{ P_MAX_BODY_BYTES: '512KB' }, (c: ReturnType<typeof loadConfig>) => c.maxBodyBytes, 512 * 1024],
-    [{ P_MAX_BODY_BYTES: '2MiB' }, (c: ReturnType<typeof loadConfig>) => c.maxBodyBytes, 2 * 1024 ** 2],
+    [{ P_MAX_BODY_BYTES: '512KB' }, (c: ReturnType<typeof loadConfig>) => c.server.maxBodyBytes, 512 * 1024],
+    [{ P_MAX_BODY_BYTES: '2MiB' }, (c: ReturnType<typeof loadConfig>) => c.ingest.maxBodyBytes, 2 * 1024 ** 2],
+    [{ P_MAX_BODY_BYTES: '2MiB' }, (c: ReturnType<typeof loadConfig>) => c.otlpGrpc.maxMessageBytes, 2 * 1024 ** 2],
+    [{ P_MAX_NESTING: '3' }, (c: ReturnType<typeof loadConfig>) => c.ingest.maxNesting, 3],
+    [{ P_INGEST_MIN_BODY_RATE: '0' }, (c: ReturnType<typeof loadConfig>) => c.ingest.minBodyRate, 1],
+    [{ P_MAX_COLUMNS: '3000' }, (c: ReturnType<typeof loadConfig>) => c.ingest.maxNamesPerRequest, 12_000],
+    [{ P_MAX_COLUMNS: '10' }, (c: ReturnType<typeof loadConfig>) => c.ingest.maxNamesPerRequest, 1000],
+    [{ P_HEADERS_TIMEOUT: '3s' }, (c: ReturnType<typeof loadConfig>) => c.server.headersTimeoutMs, 3000],
+    [{ P_FILTER_MAX_BYTES: '1KiB' }, (c: ReturnType<typeof loadConfig>) => c.filters.maxBytes, 1024],
+    [{ P_FILTERS_PER_KEY: '7' }, (c: ReturnType<typeof loadConfig>) => c.filters.perKey, 7],
     [{ P_FLUSH_BYTES: '1GiB' }, (c: ReturnType<typeof loadConfig>) => c.engine.flushBytes, 1024 ** 3],
     [{ P_CATALOG_REFRESH: '1s' }, (c: ReturnType<typeof loadConfig>) => c.engine.catalogRefreshMs, 1000],
     [{ P_QUERY_TIMEOUT: '5s' }, (c: ReturnType<typeof loadConfig>) => c.queryLimits.timeoutMs, 5000],
@@ -43,7 +51,7 @@ describe('settings', () => {
     [{ P_QUERY_WORKER_HEAP: '1MiB' }, (c: ReturnType<typeof loadConfig>) => c.queryPool.heapMb, 64],
     [{ P_ADDR: ':9000' }, (c: ReturnType<typeof loadConfig>) => c.host, '0.0.0.0'],
     [{ P_ADDR: '127.0.0.1:9000' }, (c: ReturnType<typeof loadConfig>) => c.port, 9000],
-    [{ P_INGEST_WORKERS: '0' }, (c: ReturnType<typeof loadConfig>) => c.ingestWorkers, 0],
+    [{ P_INGEST_WORKERS: '0' }, (c: ReturnType<typeof loadConfig>) => c.ingest.workers, 0],
   ])('%j reaches its subsystem', (env, pick, expected) => {
     expect(pick(loadConfig(env))).toBe(expected);
   });
@@ -55,6 +63,8 @@ describe('settings', () => {
     expect(c.queryPool).toMatchObject({ concurrency: 4, perKey: 2, queue: 16, warm: 1, heapMb: 512 });
     expect(c.queryLimits).toMatchObject({ timeoutMs: 30_000, maxRows: 500_000, maxDepth: 16 });
     expect(c.storageDuckDB).toEqual({ threads: 1, memoryLimit: '2048MiB' });
+    expect(c.ingest).toMatchObject({ maxBodyBytes: 10 * 1024 ** 2, maxNesting: 10, maxInflightBytes: 64 * 1024 ** 2, inflightWaitMs: 2000, keyShare: 0.5, maxNamesPerRequest: 8000 });
+    expect(c.filters).toEqual({ maxBytes: 256 * 1024, perKey: 100 });
   });
 
   test.each([

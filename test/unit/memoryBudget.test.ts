@@ -62,7 +62,7 @@ describe('defaults sized from the budget; the parts stay under it', () => {
       queryPool: { concurrency: 3, maxRssBytes: 1024 * MiB, memoryLimit: '300MB' },
       storageDuckDB: { memoryLimit: '1GB' },
       engine: { flushBytes: MiB },
-      maxInflightBytes: 32 * MiB,
+      ingest: { maxInflightBytes: 32 * MiB },
     });
   });
 });
