@@ -10,7 +10,7 @@ import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
 import type { PgType } from './pgRows.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
-import type { RunJob, TimeFormat } from './protocol.ts';
+import type { FromWorker, RunJob, TimeFormat } from './protocol.ts';
 import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 
 export interface QueryLimits extends SandboxLimits {
@@ -114,6 +114,14 @@ function withinDeadline(pending: Promise<Snapshot>, deadline: number, dataset: s
  * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
  * worker process, under the time limit. The snapshot is held until the answer ends.
  */
+/** What reading a worker's messages after the first needs (see `start` and `rest`). */
+interface Started {
+  iterator: AsyncIterator<FromWorker>;
+  exec: { ack: () => void };
+  cleanup: () => void;
+  setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
+}
+
 export class QueryExecutor {
   private readonly plans: PlanCache;
 
@@ -186,7 +194,8 @@ export class QueryExecutor {
   }
 
   private async executeOnce(req: QueryRequest): Promise<QueryAnswer> {
-    const { first: m, iterator, exec, cleanup, setAside } = await this.start(req);
+    const run = await this.start(req);
+    const { first: m, iterator, cleanup } = run;
     try {
       if (m.type === 'answer') {
         // The whole answer in one message: the worker is already free.
@@ -196,31 +205,7 @@ export class QueryExecutor {
         return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
       }
       if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
-      const fields = m.fields;
-      const chunks: AsyncIterable<string> = {
-        [Symbol.asyncIterator]: async function* () {
-          try {
-            for (;;) {
-              const next = await iterator.next();
-              if (next.done) return;
-              const e = next.value;
-              if (e.type === 'chunk') {
-                yield e.text;
-                exec.ack();
-              } else if (e.type === 'done') return;
-              else if (e.type === 'error') {
-                // Rows were answered already: set the files aside for the next query, fail this one.
-                await setAside(e.damaged);
-                throw new DomainError(e.kind, e.message);
-              }
-            }
-          } finally {
-            await iterator.return?.();
-            cleanup();
-          }
-        },
-      };
-      return { fields, chunks };
+      return { fields: m.fields, chunks: this.rest(run, (e) => (e.type === 'chunk' ? e.text : undefined)) };
     } catch (err) {
       await iterator.return?.();
       cleanup();
@@ -235,7 +220,8 @@ export class QueryExecutor {
    * asks for the next, so a slow reader holds the worker, not memory.
    */
   async executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer> {
-    const { first: m, iterator, exec, cleanup, setAside } = await this.retryDamaged(() => this.start({ ...req, sendNull: true, timeFormat: 'iso', streaming: true }, formats));
+    const run = await this.retryDamaged(() => this.start({ ...req, sendNull: true, timeFormat: 'iso', streaming: true }, formats));
+    const { first: m, iterator, exec, cleanup } = run;
     if (m.type === 'answer' && m.pgTypes && m.data) {
       // A small result run whole: the worker is already free.
       await iterator.return?.();
@@ -249,22 +235,33 @@ export class QueryExecutor {
       cleanup();
       throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
     }
-    const batches: AsyncIterable<{ data: Buffer; rows: number }> = {
+    const batches = this.rest(run, (e) => (e.type === 'rows' ? { data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength), rows: e.rows } : undefined));
+    return { fields: m.fields, types: m.pgTypes, batches, cancel: (reason) => exec.cancel(reason) };
+  }
+
+  /**
+   * The worker's messages after the first, as the items `pick` makes of its data messages (JSON chunks
+   * or DataRow batches), each acknowledged when the consumer asks for the next, so a slow reader holds
+   * the worker, not memory. A damaged file found once rows were answered is set aside for the next
+   * query and fails this one.
+   */
+  private rest<T>({ iterator, exec, cleanup, setAside }: Started, pick: (e: FromWorker) => T | undefined): AsyncIterable<T> {
+    return {
       [Symbol.asyncIterator]: async function* () {
         try {
           for (;;) {
             const next = await iterator.next();
             if (next.done) return;
             const e = next.value;
-            if (e.type === 'rows') {
-              yield { data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength), rows: e.rows };
-              exec.ack();
-            } else if (e.type === 'done') return;
-            else if (e.type === 'error') {
-              // Rows were answered already: set the files aside for the next query, fail this one.
+            if (e.type === 'done') return;
+            if (e.type === 'error') {
               await setAside(e.damaged);
               throw new DomainError(e.kind, e.message);
             }
+            const item = pick(e);
+            if (item === undefined) continue;
+            yield item;
+            exec.ack();
           }
         } finally {
           await iterator.return?.();
@@ -272,7 +269,6 @@ export class QueryExecutor {
         }
       },
     };
-    return { fields: m.fields, types: m.pgTypes, batches, cancel: (reason) => exec.cancel(reason) };
   }
 
   /** Plans, authorises, snapshots and hands the statement to a worker; resolves with its first message. */
