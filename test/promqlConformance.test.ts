@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -43,6 +43,12 @@ describe('PromQL conformance (Prometheus promqltest files over HTTP)', () => {
     server = await startServer({ env: { P_QUERY_CONCURRENCY_PER_KEY: '8' } });
   });
   afterAll(async () => server?.stop());
+
+  it("compares native histograms by what the API's JSON carries (the harness's own table test)", () => {
+    const run = spawnSync(binary, ['-test.v', '-test.run', '^TestSameHistogramJSON$'], { encoding: 'utf8' });
+    expect(run.stdout, run.stderr).toContain('--- PASS: TestSameHistogramJSON');
+    expect(run.status, run.stdout).toBe(0);
+  });
 
   it('passes the evaluations but the listed ones', async () => {
     // The files in four groups of similar size, run at once: each eval waits on the service's answer.
