@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -13,13 +13,12 @@ import { startServer, type TestServer } from './helpers/server.ts';
  * its reason, in test/promql-conformance/expected-failures.txt, and the pass rate must not fall below
  * MIN_PASS_RATE.
  *
- * The issue's goal is 97%; MIN_PASS_RATE is what is measured, below it for two listed reasons: results
- * that are native histograms cannot be compared by this harness (Prometheus' JSON gives a histogram's
- * buckets without its schema, spans or counter-reset hint, which promqltest compares; the engine
- * computes them, and every float derived from them passes), and start timestamps are not given to the
- * engine.
+ * Results that are native histograms are compared as the API's JSON gives them (count, sum, each
+ * bucket's boundaries and count; see the harness's histogramsFromJSON). MIN_PASS_RATE is a floor just
+ * under what is measured (2,400 of 2,434, 98.6%); what fails is listed: start timestamps are not given
+ * to the engine, and a negative zero loses its sign on one remote-write path.
  */
-const MIN_PASS_RATE = 0.88;
+const MIN_PASS_RATE = 0.98;
 
 const binary = path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache/lakehouse-test'), 'promql-conformance.test');
 const listFile = path.resolve(import.meta.dirname, 'promql-conformance/expected-failures.txt');
@@ -44,6 +43,12 @@ describe('PromQL conformance (Prometheus promqltest files over HTTP)', () => {
     server = await startServer({ env: { P_QUERY_CONCURRENCY_PER_KEY: '8' } });
   });
   afterAll(async () => server?.stop());
+
+  it("compares native histograms by what the API's JSON carries (the harness's own table test)", () => {
+    const run = spawnSync(binary, ['-test.v', '-test.run', '^TestSameHistogramJSON$'], { encoding: 'utf8' });
+    expect(run.stdout, run.stderr).toContain('--- PASS: TestSameHistogramJSON');
+    expect(run.status, run.stdout).toBe(0);
+  });
 
   it('passes the evaluations but the listed ones', async () => {
     // The files in four groups of similar size, run at once: each eval waits on the service's answer.

@@ -29,7 +29,9 @@ import (
 
 	"github.com/gogo/protobuf/proto"
 	"github.com/golang/snappy"
+	jsoniter "github.com/json-iterator/go"
 
+	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/prompb"
 	"github.com/prometheus/prometheus/promql"
@@ -37,7 +39,9 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/util/almost"
 	"github.com/prometheus/prometheus/util/annotations"
+	"github.com/prometheus/prometheus/util/jsonutil"
 	"github.com/prometheus/prometheus/util/stats"
 )
 
@@ -47,7 +51,8 @@ func TestConformance(t *testing.T) {
 	if base == "" || key == "" {
 		t.Fatal("set LAKEHOUSE_URL and LAKEHOUSE_KEY")
 	}
-	e := &remoteEngine{base: base, key: key, client: &http.Client{Timeout: 2 * time.Minute}, run: strconv.FormatInt(time.Now().UnixNano()%1e9, 36)}
+	e := &remoteEngine{base: base, key: key, client: &http.Client{Timeout: 2 * time.Minute}, run: strconv.FormatInt(time.Now().UnixNano()%1e9, 36),
+		reference: promqltest.NewTestEngine(t, false, 0, 1e9)}
 	promqltest.RunBuiltinTests(t, e)
 }
 
@@ -57,24 +62,33 @@ type remoteEngine struct {
 	lastHash       uint64
 	dataset        string
 	n              int
+	// reference is Prometheus' engine as promqltest configures it, run on promqltest's local storage
+	// only to obtain the native histograms the API's JSON cannot carry in full (see histogramsFromJSON).
+	reference *promql.Engine
 }
 
-func (e *remoteEngine) NewInstantQuery(ctx context.Context, q storage.Queryable, _ promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
+func (e *remoteEngine) NewInstantQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, ts time.Time) (promql.Query, error) {
 	ds, err := e.sync(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	form := url.Values{"query": {qs}, "time": {formatTime(ts)}}
-	return &remoteQuery{e: e, path: "/prometheus/" + ds + "/api/v1/query", form: form, expr: qs}, nil
+	ref := func(ctx context.Context) (promql.Query, error) {
+		return e.reference.NewInstantQuery(ctx, q, opts, qs, ts)
+	}
+	return &remoteQuery{e: e, path: "/prometheus/" + ds + "/api/v1/query", form: form, expr: qs, ref: ref}, nil
 }
 
-func (e *remoteEngine) NewRangeQuery(ctx context.Context, q storage.Queryable, _ promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
+func (e *remoteEngine) NewRangeQuery(ctx context.Context, q storage.Queryable, opts promql.QueryOpts, qs string, start, end time.Time, step time.Duration) (promql.Query, error) {
 	ds, err := e.sync(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	form := url.Values{"query": {qs}, "start": {formatTime(start)}, "end": {formatTime(end)}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
-	return &remoteQuery{e: e, path: "/prometheus/" + ds + "/api/v1/query_range", form: form, expr: qs}, nil
+	ref := func(ctx context.Context) (promql.Query, error) {
+		return e.reference.NewRangeQuery(ctx, q, opts, qs, start, end, step)
+	}
+	return &remoteQuery{e: e, path: "/prometheus/" + ds + "/api/v1/query_range", form: form, expr: qs, ref: ref}, nil
 }
 
 func formatTime(t time.Time) string {
@@ -212,23 +226,188 @@ type remoteQuery struct {
 	path string
 	form url.Values
 	expr string
+	ref  func(context.Context) (promql.Query, error)
 }
 
-func (q *remoteQuery) Exec(context.Context) *promql.Result {
+func (q *remoteQuery) Exec(ctx context.Context) *promql.Result {
 	req, _ := http.NewRequest(http.MethodPost, q.e.base+q.path, bytes.NewBufferString(q.form.Encode()))
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	b, status, err := q.e.do(req)
 	if err != nil {
 		return &promql.Result{Err: err}
 	}
-	return decodeAnswer(b, status)
+	res := decodeAnswer(b, status)
+	if res.Err == nil && res.Value != nil && hasHistograms(res.Value) {
+		res.Err = q.histogramsFromJSON(ctx, res.Value)
+	}
+	return res
 }
 
-func (*remoteQuery) Close()                          {}
-func (*remoteQuery) Statement() parser.Statement     { return nil }
-func (*remoteQuery) Stats() *stats.Statistics        { return nil }
-func (*remoteQuery) Cancel()                         {}
-func (q *remoteQuery) String() string                { return q.expr }
+func hasHistograms(v parser.Value) bool {
+	switch v := v.(type) {
+	case promql.Vector:
+		for _, s := range v {
+			if s.H != nil {
+				return true
+			}
+		}
+	case promql.Matrix:
+		for _, s := range v {
+			if len(s.Histograms) > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// histogramsFromJSON gives each native histogram of the service's answer (decoded only as the JSON
+// Prometheus' API writes: count, sum and the non-empty buckets' boundaries and counts) the full
+// histogram promqltest compares (schema, spans, zero bucket, counter-reset hint), or fails.
+//
+// The JSON cannot be turned back into that histogram, and promqltest does not hand the expected one to
+// an engine. So the same query is run by Prometheus' engine, configured as promqltest configures it, on
+// promqltest's local storage (the data the service was loaded with by remote write): each histogram the
+// service returned must have a counterpart there (same labels, same timestamp) whose JSON, written by
+// Prometheus' own jsonutil.MarshalHistogram, is the service's within promqltest's float tolerance
+// (count, sum, and every bucket's boundary rule, lower and upper bound and count). Only then is the
+// counterpart put in the result, which promqltest then compares in full with the test file's expected
+// histogram. A service histogram that differs in anything the JSON carries fails the evaluation.
+func (q *remoteQuery) histogramsFromJSON(ctx context.Context, got parser.Value) error {
+	rq, err := q.ref(ctx)
+	if err != nil {
+		return fmt.Errorf("reference engine: %w", err)
+	}
+	defer rq.Close()
+	rres := rq.Exec(ctx)
+	if rres.Err != nil {
+		return fmt.Errorf("the service returned histograms where Prometheus' engine fails: %w", rres.Err)
+	}
+	want := map[string]*histogram.FloatHistogram{}
+	key := func(l labels.Labels, t int64) string { return fmt.Sprintf("%s@%d", l.String(), t) }
+	switch v := rres.Value.(type) {
+	case promql.Vector:
+		for _, s := range v {
+			if s.H != nil {
+				want[key(s.Metric, s.T)] = s.H
+			}
+		}
+	case promql.Matrix:
+		for _, s := range v {
+			for _, p := range s.Histograms {
+				want[key(s.Metric, p.T)] = p.H
+			}
+		}
+	}
+	// The service's histogram as decoded holds its JSON only (see decodeHistogram).
+	match := func(l labels.Labels, t int64, h *histogram.FloatHistogram) (*histogram.FloatHistogram, error) {
+		ref, ok := want[key(l, t)]
+		if !ok {
+			return nil, fmt.Errorf("the service returned a histogram for %s at %d, Prometheus' engine none", l, t)
+		}
+		gotJSON := jsonOf[h]
+		wantJSON := histogramJSON(ref)
+		if !sameHistogramJSON(gotJSON, wantJSON) {
+			return nil, fmt.Errorf("histogram for %s at %d: the service returned %s, expected %s", l, t, gotJSON, wantJSON)
+		}
+		return ref.Copy(), nil
+	}
+	switch v := got.(type) {
+	case promql.Vector:
+		for i := range v {
+			if v[i].H != nil {
+				if v[i].H, err = match(v[i].Metric, v[i].T, v[i].H); err != nil {
+					return err
+				}
+			}
+		}
+	case promql.Matrix:
+		for i := range v {
+			for j := range v[i].Histograms {
+				p := &v[i].Histograms[j]
+				if p.H, err = match(v[i].Metric, p.T, p.H); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// jsonOf keeps the JSON each decoded placeholder histogram came from (the harness runs one query at a
+// time).
+var jsonOf = map[*histogram.FloatHistogram]json.RawMessage{}
+
+// decodeHistogram stands a placeholder in for a histogram point of the answer, its count and sum
+// filled (for messages), its JSON kept for histogramsFromJSON.
+func decodeHistogram(p point) (int64, *histogram.FloatHistogram, error) {
+	t, err := p.time()
+	if err != nil {
+		return 0, nil, err
+	}
+	var hj jsonHistogram
+	if err := json.Unmarshal(p[1], &hj); err != nil {
+		return 0, nil, fmt.Errorf("histogram %s: %w", p[1], err)
+	}
+	h := &histogram.FloatHistogram{}
+	h.Count, _ = strconv.ParseFloat(hj.Count, 64)
+	h.Sum, _ = strconv.ParseFloat(hj.Sum, 64)
+	jsonOf[h] = append(json.RawMessage(nil), p[1]...)
+	return t, h, nil
+}
+
+// histogramJSON is h as Prometheus' API writes it.
+func histogramJSON(h *histogram.FloatHistogram) json.RawMessage {
+	stream := jsoniter.ConfigCompatibleWithStandardLibrary.BorrowStream(nil)
+	defer jsoniter.ConfigCompatibleWithStandardLibrary.ReturnStream(stream)
+	jsonutil.MarshalHistogram(h, stream)
+	return append(json.RawMessage(nil), stream.Buffer()...)
+}
+
+type jsonHistogram struct {
+	Count   string               `json:"count"`
+	Sum     string               `json:"sum"`
+	Buckets [][4]json.RawMessage `json:"buckets"`
+}
+
+// sameHistogramJSON compares two histograms in the API's JSON: count, sum, and bucket by bucket the
+// boundary rule (exactly) and lower bound, upper bound and count (within promqltest's tolerance).
+func sameHistogramJSON(a, b json.RawMessage) bool {
+	var x, y jsonHistogram
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	if !sameFloat(x.Count, y.Count) || !sameFloat(x.Sum, y.Sum) || len(x.Buckets) != len(y.Buckets) {
+		return false
+	}
+	for i := range x.Buckets {
+		if string(x.Buckets[i][0]) != string(y.Buckets[i][0]) {
+			return false
+		}
+		for k := 1; k < 4; k++ {
+			var s, u string
+			if json.Unmarshal(x.Buckets[i][k], &s) != nil || json.Unmarshal(y.Buckets[i][k], &u) != nil || !sameFloat(s, u) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// floatTolerance is promqltest's (unexported) defaultEpsilon, which it compares every float with.
+const floatTolerance = 0.000001
+
+func sameFloat(a, b string) bool {
+	x, err1 := strconv.ParseFloat(a, 64)
+	y, err2 := strconv.ParseFloat(b, 64)
+	return err1 == nil && err2 == nil && almost.Equal(x, y, floatTolerance)
+}
+
+func (*remoteQuery) Close()                      {}
+func (*remoteQuery) Statement() parser.Statement { return nil }
+func (*remoteQuery) Stats() *stats.Statistics    { return nil }
+func (*remoteQuery) Cancel()                     {}
+func (q *remoteQuery) String() string            { return q.expr }
 
 // annotation is a warning or info as the API sent it: its text, and its kind for errors.Is.
 type annotation struct {
@@ -264,6 +443,7 @@ func (p point) float() (float64, error) {
 }
 
 func decodeAnswer(b []byte, status int) *promql.Result {
+	clear(jsonOf)
 	var a answer
 	if err := json.Unmarshal(b, &a); err != nil {
 		return &promql.Result{Err: fmt.Errorf("status %d, not JSON: %s", status, b)}
@@ -325,7 +505,15 @@ func decodeValue(typ string, raw json.RawMessage) (parser.Value, error) {
 		vec := promql.Vector{}
 		for _, s := range list {
 			if s.Value == nil {
-				return nil, errors.New("native histogram results are not decoded by this harness")
+				if s.Histogram == nil {
+					return nil, errors.New("a sample with neither value nor histogram")
+				}
+				t, h, err := decodeHistogram(*s.Histogram)
+				if err != nil {
+					return nil, err
+				}
+				vec = append(vec, promql.Sample{Metric: labels.FromMap(s.Metric), T: t, H: h})
+				continue
 			}
 			t, err := s.Value.time()
 			if err != nil {
@@ -349,10 +537,14 @@ func decodeValue(typ string, raw json.RawMessage) (parser.Value, error) {
 		}
 		mat := promql.Matrix{}
 		for _, s := range list {
-			if len(s.Histograms) > 0 {
-				return nil, errors.New("native histogram results are not decoded by this harness")
-			}
 			series := promql.Series{Metric: labels.FromMap(s.Metric)}
+			for _, p := range s.Histograms {
+				t, h, err := decodeHistogram(p)
+				if err != nil {
+					return nil, err
+				}
+				series.Histograms = append(series.Histograms, promql.HPoint{T: t, H: h})
+			}
 			for _, p := range s.Values {
 				t, err := p.time()
 				if err != nil {
