@@ -18,6 +18,7 @@ import { tooLarge } from '../errors.ts';
 import type { OtlpSignal } from './otlp/index.ts';
 import type { Msg } from './otlp/values.ts';
 import { messageTypes } from './protobuf.ts';
+import { QUOTE, stringEnd } from './jsonScan.ts';
 
 export interface RequestLimits {
   maxEvents: number;
@@ -38,8 +39,6 @@ const tooManyEvents = (noun: string, limits: RequestLimits) =>
 const tooManyValues = (limits: RequestLimits) =>
   tooLarge(`request holds more than ${limits.maxValues} values (P_MAX_VALUES_PER_REQUEST); send smaller batches`);
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 const COLON = 0x3a;
 /**
  * JSON bodies up to this size are parsed without a scan first: JSON.parse turns a byte into at most
@@ -67,14 +66,8 @@ export function checkJsonShape(buf: Uint8Array, limits: RequestLimits, noun = 'e
   for (let i = 0; i < n; i++) {
     const c = buf[i];
     if (c === QUOTE) {
-      let j = i;
-      for (;;) {
-        j = buf.indexOf(QUOTE, j + 1);
-        if (j === -1) return;
-        let backslashes = 0;
-        while (buf[j - 1 - backslashes] === BACKSLASH) backslashes++;
-        if ((backslashes & 1) === 0) break;
-      }
+      const j = stringEnd(buf, i);
+      if (j === -1) return;
       // A member name (compact JSON: the colon follows the quote). FNV-1a over its bytes.
       if (buf[j + 1] === COLON) {
         let h = 0x811c9dc5;

@@ -1,7 +1,6 @@
 import { invalidInput } from '../errors.ts';
+import { QUOTE, stringEnd } from './jsonScan.ts';
 
-const QUOTE = 0x22;
-const BACKSLASH = 0x5c;
 
 /** Is `c` a byte of a JSON number token (digits, sign, point, exponent)? */
 const isNumberByte = (c: number) => (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x2b || c === 0x2e || c === 0x65 || c === 0x45;
@@ -34,14 +33,8 @@ export function checkLosslessNumbers(buf: Uint8Array): void {
   for (let i = 0; i < n; i++) {
     const c = buf[i];
     if (c === QUOTE) {
-      let j = i;
-      for (;;) {
-        j = buf.indexOf(QUOTE, j + 1);
-        if (j === -1) return; // malformed: JSON.parse reports it
-        let backslashes = 0;
-        while (buf[j - 1 - backslashes] === BACKSLASH) backslashes++;
-        if ((backslashes & 1) === 0) break;
-      }
+      const j = stringEnd(buf, i);
+      if (j === -1) return; // malformed: JSON.parse reports it
       i = j;
     } else if (isNumberByte(c)) {
       let j = i;
