@@ -3,7 +3,7 @@ import { DomainError, notFound, timedOut } from '../errors.ts';
 import type { QueryPool } from './pool.ts';
 import { linkName } from './executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
-import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
+import { scanSql, seriesRelationSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 
 export interface PromqlLimits {
   /** The same time limit as SQL (P_QUERY_TIMEOUT): past it the worker is killed and the answer is a timeout. */
@@ -54,6 +54,8 @@ export class PromqlExecutor {
     const name = meta.name;
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
     const releases: (() => void)[] = [];
+    /** Link names of the series indexes granted → their data files' keys. */
+    const indexLinks = new Map<string, string>();
     let filesDir = '';
     const exec = await this.pool.run(call.principalId, (dir) => {
       filesDir = dir;
@@ -65,11 +67,16 @@ export class PromqlExecutor {
     try {
       for await (const m of exec.events) {
         if (m.type === 'need') {
+          for (const link of m.damaged ?? []) {
+            const key = indexLinks.get(link);
+            if (key) this.source.seriesIndexDamaged(name, key, 'the query worker could not read it');
+          }
           const minMs = clampMs(m.minMs);
           const maxMs = clampMs(m.maxMs);
-          const snap = await this.source.snapshot(name, minMs, maxMs + 1);
+          const labelsOnly = m.labelsOnly === true;
+          const snap = labelsOnly ? await this.source.seriesSnapshot(name, minMs, maxMs + 1) : await this.source.snapshot(name, minMs, maxMs + 1);
           releases.push(snap.release);
-          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir));
+          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, indexLinks));
         } else if (m.type === 'promql') return m.json;
         else if (m.type === 'error') throw new DomainError(m.kind, m.message);
       }
@@ -81,18 +88,24 @@ export class PromqlExecutor {
     }
   }
 
-  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string) {
+  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, indexLinks: Map<string, string>) {
     const links = new Map<string, string>();
     const pathFor = (file: string) => {
       const n = linkName(file);
       links.set(n, file);
       return `${filesDir}/${n}`;
     };
+    for (const f of snap.files) if (f.index) indexLinks.set(linkName(f.path), f.key);
     // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
     const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
-    const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, minMs, maxMs + 1, pathFor) }] : [];
+    // Label sets come from the series relation (files' series indexes), under the data view's name and
+    // column names, so that a view over it reads either.
+    const sql = labelsOnly
+      ? seriesRelationSql({ schema: snap.schema, timeColumn: snap.meta.timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor)
+      : scanSql(snap, minMs, maxMs + 1, pathFor);
+    const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [];
     return {
       links: [...links].map(([n, src]) => ({ name: n, src })),
       views,
@@ -103,6 +116,7 @@ export class PromqlExecutor {
       histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
       minMs,
       maxMs,
+      labelsOnly,
     };
   }
 }

@@ -1,5 +1,5 @@
 import { quotedIdentifier, quotedString } from '@duckdb/node-api';
-import { timestampLiteral } from '../storage/scan.ts';
+import { SERIES_MAX_TIME, SERIES_MIN_TIME, timestampLiteral } from '../storage/scan.ts';
 
 /*
  * The storage side of the PromQL engine (promql/main.go): the SQL that selects a selector's series from
@@ -19,7 +19,10 @@ export interface SeriesRequest {
   /** Inclusive bounds, epoch milliseconds (the engine's select hints). */
   start: number;
   end: number;
-  /** Only the label sets (series, labels and label values calls). */
+  /**
+   * Only the label sets (series, labels and label values calls), read from the dataset's series
+   * relation (storage's seriesRelationSql: one row per label set and file, with its first and last time).
+   */
   labelsOnly: boolean;
 }
 
@@ -87,6 +90,7 @@ export function seriesSql(
   hasValue = true,
 ): string {
   const byLabel = new Map(labels.map((l) => [l.label, l.column]));
+  if (req.labelsOnly) return labelSetsSql(view, labels, req, byLabel, withRegex);
   const t = quotedIdentifier(timeColumn);
   const staleSql = stale ? `coalesce(${quotedIdentifier(STALE_COLUMN)}, false)` : 'false';
   const valueSql = hasValue ? quotedIdentifier(VALUE_COLUMN) : 'NULL::DOUBLE';
@@ -110,7 +114,6 @@ export function seriesSql(
   }
   const cols = labels.map((l) => quotedIdentifier(l.column));
   const colList = cols.length ? cols.join(', ') : `NULL AS "__none"`;
-  if (req.labelsOnly) return `SELECT DISTINCT ${colList} FROM ${view} WHERE ${where.join(' AND ')}`;
   const inner = `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP) AS __t, ${value} AS __v, ${staleSql} AS __s, ${hjson} AS __h FROM ${view} WHERE ${where.join(' AND ')}`;
   // Samples travel as text, one string per series: a JS value per sample (DuckDB lists converted to
   // arrays) cost ten times more than the query. One line per sample: ms time, value (DuckDB prints
@@ -121,6 +124,21 @@ export function seriesSql(
     `SELECT ${colList}, string_agg(concat_ws(' ', __t, coalesce(__v::VARCHAR, 'nan'), CASE WHEN __s THEN '1' ELSE '0' END, __h), chr(10)) AS __samples ` +
     `FROM (${inner}) GROUP BY ALL`
   );
+}
+
+/**
+ * The distinct label sets of the series relation `view` whose time span in a file overlaps [start, end]
+ * (a label set's first and last time per file: within a file, a series that pauses over the whole
+ * range still counts, as a Prometheus block's index would count it).
+ */
+function labelSetsSql(view: string, labels: { label: string; column: string }[], req: SeriesRequest, byLabel: Map<string, string>, withRegex: boolean): string {
+  const where = [`${SERIES_MAX_TIME} >= ${timestampLiteral(clampMs(req.start))}`, `${SERIES_MIN_TIME} < ${timestampLiteral(clampMs(req.end) + 1)}`];
+  for (const m of req.matchers) {
+    const cond = matcherSql(m, byLabel.get(m.name), withRegex);
+    if (cond) where.push(cond);
+  }
+  const cols = labels.map((l) => quotedIdentifier(l.column));
+  return `SELECT DISTINCT ${cols.length ? cols.join(', ') : `NULL AS "__none"`} FROM ${view} WHERE ${where.join(' AND ')}`;
 }
 
 /**

@@ -60,6 +60,8 @@ export interface PromqlGrant {
   hasValue?: boolean;
   minMs: number;
   maxMs: number;
+  /** The view is the dataset's series relation (label sets and their time spans), not its rows. */
+  labelsOnly?: boolean;
 }
 
 export type WorkerJob = RunJob | PromqlJob;
@@ -84,8 +86,12 @@ export type FromWorker =
    * metadata error naming the file, or found by reading each file after an error that named none).
    */
   | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] }
-  /** A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`). */
-  | { type: 'need'; id: number; minMs: number; maxMs: number }
+  /**
+   * A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`); `labelsOnly`: only
+   * its label sets (the series relation); `damaged`: link names of series indexes of the last grant
+   * that could not be read (their files are read instead).
+   */
+  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
   | { type: 'promql'; id: number; json: string };
 

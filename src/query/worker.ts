@@ -319,27 +319,51 @@ async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> 
   }
 }
 
-async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array> {
-  let grant = state.grant;
-  if (!grant || req.start < grant.minMs || req.end > grant.maxMs) {
-    const minMs = Math.min(req.start, grant?.minMs ?? req.start);
-    const maxMs = Math.max(req.end, grant?.maxMs ?? req.end);
-    const granted = new Promise<PromqlGrant>((resolve) => (state.waiting = resolve));
-    send({ type: 'need', id: state.id, minMs, maxMs });
-    grant = state.grant = await granted;
-    await syncLinks(grant.links);
-    await syncViews(conn, grant.views);
+/** Asks the service for the files and view of [minMs, maxMs] (label sets only, or rows), and installs them. */
+async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, minMs: number, maxMs: number, labelsOnly: boolean, damaged?: string[]): Promise<PromqlGrant> {
+  const granted = new Promise<PromqlGrant>((resolve) => (state.waiting = resolve));
+  send({ type: 'need', id: state.id, minMs, maxMs, labelsOnly, ...(damaged ? { damaged } : {}) });
+  const grant = (state.grant = await granted);
+  await syncLinks(grant.links);
+  await syncViews(conn, grant.views);
+  return grant;
+}
+
+/** Series indexes of a grant that DuckDB cannot read whole (each read on its own, every column decoded). */
+async function unreadableIndexes(conn: DuckDBConnection, grant: PromqlGrant): Promise<string[]> {
+  const out: string[] = [];
+  for (const l of grant.links.filter((x) => x.name.endsWith('.series'))) {
+    await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`).catch(() => out.push(l.name));
   }
-  const view = grant.views[0]?.name;
-  const names = grant.labels.map((l) => l.label);
-  if (!view) return encodeSeries(names, []);
-  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))).getRowsJS();
-  // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
-  // (the engine applies every matcher itself anyway).
-  const rows = await read(true).catch((err: Error) => {
-    if (/regex|regular expression/i.test(err.message)) return read(false);
-    throw err;
+  return out;
+}
+
+async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array> {
+  const read = async (g: PromqlGrant, withRegex: boolean) =>
+    (await conn.runAndReadAll(seriesSql(g.views[0].name, g.timeColumn, g.stale, g.labels, req, withRegex, g.histogramColumns, g.hasValue ?? true))).getRowsJS();
+  const select = async (damaged?: string[]): Promise<{ grant: PromqlGrant; rows: unknown[][] }> => {
+    let grant = state.grant;
+    if (damaged || !grant || req.start < grant.minMs || req.end > grant.maxMs || (grant.labelsOnly === true) !== req.labelsOnly) {
+      grant = await regrant(conn, state, Math.min(req.start, grant?.minMs ?? req.start), Math.max(req.end, grant?.maxMs ?? req.end), req.labelsOnly, damaged);
+    }
+    if (!grant.views[0]) return { grant, rows: [] };
+    // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
+    // (the engine applies every matcher itself anyway).
+    const rows = await read(grant, true).catch((err: Error) => {
+      if (/regex|regular expression/i.test(err.message)) return read(grant, false);
+      throw err;
+    });
+    return { grant, rows };
+  };
+  const { grant, rows } = await select().catch(async (err: Error) => {
+    // A series index that cannot be read (when its view is made, or read): the service reads its
+    // file instead, in a grant without it.
+    if (!req.labelsOnly || !state.grant || !FILE_ERROR.test(err.message)) throw err;
+    const damaged = await unreadableIndexes(conn, state.grant);
+    if (!damaged.length) throw err;
+    return select(damaged);
   });
+  const names = grant.labels.map((l) => l.label);
   const n = names.length;
   // The samples' lists follow the label columns (or the one placeholder column of a dataset without labels).
   const at = Math.max(n, 1);

@@ -65,6 +65,12 @@ const FileEntryZ = z.object({
    * summed when files are merged. Absent in files written before it was recorded (counted as 0).
    */
   rawBytes: z.number().nonnegative().optional(),
+  /**
+   * The file's series index (seriesIndex.ts), stored beside it: its size and the columns it holds.
+   * Absent: the file has none (not a metrics dataset's, written before indexes existed, or its index
+   * could not be built), and series calls read the file itself.
+   */
+  seriesIndex: z.object({ bytes: z.number().int().nonnegative(), columns: z.array(z.string()) }).optional(),
 });
 export type FileEntry = z.infer<typeof FileEntryZ>;
 

@@ -10,6 +10,7 @@ import type { Dataset, StorageContext } from './dataset.ts';
 import { compactedFileName, dataFileKey, hourPartition, stagingDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
 import { isMissingObject } from './objectStore.ts';
+import { uploadSeriesIndex } from './seriesIndex.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
 import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
 
@@ -112,6 +113,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
   const held = await ctx.store.acquire(group.map((f) => f.key));
   const key = dataFileKey(ds.meta.name, hourPartition(group[0].key)!, name);
   let uploaded = false;
+  const indexUploads: string[] = [];
   let committed = false;
   try {
     const written = await mergeParquet(ctx.duck, {
@@ -126,6 +128,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
     });
     uploaded = true;
     await ctx.store.putFile(key, staging);
+    const seriesIndex = await uploadSeriesIndex(ctx, key, staging, columns, ds.meta.timeColumn, indexUploads);
     failpoint('compaction-after-upload');
     if (ds.deleted) return;
     await manifests.commit(ds, seq, {
@@ -139,6 +142,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
           columns: columns.map(([n]) => n),
           nodeId,
           rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
+          ...(seriesIndex ? { seriesIndex } : {}),
         },
       ],
       remove: group.map((f) => f.key),
@@ -153,7 +157,8 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
   } finally {
     held.release();
     await fs.rm(staging, { force: true });
-    if (uploaded && !committed) await ctx.store.delete([key]).catch(() => undefined);
+    await fs.rm(`${staging}.series`, { force: true });
+    if (uploaded && !committed) await ctx.store.delete([key, ...indexUploads]).catch(() => undefined);
   }
 }
 

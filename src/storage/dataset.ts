@@ -38,7 +38,8 @@ export interface StorageContext {
 export interface Snapshot {
   meta: DatasetMeta;
   schema: Schema;
-  files: (FileEntry & { path: string })[];
+  /** `index`: `path` is the file's series index, not the file (a snapshot taken for series calls). */
+  files: (FileEntry & { path: string; index?: boolean })[];
   segments: Segment[];
   release: () => void;
 }

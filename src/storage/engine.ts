@@ -9,7 +9,7 @@ import { DatasetSet, type TimeField } from './datasetSet.ts';
 import { DiskGuard } from './diskSpace.ts';
 import { flushDataset, inTurn } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
-import { metaKey } from './layout.ts';
+import { metaKey, seriesIndexKey } from './layout.ts';
 import { Manifests } from './manifests.ts';
 import { MetricMetadataStore, type IncomingFamily, type MetricFamilyMeta } from './metricMetadata.ts';
 import type { ObjectStore } from './objectStore.ts';
@@ -19,6 +19,8 @@ import { Scheduler } from './scheduler.ts';
 import { planSchema, type Schema, type TypeSummary } from './schema.ts';
 import { evolveSchema } from './schemaState.ts';
 import { takeSnapshot } from './snapshot.ts';
+import { indexUsable, seriesIndexColumns } from './seriesIndex.ts';
+import type { FileEntry } from './catalog.ts';
 import { datasetStats, dateTotals, type DatasetStats, type Totals } from './stats.ts';
 
 export type { DatasetKind, DatasetMeta, DatasetStats, IncomingFamily, MetricFamilyMeta, RetentionRule, Snapshot, StorageSettings, TimeField, Totals };
@@ -59,7 +61,8 @@ export class StorageEngine {
   ) {
     this.ctx = { store, duck, settings, quarantine: this.quarantine };
     this.gc = new GarbageCollector(this.ctx);
-    this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule(keys, at));
+    // A removed file's series index goes with it (deleting one a file never had is harmless).
+    this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule([...keys, ...keys.map(seriesIndexKey)], at));
     this.datasets = new DatasetSet(this.ctx, this.manifests, this.gc);
     this.metricMetadata = new MetricMetadataStore(this.ctx);
     this.disk = new DiskGuard(settings.dataDir, settings.diskReserveBytes, settings.flushBytes, () => {
@@ -186,6 +189,27 @@ export class StorageEngine {
   async snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
     await this.require(name);
     return takeSnapshot(this.ctx, () => this.datasets.dataset(name), startMs, endMs, (ds) => this.datasets.stillCurrent(ds));
+  }
+
+  /** Data files whose series index was found missing or damaged: series calls read the file instead. */
+  private readonly brokenIndexes = new Set<string>();
+
+  /**
+   * Like `snapshot`, for the series, labels and label values calls: each file is read through its
+   * series index where it has a usable one (`index` set on the file, `path` the index's), else itself.
+   * A missing or damaged index never fails the call: its file is read instead, from then on.
+   */
+  async seriesSnapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
+    await this.require(name);
+    const series = { usable: (schema: Schema) => (f: FileEntry) => indexUsable(f, seriesIndexColumns(schema)), broken: this.brokenIndexes };
+    return takeSnapshot(this.ctx, () => this.datasets.dataset(name), startMs, endMs, (ds) => this.datasets.stillCurrent(ds), series);
+  }
+
+  /** A series index a query could not read (`dataKey`: its data file's key): its file is read instead. */
+  seriesIndexDamaged(name: string, dataKey: string, reason: string): void {
+    if (this.brokenIndexes.has(dataKey)) return;
+    this.brokenIndexes.add(dataKey);
+    log.warn('series index damaged: its data file is read instead', { dataset: name, key: seriesIndexKey(dataKey), reason });
   }
 
   /** Data files a query found damaged and whose cached copy was dropped once already (S3). */

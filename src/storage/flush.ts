@@ -10,6 +10,7 @@ import type { Dataset, StorageContext } from './dataset.ts';
 import { dataFileKey, flushFileStem, schemaKey, stagingDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
 import { writeParquet } from './parquetWriter.ts';
+import { uploadSeriesIndex } from './seriesIndex.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
@@ -134,7 +135,8 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       uploaded.push(key);
       faultpoint('flush-upload');
       await ctx.store.putFile(key, f.path);
-      add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i] });
+      const seriesIndex = await uploadSeriesIndex(ctx, key, f.path, columns, timeColumn, uploaded);
+      add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i], ...(seriesIndex ? { seriesIndex } : {}) });
     }
     failpoint('flush-after-upload');
     if (ds.deleted) return;

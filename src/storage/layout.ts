@@ -12,6 +12,7 @@ import * as path from 'node:path';
  * {dataset}/.metric-metadata/{generation}/{node}.json       a worker's remote-write metric metadata
  * {dataset}/date=…/hour=…/minute=…/{generation}.{node}.{seq}_{i}.parquet     flushed files
  * {dataset}/date=…/hour=…/{generation}.{node}.{seq}.compacted.parquet        compacted files
+ * {data file key}.series                                    a metrics data file's series index (seriesIndex.ts)
  * ```
  */
 
@@ -46,12 +47,18 @@ export const compactedFileName = (generation: string, nodeId: string, seq: numbe
 /** A data file's key from its partition (`date=…/hour=…[/minute=…]`) and file name. */
 export const dataFileKey = (name: string, partition: string, fileName: string) => `${name}/${partition}/${fileName}`;
 
+/**
+ * The series index beside a data file (a small Parquet file, see seriesIndex.ts). Its name does not end
+ * in `.parquet`, so a reader globbing a dataset's `*.parquet` never takes it for data.
+ */
+export const seriesIndexKey = (dataKey: string) => `${dataKey}.series`;
+
 /** `date=…/hour=…` of a data file key. */
 export function hourPartition(key: string): string | undefined {
   return /\/(date=[^/]+\/hour=[^/]+)\//.exec(key)?.[1];
 }
 
-export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'metric-metadata' | 'data';
+export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'metric-metadata' | 'data' | 'series-index';
 
 export interface ParsedKey {
   role: ObjectRole;
@@ -72,8 +79,8 @@ export function parseKey(key: string): ParsedKey | undefined {
   if (m) return { role: 'metric-metadata', dataset: m[1], generation: m[2], nodeId: m[3] };
   m = /^([^/.][^/]*)\/\.manifests\/([^/]+)\/([^/]+)\.(\d{12})\.json$/.exec(key);
   if (m) return { role: 'manifest', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
-  m = /^([^/.][^/]*)\/date=[^/]+\/hour=[^/]+\/(?:minute=[^/]+\/)?([^/.]+)\.([^/]+)\.(\d{12})(?:_\d+|\.compacted)\.parquet$/.exec(key);
-  if (m) return { role: 'data', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
+  m = /^([^/.][^/]*)\/date=[^/]+\/hour=[^/]+\/(?:minute=[^/]+\/)?([^/.]+)\.([^/]+)\.(\d{12})(?:_\d+|\.compacted)\.parquet(\.series)?$/.exec(key);
+  if (m) return { role: m[5] ? 'series-index' : 'data', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
   return undefined;
 }
 

@@ -5,6 +5,7 @@ import { walScanSql } from './parquetWriter.ts';
 import type { DatasetMeta, Snapshot } from './engine.ts';
 
 export type { DatasetMeta, Snapshot };
+export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesRelationSql } from './seriesIndex.ts';
 
 /**
  * What queries see of storage: find a dataset by name, and take a consistent snapshot of its rows in a
@@ -14,6 +15,10 @@ export interface TableSource {
   /** By name (SQL names are case-insensitive); a miss looks in the store for one created elsewhere. */
   resolve(name: string, caseInsensitive?: boolean): Promise<DatasetMeta | undefined>;
   snapshot(name: string, startMs: number, endMs: number): Promise<Snapshot>;
+  /** A snapshot whose files are read through their series indexes where they can be (seriesIndex.ts). */
+  seriesSnapshot(name: string, startMs: number, endMs: number): Promise<Snapshot>;
+  /** A series index a query could not read: its data file is read instead from then on. */
+  seriesIndexDamaged(name: string, dataKey: string, reason: string): void;
   /** A data file of a snapshot that could not be decoded: set it aside (see StorageEngine). */
   setAsideDamaged(name: string, key: string, reason: string): Promise<void>;
 }

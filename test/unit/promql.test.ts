@@ -110,12 +110,17 @@ describe('PromQL storage adapter', () => {
       expect(rows.map((r) => r.slice(0, 2))).toEqual([['up', 'a']]);
       // One line per sample (the engine's side sorts them): time, value, staleness flag.
       expect(rows[0][2].split('\n').sort()).toEqual([`${t0 + 30_000} 2.0 0`, `${t0 + 60_000} nan 1`, `${t0} 0.1 0`].sort());
-      const before = seriesSql('m', 'time_unix_nano', true, labels, { matchers: [], start: t0, end: t0 + 59_999, labelsOnly: true });
+      // Label sets only: from the series relation (one row per label set, with its time span).
+      await conn.run(`CREATE VIEW m_series AS SELECT metric_name, job, min(time_unix_nano) AS p_min_time, max(time_unix_nano) AS p_max_time, count(*) AS p_rows FROM m GROUP BY ALL`);
+      const before = seriesSql('m_series', 'time_unix_nano', true, labels, { matchers: [], start: t0, end: t0 + 59_999, labelsOnly: true });
       expect((await conn.runAndReadAll(`${before} ORDER BY ALL`)).getRowsJS()).toEqual([
         ['down', 'a'],
         ['up', 'a'],
         ['up', 'b'],
       ]);
+      // A label set counts when its span touches the range: `down` ended at t0, `up,b` too.
+      const after = seriesSql('m_series', 'time_unix_nano', true, labels, { matchers: [{ type: '=', name: '__name__', value: 'up' }], start: t0 + 1, end: t0 + 90_000, labelsOnly: true });
+      expect((await conn.runAndReadAll(`${after} ORDER BY ALL`)).getRowsJS()).toEqual([['up', 'a']]);
     });
   });
 
