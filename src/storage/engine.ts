@@ -201,7 +201,11 @@ export class StorageEngine {
    */
   async seriesSnapshot(name: string, startMs: number, endMs: number): Promise<Snapshot> {
     await this.require(name);
-    const series = { usable: (schema: Schema) => (f: FileEntry) => indexUsable(f, seriesIndexColumns(schema)), broken: this.brokenIndexes };
+    const usable = (schema: Schema) => {
+      const columns = seriesIndexColumns(schema);
+      return (f: FileEntry) => indexUsable(f, columns);
+    };
+    const series = { usable, broken: this.brokenIndexes };
     return takeSnapshot(this.ctx, () => this.datasets.dataset(name), startMs, endMs, (ds) => this.datasets.stillCurrent(ds), series);
   }
 
