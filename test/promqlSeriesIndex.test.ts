@@ -85,7 +85,10 @@ async function expectAnswers(server: TestServer): Promise<void> {
   }
 }
 
-const ENV = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
+// The query time limit also sets how long removed files stay (twice it, plus a few seconds): long
+// enough for a worker's first PromQL call (it compiles the engine) on a busy machine, short enough to
+// see merged files go.
+const ENV = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '15s', P_CATALOG_REFRESH: '500ms' };
 
 describe('the series index (local storage)', () => {
   let dataDir: string;
@@ -102,7 +105,7 @@ describe('the series index (local storage)', () => {
     expect(data.length).toBe(3);
     expect(await listFiles(store(), '.series')).toEqual(data.map((f) => `${f}.series`));
     await expectAnswers(server);
-  });
+  }, 120_000);
 
   it('answers the same with indexes deleted, overwritten or truncated (their files are read instead)', async () => {
     const [a, b, c] = await listFiles(store(), '.series');
@@ -127,8 +130,8 @@ describe('the series index (local storage)', () => {
     await fs.access(`${merged}.series`);
     await expectAnswers(server);
     // After the grace period the merged inputs and their (remaining) indexes are deleted.
-    await waitFor('old files deleted', async () => (await listFiles(store(), '.parquet')).length === 1 && (await listFiles(store(), '.series')).length === 1, 60_000);
-  });
+    await waitFor('old files deleted', async () => (await listFiles(store(), '.parquet')).length === 1 && (await listFiles(store(), '.series')).length === 1, 120_000);
+  }, 180_000);
 
   it('answers the same after a restart', async () => {
     await server!.stop();
@@ -194,5 +197,5 @@ describe('the series index on S3', () => {
     await expectAnswers(second);
     expect(second.logs()).toContain('series index missing or damaged');
     expect(second.logs()).toContain('series index damaged');
-  });
+  }, 180_000);
 });

@@ -60,7 +60,11 @@ export interface PromqlGrant {
   hasValue?: boolean;
   minMs: number;
   maxMs: number;
-  /** The view is the dataset's series relation (label sets and their time spans), not its rows. */
+  /**
+   * The view (under the same name) is the dataset's series relation, not its rows: the data view's
+   * series index columns, same names and types (storage's seriesIndexColumns), one row per tuple and
+   * file, with `p_min_time`/`p_max_time` (its first and last time there) and `p_rows`.
+   */
   labelsOnly?: boolean;
 }
 
