@@ -84,7 +84,7 @@ export async function writeSeriesIndex(
 }
 
 /**
- * Writes and uploads the series index of a metrics data file (seriesIndex.ts), in the same step as the
+ * Writes and uploads the series index of a metrics data file, in the same step as the
  * file: before the manifest that adds it. An index that cannot be built leaves the file without one
  * (its series are then read from the file itself); an upload that fails fails the step, as the
  * file's own upload does. `uploaded` collects the key, for the cleanup of a failed step.
