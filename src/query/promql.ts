@@ -3,6 +3,7 @@ import { DomainError, notFound, timedOut } from '../errors.ts';
 import type { QueryPool } from './pool.ts';
 import { linkName } from './executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
+import { otlpSeriesView } from './promqlOtlp.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -12,6 +13,8 @@ export interface PromqlLimits {
   maxSamples: number;
   /** Columns of a sample row that are not labels (the ingest side's fixed column names). */
   fixedColumns: ReadonlySet<string>;
+  /** Columns of an OTLP metrics row that are not attributes (src/ingest/otlp/metrics.ts); empty: no OTLP mapping. */
+  otlpColumns?: ReadonlySet<string>;
 }
 
 /** The request the engine (promql/main.go `request`) takes. */
@@ -92,12 +95,33 @@ export class PromqlExecutor {
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
     const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
-    const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, minMs, maxMs + 1, pathFor) }] : [];
+    const scan = isMetrics ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
+    const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
+    const timeColumn = snap.meta.timeColumn;
+    // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
+    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged.
+    const mapped =
+      scan !== undefined && this.limits.otlpColumns
+        ? otlpSeriesView(`(${scan})`, snap.schema, { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns })
+        : undefined;
+    if (mapped) {
+      return {
+        links: linkList(),
+        views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }],
+        labels: mapped.labels,
+        timeColumn,
+        stale: true,
+        hasValue: true,
+        histogramColumns: mapped.histogramColumns,
+        minMs,
+        maxMs,
+      };
+    }
     return {
-      links: [...links].map(([n, src]) => ({ name: n, src })),
-      views,
+      links: linkList(),
+      views: scan !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql: scan }] : [],
       labels: labelColumns(snap.schema, this.limits.fixedColumns),
-      timeColumn: snap.meta.timeColumn,
+      timeColumn,
       stale: snap.schema[STALE_COLUMN] !== undefined,
       hasValue,
       histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
