@@ -34,11 +34,11 @@ function points<T>(value: (i: number) => T, attributes: Record<string, string | 
   return Array.from({ length: STEPS }, (_, i) => ({ startTime: hr(T0 - 15_000), endTime: hr(at(i)), attributes, value: value(i) }));
 }
 
-const desc = (name: string, unit: string) => ({ name, unit, description: '', valueType: ValueType.DOUBLE });
+const desc = (name: string, unit: string, description = '') => ({ name, unit, description, valueType: ValueType.DOUBLE });
 
 const metrics: MetricData[] = [
   {
-    descriptor: desc('http.server.requests', '{request}'),
+    descriptor: desc('http.server.requests', '{request}', 'Requests served'),
     aggregationTemporality: AggregationTemporality.CUMULATIVE,
     dataPointType: DataPointType.SUM,
     isMonotonic: true,
@@ -288,6 +288,18 @@ describe('PromQL over OTLP metrics', () => {
     const m = Number(median[0].value![1]);
     expect(m).toBeGreaterThan(2);
     expect(m).toBeLessThanOrEqual(4);
+  });
+
+  it('answers metadata under the Prometheus names and types', async () => {
+    const data = (await api('metadata', {})).data as Record<string, { type: string; help: string; unit: string }[]>;
+    expect(data).toEqual({
+      http_server_requests_total: [{ type: 'counter', help: 'Requests served', unit: '' }],
+      http_server_request_duration_seconds: [{ type: 'histogram', help: '', unit: 'seconds' }],
+      payload_size_bytes: [{ type: 'histogram', help: '', unit: 'bytes' }],
+      process_cpu_utilization_ratio: [{ type: 'gauge', help: '', unit: '' }],
+      queue_items: [{ type: 'gauge', help: '', unit: '' }],
+      rpc_duration_milliseconds: [{ type: 'summary', help: '', unit: 'milliseconds' }],
+    });
   });
 
   it('leaves delta sums out', async () => {

@@ -176,6 +176,43 @@ function nativeSide(offsetCol: string, countsCol: string, has: (c: string) => bo
   return { spans, counts };
 }
 
+/**
+ * Which rows become series: every remote-write row; OTLP gauges and summaries, and sums, histograms
+ * and exponential histograms of cumulative temporality (2) (an exponential histogram only at a scale
+ * Prometheus can hold or merge down).
+ */
+function keepSql(has: (c: string) => boolean, otlp: string): string {
+  const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
+  const temporality = has('aggregation_temporality') ? `${q('aggregation_temporality')}::BIGINT` : 'NULL::BIGINT';
+  const scale = has('data_point_scale') ? `${q('data_point_scale')}::BIGINT` : 'NULL::BIGINT';
+  return (
+    `NOT (${otlp}) OR ${type} IN ('gauge', 'summary') OR (${type} IN ('sum', 'histogram') AND ${temporality} = 2) ` +
+    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2 AND ${scale} >= ${MIN_SCALE})`
+  );
+}
+
+/**
+ * Metric metadata with OTLP metrics under their Prometheus names and types (a monotonic sum is a
+ * counter, a non-monotonic one a gauge, an exponential histogram a histogram) and units as the name's
+ * unit suffix (`bytes_per_second`); remote-write rows as stored. Columns metric_name, metric_type,
+ * metric_description, metric_unit; undefined when the relation has no OTLP rows.
+ */
+export function otlpMetadataSql(relation: string, schema: Record<string, string>): string | undefined {
+  if (schema[OTLP_MARKER_COLUMN] === undefined) return undefined;
+  const has = (c: string) => schema[c] !== undefined;
+  const otlp = `${q(OTLP_MARKER_COLUMN)} IS NOT NULL`;
+  const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
+  const monotonic = has('is_monotonic') ? `coalesce(${q('is_monotonic')}, false)` : 'false';
+  const promType = `CASE ${type} WHEN 'sum' THEN CASE WHEN ${monotonic} THEN 'counter' ELSE 'gauge' END WHEN 'exponential_histogram' THEN 'histogram' ELSE ${type} END`;
+  const unit = `nullif(trim(concat_ws('_', nullif(__promql_main, ''), nullif(__promql_per, '')), '_'), '')`;
+  const text = (c: string) => (has(c) ? q(c) : 'NULL::VARCHAR');
+  return (
+    `SELECT CASE WHEN ${otlp} THEN __promql_base ELSE ${q(METRIC_NAME_COLUMN)} END AS metric_name, ` +
+    `CASE WHEN ${otlp} THEN ${promType} ELSE ${type} END AS metric_type, ${text('metric_description')} AS metric_description, ` +
+    `CASE WHEN ${otlp} THEN ${unit} ELSE ${text('metric_unit')} END AS metric_unit FROM (${nameLayers(relation, has, keepSql(has, otlp))})`
+  );
+}
+
 export interface MapOptions {
   /** The relation's time column (passed through). */
   timeColumn: string;
@@ -264,12 +301,7 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     `WHEN ${type} = 'exponential_histogram' THEN [${point('', none, none, 'NULL::DOUBLE')}] ` +
     `ELSE ${plain} END`;
 
-  // Which OTLP points become series: cumulative sums and histograms (temporality 2), gauges, summaries.
-  const temporality = col('aggregation_temporality', '::BIGINT');
-  const scale = col('data_point_scale', '::BIGINT');
-  const keep =
-    `NOT (${otlp}) OR ${type} IN ('gauge', 'summary') OR (${type} IN ('sum', 'histogram') AND ${temporality} = 2) ` +
-    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2 AND ${scale} >= ${MIN_SCALE})`;
+  const keep = keepSql(has, otlp);
   const layered = `SELECT *, unnest(${samples}) AS __promql_p FROM (${nameLayers(relation, has, keep)})`;
 
   const stale = `CASE WHEN ${otlp} THEN (${q(OTLP_MARKER_COLUMN)} & 1) = 1 ELSE ${has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} END`;
@@ -286,6 +318,7 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   const histogramColumns = histograms ? [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'] : [];
   if (histograms) {
     const isExp = `${otlp} AND ${type} = 'exponential_histogram'`;
+    const scale = col('data_point_scale', '::BIGINT');
     const pos = nativeSide('data_point_positive_offset', 'data_point_positive_bucket_counts', has);
     const neg = nativeSide('data_point_negative_offset', 'data_point_negative_bucket_counts', has);
     const exp: Record<string, string> = {
