@@ -268,12 +268,9 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     if (label === 'le' || label === 'quantile') return `CASE WHEN __promql_p.k = ${s(label)} THEN __promql_p.lv ELSE ${joined} END`;
     return joined;
   };
-  const labelOut = [...labelNames].sort().map((label) => {
-    const r = rw.get(label);
-    return `CASE WHEN ${otlp} THEN ${otlpLabel(label)} ELSE ${r !== undefined ? q(r) : 'NULL::VARCHAR'} END AS ${q(labelColumn(label))}`;
-  });
+  const sorted = [...labelNames].sort();
 
-  // Each row's samples, one struct per Prometheus series it feeds: name suffix, the le/quantile label and value.
+  // Each OTLP row's samples, one struct per Prometheus series it feeds: name suffix, the le/quantile label and value.
   const type = col('metric_type');
   const value = col(VALUE_COLUMN, '::DOUBLE');
   const count = col('data_point_count', '::DOUBLE');
@@ -288,36 +285,59 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     `list_transform(range(1, len(${bounds}) + 2), i -> ${point(
       '_bucket',
       `'le'`,
-      `CASE WHEN i <= len(${bounds}) THEN ${floatLabelSql(`${bounds}[i]`)} ELSE '+Inf' END`,
-      `CASE WHEN i <= len(${bounds}) THEN coalesce(list_sum(${bucketCounts}[1:i]), 0)::DOUBLE ELSE ${count} END`,
+      `CASE WHEN i <= len(${bounds}) THEN ${floatLabelSql(`(${bounds})[i]`)} ELSE '+Inf' END`,
+      `CASE WHEN i <= len(${bounds}) THEN coalesce(list_sum((${bucketCounts})[1:i]), 0)::DOUBLE ELSE ${count} END`,
     )})`;
   const quantiles = has('data_point_quantile_values')
     ? `list_transform(coalesce(from_json(${q('data_point_quantile_values')}, '[{"quantile":"DOUBLE","value":"DOUBLE"}]'), []), x -> ${point('', `'quantile'`, floatLabelSql('x.quantile'), 'x.value')})`
     : '[]';
   const samples =
-    `CASE WHEN NOT (${otlp}) THEN ${plain} ` +
-    `WHEN ${type} = 'histogram' THEN list_concat(${buckets}, ${sumCount}) ` +
+    `CASE WHEN ${type} = 'histogram' THEN list_concat(${buckets}, ${sumCount}) ` +
     `WHEN ${type} = 'summary' THEN list_concat(${quantiles}, ${sumCount}) ` +
     `WHEN ${type} = 'exponential_histogram' THEN [${point('', none, none, 'NULL::DOUBLE')}] ` +
     `ELSE ${plain} END`;
 
+  // The names, computed once per distinct (name, unit, type, monotonic) rather than per point, with
+  // every suffix the type feeds: a selector's name then narrows this small side of a join, and only
+  // the points of matching metrics are expanded and labelled.
   const keep = keepSql(has, otlp);
-  const layered = `SELECT *, unnest(${samples}) AS __promql_p FROM (${nameLayers(relation, has, keep)})`;
+  const key: [string, string][] = [
+    [METRIC_NAME_COLUMN, `coalesce(${col(METRIC_NAME_COLUMN)}, '')`],
+    ['metric_unit', `coalesce(${col('metric_unit')}, '')`],
+    ['metric_type', `coalesce(${type}, '')`],
+    ['is_monotonic', `coalesce(${col('is_monotonic', '::BOOLEAN')}, false)`],
+  ];
+  const distinct = `(SELECT DISTINCT ${key.map(([c, e]) => `${e} AS ${q(c)}`).join(', ')} FROM ${relation} WHERE ${otlp} AND (${keep}))`;
+  const suffixes =
+    `CASE ${q('metric_type')} WHEN 'histogram' THEN ['_bucket', '_count', '_sum'] WHEN 'summary' THEN ['', '_count', '_sum'] ELSE [''] END`;
+  const names =
+    `SELECT ${key.map(([c], i) => `${q(c)} AS __promql_k${i}`).join(', ')}, __promql_base || __promql_suffix AS __promql_name, __promql_suffix ` +
+    `FROM (SELECT *, unnest(${suffixes}) AS __promql_suffix FROM (${nameLayers(distinct, () => true, 'true')}))`;
+  const joined =
+    `SELECT __promql_r.*, __promql_n.__promql_name, __promql_n.__promql_suffix FROM (SELECT * FROM ${relation} WHERE ${otlp} AND (${keep})) __promql_r ` +
+    `JOIN (${names}) __promql_n ON ${key.map(([, e], i) => `${e.replaceAll(/"([^"]+)"/g, (_m, c: string) => `__promql_r.${q(c)}`)} = __promql_n.__promql_k${i}`).join(' AND ')}`;
+  const expanded = `SELECT * FROM (SELECT *, unnest(${samples}) AS __promql_p FROM (${joined})) WHERE __promql_p.s = __promql_suffix`;
 
-  const stale = `CASE WHEN ${otlp} THEN (${q(OTLP_MARKER_COLUMN)} & 1) = 1 ELSE ${has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} END`;
-  const out = [
-    `CASE WHEN ${otlp} THEN __promql_base || __promql_p.s ELSE ${q(METRIC_NAME_COLUMN)} END AS ${q(labelColumn('__name__'))}`,
-    ...labelOut,
-    `${q(opts.timeColumn)}`,
-    `CASE WHEN ${stale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
-    `${stale} AS ${q(STALE_COLUMN)}`,
+  const otlpStale = `((${q(OTLP_MARKER_COLUMN)} & 1) = 1)`;
+  const otlpOut = [
+    `__promql_name AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${otlpLabel(label)} AS ${q(labelColumn(label))}`),
+    q(opts.timeColumn),
+    `CASE WHEN ${otlpStale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
+    `${otlpStale} AS ${q(STALE_COLUMN)}`,
+  ];
+  const rwOut = [
+    `${q(METRIC_NAME_COLUMN)} AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${rw.has(label) ? q(rw.get(label)!) : 'NULL::VARCHAR'} AS ${q(labelColumn(label))}`),
+    q(opts.timeColumn),
+    `${value} AS ${q(VALUE_COLUMN)}`,
+    `coalesce(${q(STALE_COLUMN)}, false) AS ${q(STALE_COLUMN)}`,
   ];
 
   // Native histograms: remote-write rows' own columns, OTLP exponential histograms converted.
   const histograms = has('data_point_scale');
   const histogramColumns = histograms ? [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'] : [];
   if (histograms) {
-    const isExp = `${otlp} AND ${type} = 'exponential_histogram'`;
     const scale = col('data_point_scale', '::BIGINT');
     const pos = nativeSide('data_point_positive_offset', 'data_point_positive_bucket_counts', has);
     const neg = nativeSide('data_point_negative_offset', 'data_point_negative_bucket_counts', has);
@@ -352,12 +372,15 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
       data_point_sum: 'DOUBLE',
     };
     for (const c of histogramColumns) {
-      // An OTLP row that is not an exponential histogram has none of them (its count and sum are
-      // series of their own); a remote-write row keeps its own.
-      const native = has(c) ? `${q(c)}::${types[c]}` : `NULL::${types[c]}`;
-      out.push(`CASE WHEN ${isExp} THEN (${exp[c]})::${types[c]} WHEN ${otlp} THEN NULL::${types[c]} ELSE ${native} END AS ${q(c)}`);
+      // An OTLP point that is not an exponential histogram has none of them (a classic histogram's
+      // count and sum are series of their own); a remote-write row keeps its own.
+      otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${types[c]} END AS ${q(c)}`);
+      rwOut.push(`${has(c) ? `${q(c)}::${types[c]}` : `NULL::${types[c]}`} AS ${q(c)}`);
     }
   }
+  // Every remote-write row has the staleness column: a dataset without it has only OTLP points.
+  const parts = [`SELECT ${otlpOut.join(', ')} FROM (${expanded})`];
+  if (has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
   const labels = [{ label: '__name__', column: labelColumn('__name__') }, ...[...labelNames].sort().map((label) => ({ label, column: labelColumn(label) }))];
-  return { sql: `SELECT ${out.join(', ')} FROM (${layered})`, labels, histogramColumns };
+  return { sql: parts.join(' UNION ALL '), labels, histogramColumns };
 }

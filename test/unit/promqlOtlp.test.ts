@@ -81,6 +81,21 @@ describe('label names (otlptranslator LabelNamer)', () => {
   });
 });
 
+describe('the series view over a relation with few columns', () => {
+  it('maps a dataset that only ever got gauges and sums (no histogram, summary or remote-write columns)', async () => {
+    const schema = { time_unix_nano: 'TIMESTAMP_NS', data_point_flags: 'BIGINT', metric_name: 'VARCHAR', metric_type: 'VARCHAR', data_point_value: 'DOUBLE', host: 'VARCHAR' };
+    const rel = `(SELECT TIMESTAMP_NS '2026-01-01' AS time_unix_nano, 0::BIGINT AS data_point_flags, 'cpu.temp' AS metric_name, 'gauge' AS metric_type, 51.5::DOUBLE AS data_point_value, 'h1' AS host)`;
+    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
+    expect(view.histogramColumns).toEqual([]);
+    const out = await rows(`SELECT "l:__name__" AS name, "l:host" AS host, data_point_value AS v, is_stale_marker AS s FROM (${view.sql})`);
+    expect(out).toEqual([{ name: 'cpu_temp', host: 'h1', v: 51.5, s: false }]);
+  });
+
+  it('needs no mapping for a dataset without OTLP points', () => {
+    expect(otlpSeriesView('t', { metric_name: 'VARCHAR', data_point_value: 'DOUBLE' }, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(), otlpColumns: new Set() })).toBeUndefined();
+  });
+});
+
 describe('the series view over OTLP rows', () => {
   const schema: Record<string, string> = {
     ...METRICS_KNOWN_TYPES,
