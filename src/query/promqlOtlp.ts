@@ -20,7 +20,8 @@ import { HISTOGRAM_COLUMNS, METRIC_NAME_COLUMN, STALE_COLUMN, VALUE_COLUMN, labe
  *   `otel_scope_version` and `otel_scope_schema_url` from the scope.
  * - gauges and cumulative sums: one series; histograms: `_bucket{le}` (cumulative counts, `+Inf` the
  *   point's count), `_sum`, `_count`; summaries: `{quantile}`, `_sum`, `_count`; exponential histograms:
- *   native histograms (as Prometheus' OTLP receiver makes them; scales above 8 merged down to 8).
+ *   native histograms (as the exporter and Prometheus' OTLP receiver make them; scales above 8 merged
+ *   down to 8; none without a sum or below scale -4).
  * - delta and unspecified temporality: left out (the Collector's `deltatocumulative` processor converts
  *   them before export). A point flagged "no recorded value" is a staleness marker.
  *
@@ -78,6 +79,8 @@ const PER_UNITS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour',
 const MAX_SCALE = 8;
 /** Prometheus' lowest schema: an exponential histogram coarser than this has no Prometheus form. */
 const MIN_SCALE = -4;
+/** The zero threshold Prometheus' OTLP translators give a converted histogram that sets none. */
+const DEFAULT_ZERO_THRESHOLD = '1e-128';
 
 const q = quotedIdentifier;
 const s = quotedString;
@@ -179,15 +182,16 @@ function nativeSide(offsetCol: string, countsCol: string, has: (c: string) => bo
 /**
  * Which rows become series: every remote-write row; OTLP gauges and summaries, and sums, histograms
  * and exponential histograms of cumulative temporality (2) (an exponential histogram only at a scale
- * Prometheus can hold or merge down).
+ * Prometheus can hold or merge down, and with a sum, as the exporter requires).
  */
 function keepSql(has: (c: string) => boolean, otlp: string): string {
   const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
   const temporality = has('aggregation_temporality') ? `${q('aggregation_temporality')}::BIGINT` : 'NULL::BIGINT';
   const scale = has('data_point_scale') ? `${q('data_point_scale')}::BIGINT` : 'NULL::BIGINT';
+  const sum = has('data_point_sum') ? q('data_point_sum') : 'NULL::DOUBLE';
   return (
     `NOT (${otlp}) OR ${type} IN ('gauge', 'summary') OR (${type} IN ('sum', 'histogram') AND ${temporality} = 2) ` +
-    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2 AND ${scale} >= ${MIN_SCALE})`
+    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2 AND ${scale} >= ${MIN_SCALE} AND ${sum} IS NOT NULL)`
   );
 }
 
@@ -344,7 +348,8 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     const exp: Record<string, string> = {
       data_point_count: count,
       data_point_scale: `least(${scale}, ${MAX_SCALE})`,
-      data_point_zero_threshold: col('data_point_zero_threshold', '::DOUBLE'),
+      // An unset (0) zero threshold is Prometheus' default for converted histograms, as the exporter sets it.
+      data_point_zero_threshold: `coalesce(nullif(${col('data_point_zero_threshold', '::DOUBLE')}, 0), ${DEFAULT_ZERO_THRESHOLD})`,
       data_point_zero_count: col('data_point_zero_count', '::DOUBLE'),
       data_point_positive_spans: pos.spans,
       data_point_negative_spans: neg.spans,

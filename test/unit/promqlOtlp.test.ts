@@ -134,6 +134,7 @@ describe('the series view over OTLP rows', () => {
     await ins({ ...common('2026-01-01 00:00:00'), metric_name: `'lat'`, metric_unit: `'s'`, metric_type: `'histogram'`, aggregation_temporality: '2', data_point_count: '6', data_point_sum: '3.5', data_point_bucket_counts: '[1, 2, 3]', data_point_explicit_bounds: '[0.5, 1.0]' });
     await ins({ ...common('2026-01-01 00:00:00'), metric_name: `'rpc'`, metric_unit: `'ms'`, metric_type: `'summary'`, data_point_count: '4', data_point_sum: '10', data_point_quantile_values: `'[{"quantile":0.5,"value":2},{"quantile":0.99,"value":7.5}]'` });
     await ins({ ...common('2026-01-01 00:00:00'), metric_name: `'size'`, metric_unit: `'By'`, metric_type: `'exponential_histogram'`, aggregation_temporality: '2', data_point_count: '7', data_point_sum: '70', data_point_scale: '10', data_point_zero_count: '1', data_point_zero_threshold: '0', data_point_positive_offset: '-3', data_point_positive_bucket_counts: '[1, 1, 1, 1, 2]', data_point_negative_offset: '0', data_point_negative_bucket_counts: '[]' });
+    await ins({ ...common('2026-01-01 00:00:00'), metric_name: `'nosum'`, metric_type: `'exponential_histogram'`, aggregation_temporality: '2', data_point_count: '1', data_point_scale: '0', data_point_zero_count: '0', data_point_zero_threshold: '0', data_point_positive_offset: '0', data_point_positive_bucket_counts: '[1]' });
     await ins({ ...common('2026-01-01 00:00:15'), metric_name: `'temp'`, metric_unit: `'Cel'`, metric_type: `'gauge'`, data_point_flags: '1' });
     // A remote-write row of the same dataset: no flags column value; its labels are its text columns.
     await ins({ time_unix_nano: `TIMESTAMP_NS '2026-01-01 00:00:00'`, metric_name: `'up'`, data_point_value: '1', job: `'node'`, code: `'200'`, is_stale_marker: 'false' });
@@ -201,6 +202,12 @@ describe('the series view over OTLP rows', () => {
     expect(s.r.data_point_count).toBe(7);
     expect(s.r.data_point_sum).toBe(70);
     expect(s.r.data_point_zero_count).toBe(1);
+    // Unset (0) zero threshold: the default the exporter gives converted histograms.
+    expect(s.r.data_point_zero_threshold).toBe(1e-128);
+  });
+
+  it('leaves out an exponential histogram without a sum, as the exporter does', async () => {
+    expect(await series(`"l:__name__" LIKE 'nosum%'`)).toEqual([]);
   });
 
   it('makes a point flagged "no recorded value" a staleness marker', async () => {
