@@ -31,7 +31,7 @@ const resource = resourceFromAttributes({
   'host.name': 'h1',
 });
 
-function points<T>(value: (i: number) => T, attributes: Record<string, string | number> = {}) {
+function points<T>(value: (i: number) => T, attributes: Record<string, string | number | boolean> = {}) {
   return Array.from({ length: STEPS }, (_, i) => ({ startTime: hr(T0 - 15_000), endTime: hr(at(i)), attributes, value: value(i) }));
 }
 
@@ -60,6 +60,14 @@ const metrics: MetricData[] = [
     aggregationTemporality: AggregationTemporality.CUMULATIVE,
     dataPointType: DataPointType.GAUGE,
     dataPoints: points(() => 0.25),
+  },
+  {
+    // Edge rules of names and labels (a per-unit, a leading digit, a leading underscore, a boolean).
+    descriptor: desc('net.io', 'By/s'),
+    aggregationTemporality: AggregationTemporality.CUMULATIVE,
+    dataPointType: DataPointType.SUM,
+    isMonotonic: true,
+    dataPoints: points((i) => i * 1000, { '1st.try': 'yes', _private: 'x', 'tls.on': true }),
   },
   {
     descriptor: desc('jobs.done', '{job}'),
@@ -201,6 +209,7 @@ describe('PromQL over OTLP metrics', () => {
       'http_server_request_duration_seconds_count',
       'http_server_request_duration_seconds_sum',
       'http_server_requests_total',
+      'net_io_bytes_per_second_total',
       'payload_size_bytes',
       'process_cpu_utilization_ratio',
       'queue_items',
@@ -216,11 +225,13 @@ describe('PromQL over OTLP metrics', () => {
     const labels = (await api('labels', { ...range, 'match[]': '{job="shop/checkout"}' })).data as string[];
     expect(labels).toEqual([
       '__name__',
+      '_private',
       'host_name',
       'http_response_status_code',
       'http_route',
       'instance',
       'job',
+      'key_1st_try',
       'le',
       'otel_scope_name',
       'otel_scope_version',
@@ -228,7 +239,9 @@ describe('PromQL over OTLP metrics', () => {
       'service_instance_id',
       'service_name',
       'service_namespace',
+      'tls_on',
     ]);
+    expect((await api('label/tls_on/values', range)).data).toEqual(['true']);
     expect((await api('label/job/values', range)).data).toEqual(['rw', 'shop/checkout']);
     expect((await api('label/le/values', range)).data).toEqual(['+Inf', '0.1', '0.5', '1']);
   });
@@ -295,6 +308,7 @@ describe('PromQL over OTLP metrics', () => {
     const data = (await api('metadata', {})).data as Record<string, { type: string; help: string; unit: string }[]>;
     expect(data).toEqual({
       http_server_requests_total: [{ type: 'counter', help: 'Requests served', unit: '' }],
+      net_io_bytes_per_second_total: [{ type: 'counter', help: '', unit: 'bytes_per_second' }],
       http_server_request_duration_seconds: [{ type: 'histogram', help: '', unit: 'seconds' }],
       payload_size_bytes: [{ type: 'histogram', help: '', unit: 'bytes' }],
       process_cpu_utilization_ratio: [{ type: 'gauge', help: '', unit: '' }],

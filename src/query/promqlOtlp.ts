@@ -14,7 +14,7 @@ import { HISTOGRAM_COLUMNS, METRIC_NAME_COLUMN, STALE_COLUMN, VALUE_COLUMN, labe
  *   unit `1`; joined by `_`, `_` before a leading digit.
  * - labels: every attribute (resource, scope and data point attributes are stored together, so all of
  *   them: the exporter's `resource_to_telemetry_conversion: enabled`), each character outside
- *   [a-zA-Z0-9_] → `_`, `key_` before a leading digit, `key` before one leading `_`; attributes that
+ *   [a-zA-Z0-9_] → `_`, `key_` before a leading digit; attributes that
  *   land on one name are joined with `;` in key order; values as text. `job` = `service.namespace/
  *   service.name` (or `service.name`), `instance` = `service.instance.id`, `otel_scope_name`,
  *   `otel_scope_version` and `otel_scope_schema_url` from the scope.
@@ -44,7 +44,7 @@ export interface MappedView {
   histogramColumns: string[];
 }
 
-/** UCUM units to Prometheus' unit words (otlptranslator's map, with its corrected binary prefixes). */
+/** UCUM units to Prometheus' unit words (otlptranslator v1.0.0's map, which the exporter uses). */
 const UNITS: Record<string, string> = {
   d: 'days',
   h: 'hours',
@@ -57,7 +57,7 @@ const UNITS: Record<string, string> = {
   KiBy: 'kibibytes',
   MiBy: 'mebibytes',
   GiBy: 'gibibytes',
-  TiBy: 'tebibytes',
+  TiBy: 'tibibytes',
   KBy: 'kilobytes',
   MBy: 'megabytes',
   GBy: 'gigabytes',
@@ -112,13 +112,14 @@ function valueText(column: string, type: string): string {
   return `${c}::VARCHAR`;
 }
 
-/** otlptranslator's label rule (LabelNamer, legacy names). */
+/**
+ * otlptranslator's label rule (LabelNamer with legacy names), as the exporter configures it: every
+ * character outside [a-zA-Z0-9_] becomes `_` (runs of `_` kept), and a leading digit gets `key_`.
+ */
 export function promLabelName(key: string): string {
   if (key === '') return key;
   const label = key.replace(/[^a-zA-Z0-9_]/gu, '_');
-  if (/^[0-9]/.test(label)) return `key_${label}`;
-  if (label.startsWith('_') && !label.startsWith('__')) return `key${label}`;
-  return label;
+  return /^[0-9]/.test(label) ? `key_${label}` : label;
 }
 
 /**

@@ -47,6 +47,7 @@ describe('metric names (otlptranslator, with suffixes)', () => {
     ['héllo.wörld', '', 'gauge', null, 'h_llo_w_rld'],
     ['data.rate', 'MiBy/{tick}', 'gauge', null, 'data_rate_mebibytes'],
     ['x', '%', 'gauge', null, 'x_percent'],
+    ['disk.size', 'TiBy', 'gauge', null, 'disk_size_tibibytes'],
   ] as const)('%s [%s] %s → %s', async (name, unit, type, mono, want) => {
     const rel = `(SELECT ${str(name)} AS metric_name, ${str(unit)} AS metric_unit, ${str(type)} AS metric_type, ${mono === null ? 'NULL' : mono}::BOOLEAN AS is_monotonic)`;
     const [r] = await rows(metricNameSql(rel, ['metric_name', 'metric_unit', 'metric_type', 'is_monotonic']));
@@ -59,10 +60,11 @@ describe('label names (otlptranslator LabelNamer)', () => {
     ['http.method', 'http_method'],
     ['service.instance.id', 'service_instance_id'],
     ['123invalid', 'key_123invalid'],
-    ['_private', 'key_private'],
+    ['_private', '_private'],
+    ['a..b', 'a__b'],
     ['__reserved__', '__reserved__'],
     ['a-b/c d', 'a_b_c_d'],
-    ['ünï', 'key_n_'],
+    ['ünï', '_n_'],
     ['ok_label', 'ok_label'],
   ])('%s → %s', (key, want) => {
     expect(promLabelName(key)).toBe(want);
