@@ -211,10 +211,16 @@ export function otlpMetadataSql(relation: string, schema: Record<string, string>
   const promType = `CASE ${type} WHEN 'sum' THEN CASE WHEN ${monotonic} THEN 'counter' ELSE 'gauge' END WHEN 'exponential_histogram' THEN 'histogram' ELSE ${type} END`;
   const unit = `nullif(trim(concat_ws('_', nullif(__promql_main, ''), nullif(__promql_per, '')), '_'), '')`;
   const text = (c: string) => (has(c) ? q(c) : 'NULL::VARCHAR');
+  // The names are computed once per distinct metric, not per point.
+  const distinct =
+    `(SELECT DISTINCT ${otlp} AS __promql_otlp, ${q(METRIC_NAME_COLUMN)}, ${text('metric_unit')} AS metric_unit, ${type} AS metric_type, ` +
+    `${has('is_monotonic') ? q('is_monotonic') : 'NULL::BOOLEAN'} AS is_monotonic, ${text('metric_description')} AS metric_description ` +
+    `FROM ${relation} WHERE ${keepSql(has, otlp)})`;
+  const all = () => true;
   return (
-    `SELECT CASE WHEN ${otlp} THEN __promql_base ELSE ${q(METRIC_NAME_COLUMN)} END AS metric_name, ` +
-    `CASE WHEN ${otlp} THEN ${promType} ELSE ${type} END AS metric_type, ${text('metric_description')} AS metric_description, ` +
-    `CASE WHEN ${otlp} THEN ${unit} ELSE ${text('metric_unit')} END AS metric_unit FROM (${nameLayers(relation, has, keepSql(has, otlp))})`
+    `SELECT CASE WHEN __promql_otlp THEN __promql_base ELSE ${q(METRIC_NAME_COLUMN)} END AS metric_name, ` +
+    `CASE WHEN __promql_otlp THEN ${promType} ELSE ${type} END AS metric_type, metric_description, ` +
+    `CASE WHEN __promql_otlp THEN ${unit} ELSE metric_unit END AS metric_unit FROM (${nameLayers(distinct, all, 'true')})`
   );
 }
 
