@@ -188,11 +188,12 @@ function nativeSide(offsetCol: string, countsCol: string, has: (c: string) => bo
 function keepSql(has: (c: string) => boolean, otlp: string): string {
   const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
   const temporality = has('aggregation_temporality') ? `${q('aggregation_temporality')}::BIGINT` : 'NULL::BIGINT';
-  const scale = has('data_point_scale') ? `${q('data_point_scale')}::BIGINT` : 'NULL::BIGINT';
-  const sum = has('data_point_sum') ? q('data_point_sum') : 'NULL::DOUBLE';
+  // A relation without the scale or sum (a series index) cannot tell, and keeps the point.
+  const scaleOk = has('data_point_scale') ? ` AND ${q('data_point_scale')}::BIGINT >= ${MIN_SCALE}` : '';
+  const sumOk = has('data_point_sum') ? ` AND ${q('data_point_sum')} IS NOT NULL` : '';
   return (
     `NOT (${otlp}) OR ${type} IN ('gauge', 'summary') OR (${type} IN ('sum', 'histogram') AND ${temporality} = 2) ` +
-    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2 AND ${scale} >= ${MIN_SCALE} AND ${sum} IS NOT NULL)`
+    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2${scaleOk}${sumOk})`
   );
 }
 
@@ -289,7 +290,10 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   const point = (suffix: string, k: string, lv: string, v: string) => `{'s': ${s(suffix)}, 'k': ${k}, 'lv': ${lv}, 'v': ${v}}`;
   const none = 'NULL::VARCHAR';
   const plain = `[${point('', none, none, value)}]`;
-  const sumCount = `list_concat([${point('_count', none, none, count)}], CASE WHEN ${sum} IS NULL THEN [] ELSE [${point('_sum', none, none, sum)}] END)`;
+  // A histogram without a sum has no _sum series; a relation without the column (a series index) cannot tell.
+  const sumCount = has('data_point_sum')
+    ? `list_concat([${point('_count', none, none, count)}], CASE WHEN ${sum} IS NULL THEN [] ELSE [${point('_sum', none, none, sum)}] END)`
+    : `[${point('_count', none, none, count)}, ${point('_sum', none, none, sum)}]`;
   const bounds = has('data_point_explicit_bounds') ? `coalesce(${q('data_point_explicit_bounds')}, []::DOUBLE[])` : '[]::DOUBLE[]';
   const bucketCounts = has('data_point_bucket_counts') ? `coalesce(${q('data_point_bucket_counts')}, []::BIGINT[])` : '[]::BIGINT[]';
   const buckets =

@@ -93,6 +93,35 @@ describe('the series view over a relation with few columns', () => {
     expect(out).toEqual([{ name: 'cpu_temp', host: 'h1', v: 51.5, s: false }]);
   });
 
+  it('wraps a series-index-like relation: names and labels from the columns it has', async () => {
+    // Text columns plus what the names and buckets need, no values (what a per-file series index keeps).
+    const schema = {
+      time_unix_nano: 'TIMESTAMP_NS',
+      data_point_flags: 'BIGINT',
+      metric_name: 'VARCHAR',
+      metric_unit: 'VARCHAR',
+      metric_type: 'VARCHAR',
+      is_monotonic: 'BOOLEAN',
+      aggregation_temporality: 'BIGINT',
+      data_point_explicit_bounds: 'DOUBLE[]',
+      'service.name': 'VARCHAR',
+    };
+    const rel =
+      `(SELECT * FROM (VALUES (TIMESTAMP_NS '2026-01-01', 0::BIGINT, 'lat', 's', 'histogram', NULL::BOOLEAN, 2::BIGINT, [0.5, 1.0]::DOUBLE[], 'api'), ` +
+      `(TIMESTAMP_NS '2026-01-01', 0::BIGINT, 'reqs', '', 'sum', true, 2::BIGINT, NULL, 'api')) ` +
+      `t(time_unix_nano, data_point_flags, metric_name, metric_unit, metric_type, is_monotonic, aggregation_temporality, data_point_explicit_bounds, "service.name"))`;
+    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
+    const out = await rows(`SELECT DISTINCT "l:__name__" AS name, "l:le" AS le, "l:job" AS job FROM (${view.sql}) ORDER BY name, le`);
+    expect(out).toEqual([
+      { name: 'lat_seconds_bucket', le: '+Inf', job: 'api' },
+      { name: 'lat_seconds_bucket', le: '0.5', job: 'api' },
+      { name: 'lat_seconds_bucket', le: '1', job: 'api' },
+      { name: 'lat_seconds_count', le: null, job: 'api' },
+      { name: 'lat_seconds_sum', le: null, job: 'api' },
+      { name: 'reqs_total', le: null, job: 'api' },
+    ]);
+  });
+
   it('needs no mapping for a dataset without OTLP points', () => {
     expect(otlpSeriesView('t', { metric_name: 'VARCHAR', data_point_value: 'DOUBLE' }, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(), otlpColumns: new Set() })).toBeUndefined();
   });
