@@ -15,6 +15,7 @@ import { QueryExecutor } from './query/executor.ts';
 import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
 import { PromqlExecutor } from './query/promql.ts';
+import { OTLP_KNOWN_TYPES } from './ingest/otlp/index.ts';
 import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { stateGauge } from './metrics.ts';
 import { StorageEngine } from './storage/engine.ts';
@@ -89,6 +90,7 @@ async function main(): Promise<void> {
     timeoutMs: config.queryLimits.timeoutMs,
     maxSamples: config.promqlMaxSamples,
     fixedColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)),
+    otlpColumns: new Set(Object.keys(OTLP_KNOWN_TYPES.metrics)),
   });
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),

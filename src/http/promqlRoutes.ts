@@ -2,6 +2,7 @@ import type { Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { DomainError, notFound } from '../errors.ts';
 import type { PromqlRequest } from '../query/promql.ts';
+import { otlpMetadataSql } from '../query/promqlOtlp.ts';
 import { authorize, canAccess } from './auth.ts';
 import { readBody } from './body.ts';
 import type { AppEnv, Services } from './context.ts';
@@ -154,8 +155,11 @@ export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, confi
     const { schema } = storage.schemaOf(meta.name);
     const col = (name: string) => (schema[name] ? `any_value(${name})` : 'NULL');
     if (!schema.metric_name || (!schema.metric_type && !schema.metric_description)) return c.json({ status: 'success', data });
+    // OTLP metrics under their Prometheus names and types (docs/promql.md, OTLP metrics as Prometheus series).
+    const table = `"${dataset.replaceAll('"', '""')}"`;
+    const otlp = otlpMetadataSql(table, schema);
     const sql =
-      `SELECT metric_name, ${col('metric_type')} AS type, ${col('metric_description')} AS help, ${col('metric_unit')} AS unit FROM "${dataset.replaceAll('"', '""')}"` +
+      `SELECT metric_name, ${col('metric_type')} AS type, ${col('metric_description')} AS help, ${col('metric_unit')} AS unit FROM ${otlp ? `(${otlp})` : table}` +
       ` WHERE metric_name IS NOT NULL AND (${schema.metric_type ? 'metric_type IS NOT NULL' : 'false'} OR ${schema.metric_description ? 'metric_description IS NOT NULL' : 'false'})` +
       `${metric ? ` AND metric_name = '${metric.replaceAll("'", "''")}'` : ''} GROUP BY metric_name ORDER BY metric_name`;
     try {

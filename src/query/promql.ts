@@ -3,7 +3,8 @@ import { DomainError, notFound, timedOut } from '../errors.ts';
 import type { QueryPool } from './pool.ts';
 import { linkName } from './executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
-import { scanSql, seriesRelationSql, type Snapshot, type TableSource } from '../storage/scan.ts';
+import { otlpSeriesView } from './promqlOtlp.ts';
+import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesRelationSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 
 export interface PromqlLimits {
   /** The same time limit as SQL (P_QUERY_TIMEOUT): past it the worker is killed and the answer is a timeout. */
@@ -12,6 +13,8 @@ export interface PromqlLimits {
   maxSamples: number;
   /** Columns of a sample row that are not labels (the ingest side's fixed column names). */
   fixedColumns: ReadonlySet<string>;
+  /** Columns of an OTLP metrics row that are not attributes (src/ingest/otlp/metrics.ts); empty: no OTLP mapping. */
+  otlpColumns?: ReadonlySet<string>;
 }
 
 /** The request the engine (promql/main.go `request`) takes. */
@@ -100,17 +103,45 @@ export class PromqlExecutor {
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
     const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
+    const scan = isMetrics ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
+    const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
+    const timeColumn = snap.meta.timeColumn;
+    // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
+    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged.
+    const mapped =
+      scan !== undefined && this.limits.otlpColumns
+        ? otlpSeriesView(`(${scan})`, snap.schema, { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns })
+        : undefined;
+    if (mapped) {
+      // The series index does not hold every column the mapping names series by, so label sets of a
+      // dataset with OTLP points come from its rows, each row a span of its own time.
+      const t = quotedIdentifier(timeColumn);
+      const sql = labelsOnly ? `SELECT *, ${t} AS ${SERIES_MIN_TIME}, ${t} AS ${SERIES_MAX_TIME} FROM (${mapped.sql})` : mapped.sql;
+      return {
+        links: linkList(),
+        views: [{ name: quotedIdentifier(snap.meta.name), sql }],
+        labels: mapped.labels,
+        timeColumn,
+        stale: true,
+        hasValue: true,
+        histogramColumns: mapped.histogramColumns,
+        minMs,
+        maxMs,
+        labelsOnly,
+      };
+    }
     // Label sets come from the series relation (files' series indexes), under the data view's name and
     // column names, so that a view over it reads either.
-    const sql = labelsOnly
-      ? seriesRelationSql({ schema: snap.schema, timeColumn: snap.meta.timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor)
-      : scanSql(snap, minMs, maxMs + 1, pathFor);
-    const views = isMetrics ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [];
+    const sql = !isMetrics
+      ? undefined
+      : labelsOnly
+      ? seriesRelationSql({ schema: snap.schema, timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor)
+      : scan;
     return {
-      links: [...links].map(([n, src]) => ({ name: n, src })),
-      views,
+      links: linkList(),
+      views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [],
       labels: labelColumns(snap.schema, this.limits.fixedColumns),
-      timeColumn: snap.meta.timeColumn,
+      timeColumn,
       stale: snap.schema[STALE_COLUMN] !== undefined,
       hasValue,
       histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),

@@ -15,6 +15,8 @@ function provided(file: string, setup: string): string {
 }
 
 export const otelcolBinary = () => provided(path.join(cache, 'otelcol-0.162.0/otelcol'), 'scripts/test-setup.d/40-otelcol.sh');
+/** A Collector with the OTLP receiver and the contrib `prometheus` exporter. */
+export const otelcolPrometheusBinary = () => provided(path.join(cache, 'otelcol-prometheus-0.165.0/otelcol'), 'scripts/test-setup.d/41-otelcol-prometheus.sh');
 
 export interface Process {
   logs: () => string;
@@ -54,10 +56,10 @@ export async function listening(port: number, what: string, logs: () => string, 
 }
 
 /** Starts the Collector with `config` (YAML text) in `dir`; resolves once its OTLP/gRPC receiver on `receiverPort` listens. */
-export async function startCollector(config: string, dir: string, receiverPort: number): Promise<Process> {
+export async function startCollector(config: string, dir: string, receiverPort: number, binary = otelcolBinary): Promise<Process> {
   const file = path.join(dir, 'otelcol.yaml');
   await fsp.writeFile(file, config);
-  const p = run(otelcolBinary(), [`--config=${file}`], dir);
+  const p = run(binary(), [`--config=${file}`], dir);
   await listening(receiverPort, 'the OpenTelemetry Collector', p.logs);
   return p;
 }
