@@ -255,7 +255,10 @@ describe('the series view over OTLP rows', () => {
 
   it('works under seriesSql with matchers on mapped names and labels', async () => {
     const view = otlpSeriesView('m', schema, opts)!;
-    const sql = seriesSql('v', 'time_unix_nano', true, view.labels, {
+    // Label sets are read from a series relation: here the mapped rows, each its own span (as grantOf
+    // does for a dataset with OTLP points).
+    await conn.run(`CREATE OR REPLACE VIEW spans AS SELECT *, time_unix_nano AS p_min_time, time_unix_nano AS p_max_time FROM v`);
+    const sql = seriesSql('spans', 'time_unix_nano', true, view.labels, {
       matchers: [
         { type: '=', name: '__name__', value: 'lat_seconds_bucket' },
         { type: '=~', name: 'job', value: 'shop/.*' },
