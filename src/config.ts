@@ -152,6 +152,10 @@ const querySettings = {
   P_QUERY_THREADS: int(2).describe('DuckDB threads per query.'),
   P_QUERY_CONCURRENCY: z.coerce.number().int().positive().optional().describe('Queries running at once (one worker process each). Default: a third of the memory budget in workers of at least 160 MiB, 1–4.'),
   P_QUERY_WORKER_MAX_MEMORY: sizedBytes().describe('Hard cap on a query worker process\'s resident memory: over it the worker is killed and the query answers 413. Default: a third of the memory budget shared by the P_QUERY_CONCURRENCY workers, 128 MiB–4 GiB.'),
+  P_QUERY_WORKER_CGROUP: z
+    .enum(['auto', 'off'])
+    .default('auto')
+    .describe('`auto`: when the service may create memory cgroups (root, or a delegated cgroup; v1 or v2), each query worker runs in a cgroup of its own under the service\'s, capped at P_QUERY_WORKER_MAX_MEMORY by the kernel (no swap), removed when the worker exits; else the RSS watchdog. `off`: always the RSS watchdog (its cap is read every 50 ms, so a fast allocation can pass it briefly). The start log says which is used.'),
   P_QUERY_CONCURRENCY_PER_KEY: int(2).describe('Queries one key may run at once; with twice that in flight it gets 429.'),
   P_QUERY_QUEUE: int(16).describe('Queries that may wait for a slot (up to `P_QUERY_TIMEOUT`); beyond it 503 + `Retry-After`.'),
   P_QUERY_RESERVE: z.coerce
@@ -353,6 +357,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxRssBytes: e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes,
       heapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
       warm: e.P_QUERY_WARM_WORKERS,
+      cgroup: e.P_QUERY_WORKER_CGROUP,
     },
     /** What every query is held to (the sandbox's statement checks and the executor's answer limits). */
     queryLimits: {

@@ -14,6 +14,7 @@ import { openDuckDB, withConnection } from './duckdb.ts';
 import { QueryExecutor } from './query/executor.ts';
 import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
+import { WorkerCgroups } from './query/workerCgroup.ts';
 import { PromqlExecutor } from './query/promql.ts';
 import { OTLP_KNOWN_TYPES } from './ingest/otlp/index.ts';
 import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
@@ -83,7 +84,10 @@ async function main(): Promise<void> {
   storage.start();
 
   const ingestPool = new IngestPool(config.ingest.workers);
-  const queryPool = new QueryPool({ ...config.queryPool, workDir: path.join(tmp, 'query') });
+  const { cgroup: cgroupMode, ...poolSettings } = config.queryPool;
+  const workerCgroups = WorkerCgroups.open(cgroupMode, poolSettings.maxRssBytes);
+  log.info('query worker memory cap', { capBytes: poolSettings.maxRssBytes, by: workerCgroups.cgroups ? 'cgroup' : 'RSS watchdog', detail: workerCgroups.reason });
+  const queryPool = new QueryPool({ ...poolSettings, workDir: path.join(tmp, 'query'), cgroups: workerCgroups.cgroups });
   await queryPool.start();
   const queries = new QueryExecutor(duck, storage, queryPool, config.queryLimits, config.queryPlanCacheBytes);
   const promql = new PromqlExecutor(storage, queryPool, {

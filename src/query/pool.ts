@@ -7,6 +7,7 @@ import { DomainError, tooManyRequests, unavailable } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { log } from '../log.ts';
 import type { FromWorker, PromqlGrant, ToWorker, WorkerJob } from './protocol.ts';
+import type { WorkerCgroup, WorkerCgroups } from './workerCgroup.ts';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -37,6 +38,8 @@ export interface QueryPoolSettings {
   heapMb: number;
   /** Workers started with the service (P_QUERY_WARM_WORKERS). */
   warm: number;
+  /** A memory cgroup per worker, capped at `maxRssBytes` by the kernel; without it (or for a worker it failed for) the RSS watchdog. */
+  cgroups?: WorkerCgroups;
 }
 
 /** What the caller sees of a running query: its events, and a way to stop it. */
@@ -61,7 +64,10 @@ interface Slot {
   busy: boolean;
   /** The job running on it, to fail if the process dies. */
   onMessage?: (m: FromWorker) => void;
-  onExit?: () => void;
+  /** `oomKilled`: the kernel killed it in its memory cgroup (over its cap). */
+  onExit?: (oomKilled: boolean) => void;
+  /** Its memory cgroup, when it has one. */
+  cgroup?: WorkerCgroup;
 }
 
 /** How often a busy worker's resident memory is read (one small /proc read). */
@@ -129,6 +135,7 @@ export class QueryPool {
         // glibc gives each thread that allocates its own arena (up to 8 per core), which keeps freed
         // memory: two bound the worker's heap growth from DuckDB's threads.
         MALLOC_ARENA_MAX: process.env.MALLOC_ARENA_MAX ?? '2',
+        ...this.s.cgroups?.envFor(id),
       },
     });
     // The kernel's OOM killer picks a query worker before the service (which holds acknowledged data
@@ -140,6 +147,7 @@ export class QueryPool {
         /* not Linux */
       }
     }
+    const cgroup = child.pid ? this.s.cgroups?.attach(id, child.pid) : undefined;
     let readyResolve!: () => void;
     let readyReject!: (e: Error) => void;
     const slot: Slot = {
@@ -148,6 +156,7 @@ export class QueryPool {
       dir,
       busy: false,
       started: false,
+      cgroup,
       ready: new Promise<void>((res, rej) => {
         readyResolve = res;
         readyReject = rej;
@@ -165,7 +174,10 @@ export class QueryPool {
       readyReject(new Error(`query worker exited before it was ready (${signal ?? code})`));
       this.slots = this.slots.filter((s) => s !== slot);
       void fs.rm(dir, { recursive: true, force: true });
-      slot.onExit?.();
+      const oomKilled = cgroup?.oomKilled() ?? false;
+      if (cgroup) void this.s.cgroups?.release(cgroup);
+      if (oomKilled) log.warn('query worker over its memory cap; killed by the kernel in its memory cgroup', { worker: id, capBytes: this.s.maxRssBytes });
+      slot.onExit?.(oomKilled);
       if (!slot.onExit && !this.closed && code !== 0) log.warn('query worker exited', { worker: id, code, signal });
     });
     this.slots.push(slot);
@@ -278,7 +290,10 @@ export class QueryPool {
     slot.onMessage = (m) => {
       if ('id' in m && m.id === id) push(m);
     };
-    slot.onExit = () => push({ type: 'error', id, kind: 'unavailable', message: 'the query worker stopped (out of memory, or killed past the time limit)' });
+    const overCap = (cap: number) =>
+      push({ type: 'error', id, kind: 'too_large', message: `the query needed more memory than a query may use (${Math.round(cap / 1024 / 1024)} MiB, P_QUERY_WORKER_MAX_MEMORY); narrow it: fewer rows, a shorter time range, smaller intermediate lists or strings` });
+    slot.onExit = (oomKilled) =>
+      oomKilled && this.s.maxRssBytes ? overCap(this.s.maxRssBytes) : push({ type: 'error', id, kind: 'unavailable', message: 'the query worker stopped (out of memory, or killed past the time limit)' });
     let done = false;
     /** The query was cut off here (time limit, cancel): the worker may still be inside DuckDB. */
     let cutOff = false;
@@ -305,15 +320,16 @@ export class QueryPool {
     sendTo(job);
     // DuckDB's memory limit does not count list and string intermediates (a string_split of a long
     // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory is watched, and
-    // over the cap the worker is killed (413 to the client) before the kernel has to choose.
-    const cap = this.s.maxRssBytes;
+    // over the cap the worker is killed (413 to the client) before the kernel has to choose. A worker
+    // in its own memory cgroup is held to the cap by the kernel instead (onExit above).
+    const cap = slot.cgroup ? undefined : this.s.maxRssBytes;
     const watchdog = cap
       ? setInterval(() => {
           const rss = residentBytes(slot.child.pid);
           if (rss === undefined || rss <= cap || finished) return;
           log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
           cutOff = true;
-          push({ type: 'error', id, kind: 'too_large', message: `the query needed more memory than a query may use (${Math.round(cap / 1024 / 1024)} MiB, P_QUERY_WORKER_MAX_MEMORY); narrow it: fewer rows, a shorter time range, smaller intermediate lists or strings` });
+          overCap(cap);
           slot.child.kill('SIGKILL');
         }, RSS_WATCH_MS)
       : undefined;
@@ -355,5 +371,6 @@ export class QueryPool {
       w.fail(unavailable('the service is shutting down', 5));
     }
     for (const s of this.slots) s.child.kill('SIGKILL');
+    await this.s.cgroups?.close();
   }
 }

@@ -28,6 +28,7 @@ import { promqlEngine } from './promqlEngine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest, type SeriesRow } from './promqlStorage.ts';
 import { clientColumnName, rowWriter, valueConverter } from './results.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from './pgRows.ts';
+import { leaveWorkerCgroup } from './workerCgroup.ts';
 
 const dir = process.env.QW_DIR!;
 const spill = process.env.QW_SPILL!;
@@ -375,6 +376,10 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
 }
 
 async function main(): Promise<void> {
+  // Whenever it ends by itself (the service gone, even by kill -9, closes the channel, at any point of
+  // the start too), a worker leaves its cgroup and removes it; a SIGKILL from the service or the kernel
+  // leaves it to the service.
+  process.on('exit', () => leaveWorkerCgroup());
   const instance = await openSandboxed();
   const conn = await instance.connect();
   let queue = Promise.resolve();

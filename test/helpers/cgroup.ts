@@ -48,6 +48,9 @@ export async function memoryCgroup(limitBytes: number): Promise<{ dir: string; w
           }
         }
         try {
+          // Child cgroups first (the service's query workers have their own, left behind by a service
+          // killed with SIGKILL until its workers leave them).
+          for (const e of await fs.readdir(dir, { withFileTypes: true }).catch(() => [])) if (e.isDirectory()) await fs.rmdir(`${dir}/${e.name}`).catch(() => undefined);
           await fs.rmdir(dir);
           return;
         } catch (err) {
