@@ -87,7 +87,9 @@ export type FromWorker =
   /** A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`). */
   | { type: 'need'; id: number; minMs: number; maxMs: number }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
-  | { type: 'promql'; id: number; json: string };
+  | { type: 'promql'; id: number; json: string }
+  /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */
+  | { type: 'engine'; pid: number };
 
 /** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
 export const STREAM_WINDOW = 4;

@@ -25,7 +25,7 @@ import { DomainError, type ErrorKind } from '../errors.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
 import { promqlEngine } from './promqlEngine.ts';
-import { encodeSeries, seriesSql, type SeriesRequest, type SeriesRow } from './promqlStorage.ts';
+import { encodeSeries, seriesSql, type SeriesRequest } from './promqlStorage.ts';
 import { clientColumnName, rowWriter, valueConverter } from './results.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from './pgRows.ts';
 
@@ -291,7 +291,7 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void } | undefined;
 
 /**
- * A PromQL job: the engine (Go, in WebAssembly) evaluates it and calls back for each selector's series.
+ * A PromQL job: the engine (Go, a child process of this one) evaluates it and calls back for each selector's series.
  * The files come from the service on demand (`need` → `grant`) for the time range the engine asks for,
  * so a query over the last hour links only that hour's files. Fetches run one at a time on the one
  * connection.
@@ -299,9 +299,10 @@ let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant)
 async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> {
   const state: NonNullable<typeof promqlCurrent> = (promqlCurrent = { id: job.id });
   try {
-    const evaluate = await promqlEngine();
+    // The pool counts the engine's memory with this process's, and kills it with this process.
+    const evaluate = promqlEngine((pid) => send({ type: 'engine', pid }));
     let chain: Promise<unknown> = Promise.resolve();
-    const fetch = (reqText: string): Promise<Uint8Array> => {
+    const fetch = (reqText: string): Promise<Uint8Array[]> => {
       const next = chain.then(() => selectSeries(conn, state, JSON.parse(reqText) as SeriesRequest));
       chain = next.catch(() => undefined);
       return next;
@@ -319,7 +320,7 @@ async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> 
   }
 }
 
-async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array> {
+async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array[]> {
   let grant = state.grant;
   if (!grant || req.start < grant.minMs || req.end > grant.maxMs) {
     const minMs = Math.min(req.start, grant?.minMs ?? req.start);
@@ -332,22 +333,16 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   }
   const view = grant.views[0]?.name;
   const names = grant.labels.map((l) => l.label);
-  if (!view) return encodeSeries(names, []);
-  const read = async (withRegex: boolean) => (await conn.runAndReadAll(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))).getRowsJS();
+  if (!view) return [new Uint8Array(4)];
+  const read = async (withRegex: boolean) =>
+    (await conn.run(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))) as DuckDBMaterializedResult;
   // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
   // (the engine applies every matcher itself anyway).
-  const rows = await read(true).catch((err: Error) => {
+  const result = await read(true).catch((err: Error) => {
     if (/regex|regular expression/i.test(err.message)) return read(false);
     throw err;
   });
-  const n = names.length;
-  // The samples' lists follow the label columns (or the one placeholder column of a dataset without labels).
-  const at = Math.max(n, 1);
-  const series: SeriesRow[] = rows.map((r) => ({
-    values: (n ? r.slice(0, n) : []) as (string | null)[],
-    samples: req.labelsOnly ? undefined : (r[at] as string | null),
-  }));
-  return encodeSeries(names, series);
+  return encodeSeries(names, result, req.labelsOnly);
 }
 
 async function main(): Promise<void> {
