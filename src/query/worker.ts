@@ -291,7 +291,8 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void } | undefined;
 
 /**
- * A PromQL job: the engine (Go, a child process of this one) evaluates it and calls back for each selector's series.
+ * A PromQL job: the engine (Go, a child process of this one, promqlEngine.ts) evaluates it and calls back
+ * for each selector's series.
  * The files come from the service on demand (`need` → `grant`) for the time range the engine asks for,
  * so a query over the last hour links only that hour's files. Fetches run one at a time on the one
  * connection.
@@ -333,7 +334,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   }
   const view = grant.views[0]?.name;
   const names = grant.labels.map((l) => l.label);
-  if (!view) return [new Uint8Array(4)];
+  if (!view) return [new Uint8Array(4)]; // no series
   const read = async (withRegex: boolean) =>
     (await conn.run(seriesSql(view, grant.timeColumn, grant.stale, grant.labels, req, withRegex, grant.histogramColumns, grant.hasValue ?? true))) as DuckDBMaterializedResult;
   // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
