@@ -160,6 +160,7 @@ export function encodeSeries(labelNames: string[], result: DuckDBMaterializedRes
   for (let c = 0; c < result.chunkCount; c++) {
     const chunk = result.getChunk(c);
     const rows = chunk.rowCount;
+    if (rows === 0) continue;
     const labelVectors = names.map((_, i) => chunk.getColumnVector(i));
     let samples: ReturnType<typeof sampleVectors> | undefined;
     if (!labelsOnly) samples = sampleVectors(chunk.chunk, Math.max(names.length, 1), rows);
