@@ -255,6 +255,25 @@ describe('PromQL limits', () => {
   });
 });
 
+describe('PromQL memory cap', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_QUERY_WORKER_MAX_MEMORY: '260MiB' } });
+    await write(server, 'm', body([counter({ job: 'a' }, 1)]));
+  }, 120_000);
+  afterAll(async () => server?.stop());
+
+  it("counts the engine process's memory in its worker's P_QUERY_WORKER_MAX_MEMORY: 413, and the next query runs", async () => {
+    // A subquery of 21.6 million points (within P_PROMQL_MAX_SAMPLES) held by the engine alone, over
+    // 345 MB; the worker itself reads nothing for it.
+    const ask = (q: string) => server.request(`/prometheus/m/api/v1/query?query=${encodeURIComponent(q)}&time=${sec(T0 + 600_000)}`);
+    const res = await ask('count_over_time(vector(1)[6h:1ms])');
+    expect(res.status, await res.clone().text()).toBe(413);
+    expect(await res.json()).toMatchObject({ status: 'error', errorType: 'too_large', error: expect.stringContaining('P_QUERY_WORKER_MAX_MEMORY') });
+    expect((await ask('sum(http_requests_total)')).status).toBe(200);
+  });
+});
+
 describe('PromQL time limit', () => {
   let server: TestServer;
   beforeAll(async () => {
