@@ -1,10 +1,10 @@
-# The PromQL engine (promql/: Prometheus' engine compiled to WebAssembly), built in a Go stage.
+# The PromQL engine (promql/: Prometheus' engine, a native program each query worker starts), built in a Go stage.
 FROM golang:1.26-bookworm AS promql
 WORKDIR /src/promql
 COPY promql/go.mod promql/go.sum ./
 RUN go mod download
 COPY promql/*.go ./
-RUN GOOS=js GOARCH=wasm go build -trimpath -ldflags="-s -w" -o /out/promql.wasm . && cp "$(go env GOROOT)/lib/wasm/wasm_exec.js" /out/
+RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/promql .
 
 # Node 22 (maintenance LTS); Node 20 is past end of life.
 FROM node:22-bookworm-slim

@@ -3,6 +3,7 @@ module lakehouse/promql
 go 1.26.7
 
 require (
+	github.com/elastic/go-seccomp-bpf v1.6.0
 	github.com/json-iterator/go v1.1.12
 	github.com/prometheus/prometheus v0.316.0
 )
@@ -29,6 +30,7 @@ require (
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
+	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

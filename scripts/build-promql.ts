@@ -1,6 +1,8 @@
 /**
- * Builds the PromQL engine (promql/main.go: Prometheus' own engine and the storage adapter) to
- * WebAssembly in promql-dist/, with Go's wasm_exec.js beside it. Part of `npm run build` (so of
+ * Builds the PromQL engine (promql/: Prometheus' own engine, the storage adapter and the process's
+ * framed protocol) as a native program, promql-dist/promql, that each query worker starts as its child
+ * (src/query/promqlEngine.ts). Statically linked (no cgo), so the Docker image's Go stage builds it the
+ * same way. Part of `npm run build` (so of
  * `npm start`) and of the test suite's global setup; never committed. Skipped when the output is newer
  * than every source; a rebuild after an edit takes seconds thanks to Go's module and build caches (the
  * first one downloads the Prometheus module from the Go module proxy and compiles it: about a minute).
@@ -30,26 +32,22 @@ function goBinary(): string {
 const mtime = (f: string) => fs.statSync(f).mtimeMs;
 
 export function buildPromql(): void {
-  const wasm = path.join(out, 'promql.wasm');
-  const support = path.join(out, 'wasm_exec.js');
+  const binary = path.join(out, 'promql');
   // A tree with the engine built and no Go sources (the Docker image, whose Go stage built it): done.
-  if (!fs.existsSync(src) && fs.existsSync(wasm) && fs.existsSync(support)) return;
+  if (!fs.existsSync(src) && fs.existsSync(binary)) return;
   const sources = fs.readdirSync(src).filter((f) => f.endsWith('.go') || f === 'go.mod' || f === 'go.sum').map((f) => path.join(src, f));
-  if (fs.existsSync(wasm) && fs.existsSync(support) && Math.max(...sources.map(mtime)) < mtime(wasm)) return;
+  if (fs.existsSync(binary) && Math.max(...sources.map(mtime)) < mtime(binary)) return;
   const started = Date.now();
   const go = goBinary();
   fs.mkdirSync(out, { recursive: true });
-  const tmp = `${wasm}.tmp-${process.pid}`;
-  const env = { ...process.env, GOOS: 'js', GOARCH: 'wasm' };
+  const tmp = `${binary}.tmp-${process.pid}`;
+  const env = { ...process.env, CGO_ENABLED: '0' };
   try {
     execFileSync('nice', ['-n', '10', go, 'build', '-trimpath', '-ldflags=-s -w', '-o', tmp, '.'], { cwd: src, env, stdio: ['ignore', 'inherit', 'inherit'] });
-    const goroot = execFileSync(go, ['env', 'GOROOT'], { env }).toString().trim();
-    const exec = [path.join(goroot, 'lib/wasm/wasm_exec.js'), path.join(goroot, 'misc/wasm/wasm_exec.js')].find((f) => fs.existsSync(f));
-    if (!exec) throw new Error(`wasm_exec.js not found under ${goroot}`);
-    fs.copyFileSync(exec, `${support}.tmp-${process.pid}`);
-    fs.renameSync(`${support}.tmp-${process.pid}`, support);
-    // Renamed last: its time is what says the build is complete.
-    fs.renameSync(tmp, wasm);
+    // Renamed when complete: its time is what says the build is current.
+    fs.renameSync(tmp, binary);
+    // The WebAssembly build the engine had before (promql.wasm, wasm_exec.js) is no longer used.
+    for (const old of ['promql.wasm', 'wasm_exec.js']) fs.rmSync(path.join(out, old), { force: true });
   } finally {
     fs.rmSync(tmp, { force: true });
   }

@@ -171,7 +171,7 @@ const querySettings = {
   P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB').describe('Checked statements kept by SQL text (least recently used out).'),
   P_QUERY_WORKER_HEAP: bytes('512MiB').describe('JS heap of each query worker process (at least 64 MiB).'),
   P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
-    "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the query worker's WebAssembly memory.",
+    "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the memory of the query worker's PromQL engine process.",
   ),
   P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1).describe('Query worker processes started with the service (more start on demand, up to `P_QUERY_CONCURRENCY`); each takes ~95 MB idle.'),
 };

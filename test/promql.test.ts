@@ -1,7 +1,9 @@
 import snappy from 'snappy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
+import * as fs from 'node:fs';
 import { ADMIN_KEY, startServer, type TestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
 
 /**
  * The Prometheus query API (docs/promql.md) as its clients use it: samples go in by remote write, and
@@ -233,10 +235,42 @@ describe('PromQL limits', () => {
   }, 120_000);
   afterAll(async () => server?.stop());
 
+  it('runs the engine as a child process of a query worker, which ends when its worker is killed', async () => {
+    const ask = () => server.request(`/prometheus/m/api/v1/query?query=${encodeURIComponent('sum(http_requests_total)')}&time=${sec(T0 + 600_000)}`);
+    expect((await ask()).status).toBe(200);
+    const engines = engineProcesses(server.dataDir);
+    expect(engines).toHaveLength(1);
+    // The pool kills a worker this way past its time or memory limit, or when its client goes away.
+    process.kill(engines[0].parent, 'SIGKILL');
+    await waitFor('the engine to end with its worker', async () => !fs.existsSync(`/proc/${engines[0].pid}`));
+    // A fresh worker starts a fresh engine.
+    expect((await ask()).status).toBe(200);
+    expect(engineProcesses(server.dataDir).map((e) => e.pid)).not.toContain(engines[0].pid);
+  });
+
   it('fails a query over P_PROMQL_MAX_SAMPLES with 422 execution', async () => {
     const res = await server.request(`/prometheus/m/api/v1/query?query=${encodeURIComponent('http_requests_total[10m]')}&time=${sec(T0 + 600_000)}`);
     expect(res.status, await res.clone().text()).toBe(422);
     expect(await res.json()).toMatchObject({ status: 'error', errorType: 'execution', error: expect.stringContaining('too many samples') });
+  });
+});
+
+describe('PromQL memory cap', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_QUERY_WORKER_MAX_MEMORY: '260MiB' } });
+    await write(server, 'm', body([counter({ job: 'a' }, 1)]));
+  }, 120_000);
+  afterAll(async () => server?.stop());
+
+  it("counts the engine process's memory in its worker's P_QUERY_WORKER_MAX_MEMORY: 413, and the next query runs", async () => {
+    // A subquery of 21.6 million points (within P_PROMQL_MAX_SAMPLES) held by the engine alone, over
+    // 345 MB; the worker itself reads nothing for it.
+    const ask = (q: string) => server.request(`/prometheus/m/api/v1/query?query=${encodeURIComponent(q)}&time=${sec(T0 + 600_000)}`);
+    const res = await ask('count_over_time(vector(1)[6h:1ms])');
+    expect(res.status, await res.clone().text()).toBe(413);
+    expect(await res.json()).toMatchObject({ status: 'error', errorType: 'too_large', error: expect.stringContaining('P_QUERY_WORKER_MAX_MEMORY') });
+    expect((await ask('sum(http_requests_total)')).status).toBe(200);
   });
 });
 
@@ -258,3 +292,33 @@ describe('PromQL time limit', () => {
     expect((await ask()).status).toBe(503);
   });
 });
+
+/**
+ * The PromQL engine processes (promql-dist/promql) whose parent is a query worker of the service with
+ * this data directory (a worker's environment names its directory under it), from /proc.
+ */
+function engineProcesses(dataDir: string): { pid: number; parent: number }[] {
+  const read = (f: string) => {
+    try {
+      return fs.readFileSync(f, 'latin1');
+    } catch {
+      return '';
+    }
+  };
+  const pids = fs.readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  const workers = new Set(pids.filter((p) => read(`/proc/${p}/environ`).split('\0').some((v) => v.startsWith(`QW_DIR=${dataDir}/`))).map(Number));
+  const out: { pid: number; parent: number }[] = [];
+  for (const p of pids) {
+    let exe = '';
+    try {
+      exe = fs.readlinkSync(`/proc/${p}/exe`);
+    } catch {
+      continue;
+    }
+    if (!exe.endsWith('/promql-dist/promql')) continue;
+    const stat = read(`/proc/${p}/stat`);
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (workers.has(parent)) out.push({ pid: Number(p), parent });
+  }
+  return out;
+}

@@ -29,7 +29,7 @@ const ERROR_STATUS: Record<string, ContentfulStatusCode> = {
 };
 
 /** The version Grafana reads to pick the Prometheus features it uses: the engine's (module v0.316 = Prometheus 3.16). */
-const BUILD_INFO = { version: '3.16.0', revision: 'lakehouse', branch: 'lakehouse', buildUser: 'lakehouse', buildDate: '', goVersion: 'go1.26 (js/wasm)' };
+const BUILD_INFO = { version: '3.16.0', revision: 'lakehouse', branch: 'lakehouse', buildUser: 'lakehouse', buildDate: '', goVersion: 'go1.26' };
 
 function envelopeOf(err: DomainError): { status: ContentfulStatusCode; errorType: string } {
   switch (err.kind) {

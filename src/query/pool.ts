@@ -62,6 +62,8 @@ interface Slot {
   /** Its DuckDB is open and it has said so. */
   started: boolean;
   busy: boolean;
+  /** Its PromQL engine process, once it started one (counted in its memory; it dies with the worker). */
+  enginePid?: number;
   /** The job running on it, to fail if the process dies. */
   onMessage?: (m: FromWorker) => void;
   /** `oomKilled`: the kernel killed it in its memory cgroup (over its cap). */
@@ -85,6 +87,23 @@ function residentBytes(pid: number | undefined): number | undefined {
   }
 }
 const PAGE_BYTES = 4096;
+
+/**
+ * Resident bytes of a worker and of its PromQL engine process: the engine is counted only while it is
+ * still that worker's child (its process id could be another process's once it ended).
+ */
+function workerResidentBytes(slot: Slot): number | undefined {
+  const own = residentBytes(slot.child.pid);
+  if (own === undefined || !slot.enginePid) return own;
+  try {
+    const stat = readFileSync(`/proc/${slot.enginePid}/stat`, 'latin1');
+    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+    if (parent !== slot.child.pid) return own;
+  } catch {
+    return own;
+  }
+  return own + (residentBytes(slot.enginePid) ?? 0);
+}
 
 /**
  * Worker processes for user queries, with admission control. Each running query has a process of its
@@ -167,7 +186,7 @@ export class QueryPool {
       if (m.type === 'ready') {
         slot.started = true;
         readyResolve();
-      }
+      } else if (m.type === 'engine') slot.enginePid = m.pid;
       else slot.onMessage?.(m);
     });
     child.on('exit', (code, signal) => {
@@ -319,13 +338,15 @@ export class QueryPool {
     const job = { ...build(path.join(slot.dir, 'files')), id } as WorkerJob;
     sendTo(job);
     // DuckDB's memory limit does not count list and string intermediates (a string_split of a long
-    // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory is watched, and
-    // over the cap the worker is killed (413 to the client) before the kernel has to choose. A worker
-    // in its own memory cgroup is held to the cap by the kernel instead (onExit above).
+    // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory (with its PromQL
+    // engine's) is watched, and over the cap the worker is killed (413 to the client) before the kernel
+    // has to choose. Its engine dies with it (the engine's parent-death signal, promql/sandbox_linux.go).
+    // A worker in its own memory cgroup (its engine, a child, is in it too) is held to the cap by the
+    // kernel instead (onExit above).
     const cap = slot.cgroup ? undefined : this.s.maxRssBytes;
     const watchdog = cap
       ? setInterval(() => {
-          const rss = residentBytes(slot.child.pid);
+          const rss = workerResidentBytes(slot);
           if (rss === undefined || rss <= cap || finished) return;
           log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
           cutOff = true;

@@ -97,7 +97,9 @@ export type FromWorker =
    */
   | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
-  | { type: 'promql'; id: number; json: string };
+  | { type: 'promql'; id: number; json: string }
+  /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */
+  | { type: 'engine'; pid: number };
 
 /** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
 export const STREAM_WINDOW = 4;

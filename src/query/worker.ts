@@ -25,7 +25,7 @@ import { DomainError, type ErrorKind } from '../errors.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
 import { promqlEngine } from './promqlEngine.ts';
-import { encodeSeries, seriesSql, type SeriesRequest, type SeriesRow } from './promqlStorage.ts';
+import { encodeSeries, seriesSql, type SeriesRequest } from './promqlStorage.ts';
 import { clientColumnName, rowWriter, valueConverter } from './results.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from './pgRows.ts';
 import { leaveWorkerCgroup } from './workerCgroup.ts';
@@ -292,7 +292,8 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void } | undefined;
 
 /**
- * A PromQL job: the engine (Go, in WebAssembly) evaluates it and calls back for each selector's series.
+ * A PromQL job: the engine (Go, a child process of this one, promqlEngine.ts) evaluates it and calls back
+ * for each selector's series.
  * The files come from the service on demand (`need` → `grant`) for the time range the engine asks for,
  * so a query over the last hour links only that hour's files. Fetches run one at a time on the one
  * connection.
@@ -300,9 +301,10 @@ let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant)
 async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> {
   const state: NonNullable<typeof promqlCurrent> = (promqlCurrent = { id: job.id });
   try {
-    const evaluate = await promqlEngine();
+    // The pool counts the engine's memory with this process's, and kills it with this process.
+    const evaluate = promqlEngine((pid) => send({ type: 'engine', pid }));
     let chain: Promise<unknown> = Promise.resolve();
-    const fetch = (reqText: string): Promise<Uint8Array> => {
+    const fetch = (reqText: string): Promise<Uint8Array[]> => {
       const next = chain.then(() => selectSeries(conn, state, JSON.parse(reqText) as SeriesRequest));
       chain = next.catch(() => undefined);
       return next;
@@ -339,24 +341,24 @@ async function unreadableIndexes(conn: DuckDBConnection, grant: PromqlGrant): Pr
   return out;
 }
 
-async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array> {
+async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array[]> {
   const read = async (g: PromqlGrant, withRegex: boolean) =>
-    (await conn.runAndReadAll(seriesSql(g.views[0].name, g.timeColumn, g.stale, g.labels, req, withRegex, g.histogramColumns, g.hasValue ?? true))).getRowsJS();
-  const select = async (damaged?: string[]): Promise<{ grant: PromqlGrant; rows: unknown[][] }> => {
+    (await conn.run(seriesSql(g.views[0].name, g.timeColumn, g.stale, g.labels, req, withRegex, g.histogramColumns, g.hasValue ?? true))) as DuckDBMaterializedResult;
+  const select = async (damaged?: string[]): Promise<{ grant: PromqlGrant; result?: DuckDBMaterializedResult }> => {
     let grant = state.grant;
     if (damaged || !grant || req.start < grant.minMs || req.end > grant.maxMs || (grant.labelsOnly === true) !== req.labelsOnly) {
       grant = await regrant(conn, state, Math.min(req.start, grant?.minMs ?? req.start), Math.max(req.end, grant?.maxMs ?? req.end), req.labelsOnly, damaged);
     }
-    if (!grant.views[0]) return { grant, rows: [] };
+    if (!grant.views[0]) return { grant };
     // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
     // (the engine applies every matcher itself anyway).
-    const rows = await read(grant, true).catch((err: Error) => {
+    const result = await read(grant, true).catch((err: Error) => {
       if (/regex|regular expression/i.test(err.message)) return read(grant, false);
       throw err;
     });
-    return { grant, rows };
+    return { grant, result };
   };
-  const { grant, rows } = await select().catch(async (err: Error) => {
+  const { grant, result } = await select().catch(async (err: Error) => {
     // A series index that cannot be read (when its view is made, or read): the service reads its
     // file instead, in a grant without it.
     if (!req.labelsOnly || !state.grant || !FILE_ERROR.test(err.message)) throw err;
@@ -364,15 +366,8 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
     if (!damaged.length) throw err;
     return select(damaged);
   });
-  const names = grant.labels.map((l) => l.label);
-  const n = names.length;
-  // The samples' lists follow the label columns (or the one placeholder column of a dataset without labels).
-  const at = Math.max(n, 1);
-  const series: SeriesRow[] = rows.map((r) => ({
-    values: (n ? r.slice(0, n) : []) as (string | null)[],
-    samples: req.labelsOnly ? undefined : (r[at] as string | null),
-  }));
-  return encodeSeries(names, series);
+  if (!result) return [new Uint8Array(4)]; // no series
+  return encodeSeries(grant.labels.map((l) => l.label), result, req.labelsOnly);
 }
 
 async function main(): Promise<void> {

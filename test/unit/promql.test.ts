@@ -1,4 +1,4 @@
-import { DuckDBInstance } from '@duckdb/node-api';
+import { DuckDBInstance, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkRange, parseDurationParam, parsePromDuration, parseTime, PromqlParamError } from '../../src/http/promqlParams.ts';
 import { encodeSeries, labelColumns, matcherSql, seriesSql, type Matcher } from '../../src/query/promqlStorage.ts';
@@ -93,52 +93,94 @@ describe('PromQL storage adapter', () => {
       expect(matcherSql({ type: '=~', name: 'x', value: '.+' }, undefined, false)).toBeUndefined();
     });
 
-    it('selects a series with its samples in time order, staleness flagged', async () => {
+    it('selects a series with its samples, staleness flagged, encoded for the engine', async () => {
       await conn.run(`CREATE TABLE m AS SELECT * FROM (VALUES
         ('up', 'a', TIMESTAMP_NS '2026-01-01 00:00:30', 2.0, false),
         ('up', 'a', TIMESTAMP_NS '2026-01-01 00:00:00', 0.1, false),
         ('up', 'a', TIMESTAMP_NS '2026-01-01 00:01:00', 'nan'::DOUBLE, true),
+        ('up', 'a', TIMESTAMP_NS '2026-01-01 00:01:15', NULL, true),
         ('up', 'b', TIMESTAMP_NS '2026-01-01 00:00:00', 5.0, false),
+        ('up', '', TIMESTAMP_NS '2026-01-01 00:00:00', 6.0, false),
         ('down', 'a', TIMESTAMP_NS '2026-01-01 00:00:00', 1.0, false)) t(metric_name, job, time_unix_nano, data_point_value, is_stale_marker)`);
       const labels = [
         { label: '__name__', column: 'metric_name' },
         { label: 'job', column: 'job' },
       ];
       const t0 = Date.parse('2026-01-01T00:00:00Z');
-      const sql = seriesSql('m', 'time_unix_nano', true, labels, { matchers: [{ type: '=', name: '__name__', value: 'up' }, { type: '=', name: 'job', value: 'a' }], start: t0, end: t0 + 60_000, labelsOnly: false });
-      const rows = (await conn.runAndReadAll(sql)).getRowsJS() as string[][];
-      expect(rows.map((r) => r.slice(0, 2))).toEqual([['up', 'a']]);
-      // One line per sample (the engine's side sorts them): time, value, staleness flag.
-      expect(rows[0][2].split('\n').sort()).toEqual([`${t0 + 30_000} 2.0 0`, `${t0 + 60_000} nan 1`, `${t0} 0.1 0`].sort());
-      // Label sets only: from the series relation (one row per label set, with its time span).
+      const read = async (req: Parameters<typeof seriesSql>[4]) =>
+        decode(encodeSeries(['__name__', 'job'], (await conn.run(seriesSql('m', 'time_unix_nano', true, labels, req))) as DuckDBMaterializedResult, req.labelsOnly));
+      const up = await read({ matchers: [{ type: '=', name: '__name__', value: 'up' }, { type: '!=', name: 'job', value: 'b' }], start: t0, end: t0 + 75_000, labelsOnly: false });
+      const byJob = Object.fromEntries(up.map((s) => [JSON.stringify(s.labels), s.samples.sort((x, y) => x[0] - y[0])]));
+      // An empty label is absent; a staleness marker is kind 1 (its value NaN: the engine makes it StaleNaN).
+      expect(byJob).toEqual({
+        [JSON.stringify([['__name__', 'up'], ['job', 'a']])]: [
+          [t0, 0.1, 0],
+          [t0 + 30_000, 2, 0],
+          [t0 + 60_000, NaN, 1],
+          [t0 + 75_000, NaN, 1],
+        ],
+        [JSON.stringify([['__name__', 'up']])]: [[t0, 6, 0]],
+      });
+      // Label sets only: from the series relation (one row per label set, with its time span), no samples.
       await conn.run(`CREATE VIEW m_series AS SELECT metric_name, job, min(time_unix_nano) AS p_min_time, max(time_unix_nano) AS p_max_time, count(*) AS p_rows FROM m GROUP BY ALL`);
-      const before = seriesSql('m_series', 'time_unix_nano', true, labels, { matchers: [], start: t0, end: t0 + 59_999, labelsOnly: true });
-      expect((await conn.runAndReadAll(`${before} ORDER BY ALL`)).getRowsJS()).toEqual([
-        ['down', 'a'],
-        ['up', 'a'],
-        ['up', 'b'],
+      const labelSets = async (req: Parameters<typeof seriesSql>[4]) =>
+        decode(encodeSeries(['__name__', 'job'], (await conn.run(seriesSql('m_series', 'time_unix_nano', true, labels, req))) as DuckDBMaterializedResult, true));
+      const before = await labelSets({ matchers: [], start: t0, end: t0 + 59_999, labelsOnly: true });
+      expect(before.map((s) => JSON.stringify(s.labels)).sort()).toEqual(
+        [[['__name__', 'down'], ['job', 'a']], [['__name__', 'up']], [['__name__', 'up'], ['job', 'a']], [['__name__', 'up'], ['job', 'b']]].map((l) => JSON.stringify(l)).sort(),
+      );
+      expect(before.every((s) => s.samples.length === 0)).toBe(true);
+      // A label set counts when its span touches the range: `up,b` and `up` without a job ended at t0.
+      const after = await labelSets({ matchers: [{ type: '=', name: '__name__', value: 'up' }], start: t0 + 1, end: t0 + 90_000, labelsOnly: true });
+      expect(after.map((s) => s.labels)).toEqual([[['__name__', 'up'], ['job', 'a']]]);
+    });
+
+    it('encodes a native histogram sample as kind 2 with its columns as JSON, its sum as the value', async () => {
+      await conn.run(`CREATE TABLE h AS SELECT * FROM (VALUES
+        ('rpc', TIMESTAMP_NS '2026-01-01 00:00:00', NULL::DOUBLE, 3, 12.5::DOUBLE, '[{"offset":0,"length":1}]', [3]::BIGINT[], false),
+        ('rpc', TIMESTAMP_NS '2026-01-01 00:00:15', 1.5::DOUBLE, NULL, NULL::DOUBLE, NULL, NULL::BIGINT[], false)) t(metric_name, time_unix_nano, data_point_value, data_point_scale, data_point_sum, data_point_positive_spans, data_point_positive_deltas, is_stale_marker)`);
+      const labels = [{ label: '__name__', column: 'metric_name' }];
+      const t0 = Date.parse('2026-01-01T00:00:00Z');
+      const sql = seriesSql('h', 'time_unix_nano', true, labels, { matchers: [], start: t0, end: t0 + 15_000, labelsOnly: false }, true, ['data_point_scale', 'data_point_sum', 'data_point_positive_spans', 'data_point_positive_deltas']);
+      const [s] = decode(encodeSeries(['__name__'], (await conn.run(sql)) as DuckDBMaterializedResult, false));
+      expect(s.samples.sort((x, y) => x[0] - y[0])).toEqual([
+        [t0, 12.5, 2],
+        [t0 + 15_000, 1.5, 0],
       ]);
-      // A label set counts when its span touches the range: `down` ended at t0, `up,b` too.
-      const after = seriesSql('m_series', 'time_unix_nano', true, labels, { matchers: [{ type: '=', name: '__name__', value: 'up' }], start: t0 + 1, end: t0 + 90_000, labelsOnly: true });
-      expect((await conn.runAndReadAll(`${after} ORDER BY ALL`)).getRowsJS()).toEqual([['up', 'a']]);
+      expect(JSON.parse(s.histograms[0])).toMatchObject({ schema: 3, ps: [{ offset: 0, length: 1 }], pd: [3] });
     });
   });
 
-  it('encodes series for the engine: labels without empty values, then the samples text', () => {
-    const buf = encodeSeries(['__name__', 'job'], [{ values: ['up', null], samples: '2 nan 1\n1 0.5 0' }]);
-    const dv = new DataView(buf.buffer);
-    const text = new TextDecoder();
-    let off = 0;
-    const u32 = () => ((off += 4), dv.getUint32(off - 4, true));
-    const str = () => {
-      const n = u32();
-      off += n;
-      return text.decode(buf.subarray(off - n, off));
-    };
-    expect(u32()).toBe(1);
-    expect(u32()).toBe(1);
-    expect([str(), str()]).toEqual(['__name__', 'up']);
-    expect(str()).toEqual('2 nan 1\n1 0.5 0');
-    expect(off).toBe(buf.length);
-  });
 });
+
+/** promql/engine.go decodeSeries, in TypeScript: what the engine reads from encodeSeries' parts. */
+function decode(parts: Uint8Array[]) {
+  const buf = new Uint8Array(parts.reduce((a, p) => a + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    buf.set(p, at);
+    at += p.length;
+  }
+  const dv = new DataView(buf.buffer);
+  const text = new TextDecoder();
+  let off = 0;
+  const u32 = () => ((off += 4), dv.getUint32(off - 4, true));
+  const str = () => {
+    const n = u32();
+    off += n;
+    return text.decode(buf.subarray(off - n, off));
+  };
+  const out: { labels: [string, string][]; samples: [number, number, number][]; histograms: string[] }[] = [];
+  for (let i = u32(); i > 0; i--) {
+    const labels: [string, string][] = [];
+    for (let j = u32(); j > 0; j--) labels.push([str(), str()]);
+    const n = u32();
+    const samples: [number, number, number][] = [];
+    for (let k = 0; k < n; k++) samples.push([Number(dv.getBigInt64(off + 8 * k, true)), dv.getFloat64(off + 8 * n + 8 * k, true), buf[off + 16 * n + k]]);
+    off += 17 * n;
+    const histograms = samples.filter((x) => x[2] === 2).map(() => str());
+    out.push({ labels, samples, histograms });
+  }
+  expect(off).toBe(buf.length);
+  return out;
+}
