@@ -255,10 +255,12 @@ describe('PromQL limits', () => {
   });
 });
 
-describe('PromQL memory cap', () => {
+// Both ways of holding a worker to its cap: its memory cgroup (the kernel may kill the engine alone),
+// where the service may create one (as root here), and the RSS watchdog.
+describe.each(['auto', 'off'])('PromQL memory cap (P_QUERY_WORKER_CGROUP=%s)', (cgroup) => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startServer({ env: { P_QUERY_WORKER_MAX_MEMORY: '260MiB' } });
+    server = await startServer({ env: { P_QUERY_WORKER_MAX_MEMORY: '260MiB', P_QUERY_WORKER_CGROUP: cgroup } });
     await write(server, 'm', body([counter({ job: 'a' }, 1)]));
   }, 120_000);
   afterAll(async () => server?.stop());

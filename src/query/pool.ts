@@ -306,11 +306,16 @@ export class QueryPool {
       queue.push(m);
       wake?.();
     };
-    slot.onMessage = (m) => {
-      if ('id' in m && m.id === id) push(m);
-    };
     const overCap = (cap: number) =>
       push({ type: 'error', id, kind: 'too_large', message: `the query needed more memory than a query may use (${Math.round(cap / 1024 / 1024)} MiB, P_QUERY_WORKER_MAX_MEMORY); narrow it: fewer rows, a shorter time range, smaller intermediate lists or strings` });
+    // The kernel may pick the worker's PromQL engine (its child, in its cgroup) rather than the worker:
+    // the worker then reports the engine gone, and the cgroup's OOM count says why.
+    const oomKillsBefore = slot.cgroup?.oomKills() ?? 0;
+    slot.onMessage = (m) => {
+      if (!('id' in m) || m.id !== id) return;
+      if (m.type === 'error' && m.kind === 'unavailable' && this.s.maxRssBytes && slot.cgroup && slot.cgroup.oomKills() > oomKillsBefore) overCap(this.s.maxRssBytes);
+      else push(m);
+    };
     slot.onExit = (oomKilled) =>
       oomKilled && this.s.maxRssBytes ? overCap(this.s.maxRssBytes) : push({ type: 'error', id, kind: 'unavailable', message: 'the query worker stopped (out of memory, or killed past the time limit)' });
     let done = false;

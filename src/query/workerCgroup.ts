@@ -118,7 +118,12 @@ export class WorkerCgroup {
 
   /** Whether the kernel OOM-killed a process in it (read before `remove`). */
   oomKilled(): boolean {
-    return oomKillCount(realProbe.read(path.join(this.dir, this.version === 1 ? 'memory.oom_control' : 'memory.events'))) > 0;
+    return this.oomKills() > 0;
+  }
+
+  /** How many processes in it the kernel OOM-killed so far (the worker, or its PromQL engine). */
+  oomKills(): number {
+    return oomKillCount(realProbe.read(path.join(this.dir, this.version === 1 ? 'memory.oom_control' : 'memory.events')));
   }
 
   /** Removes it once its process is gone (an exited process may linger in it for a moment). */
