@@ -130,7 +130,7 @@ export class QueryPool {
       if (this.closed || slot.retired || !this.slots.includes(slot)) return;
       const quietFor = performance.now() - slot.idleSince;
       if (slot.busy || !slot.started || quietFor < idleMs) {
-        setTimeout(check, slot.busy ? idleMs : idleMs - quietFor).unref();
+        setTimeout(check, slot.busy || !slot.started ? idleMs : idleMs - quietFor).unref();
         return;
       }
       if (this.slots.length <= this.s.warm) {
