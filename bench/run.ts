@@ -15,6 +15,7 @@ import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
+import { benchFirstQuery } from './firstQuery.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -222,6 +223,10 @@ async function main(): Promise<void> {
     table(await benchPgWire());
   }
   if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
+  if (process.env.BENCH_SKIP_FIRST_QUERY !== '1') {
+    console.log('\n## The first query after a quiet period (query workers start on first use) vs a running worker');
+    table(await benchFirstQuery());
+  }
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
     table(await benchPromql());

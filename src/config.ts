@@ -113,7 +113,10 @@ const ingestSettings = {
   ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
-  P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Threads that decode, flatten and serialise request bodies (`0`: on the event loop). Unset: one per core, 1–4; each takes ~25 MB idle.'),
+  P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),
+  P_INGEST_WORKER_IDLE: duration('30s').describe(
+    'An ingest worker thread with no request body to decode for this long stops; the next bodies start one again (`0`: kept once started). Default 30s: an idle service holds no thread, and a thread starts in well under a second.',
+  ),
 };
 
 /** The write-ahead log, Parquet files, catalog and background work of the storage engine. */
@@ -173,7 +176,16 @@ const querySettings = {
   P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
     "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the memory of the query worker's PromQL engine process.",
   ),
-  P_QUERY_WARM_WORKERS: z.coerce.number().int().min(1).max(64).default(1).describe('Query worker processes started with the service (more start on demand, up to `P_QUERY_CONCURRENCY`); each takes ~95 MB idle.'),
+  P_QUERY_WARM_WORKERS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(64)
+    .default(0)
+    .describe('Query worker processes started with the service and kept however long they idle (others start on demand, up to `P_QUERY_CONCURRENCY`); each holds ~40 MB PSS idle. Default 0: an idle service holds no query process, and the first query after a quiet period waits for a start (docs/memory.md).'),
+  P_QUERY_WORKER_IDLE: duration('45s').describe(
+    'A query worker beyond `P_QUERY_WARM_WORKERS` that has run no query for this long exits (`0`: kept). Default 45s: memory goes back within a minute of the last query, while a dashboard refreshing every 30 s keeps its worker.',
+  ),
 };
 
 /** The OTLP/gRPC front door (docs/otlp-grpc.md). */
@@ -300,8 +312,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxNamesPerRequest: Math.max(1000, 4 * e.P_MAX_COLUMNS),
       // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
       // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
-      // CPU per event; each worker's isolate costs ~50 MB idle, ~100 MB of peak RSS under load.
+      // CPU per event; each worker's isolate costs ~22–25 MB of RSS idle (the idle tree: 271 / 252 / 227 MB
+      // with 2 / 1 / 0 threads), ~100 MB of peak RSS under load; threads run only while used.
       workers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
+      workerIdleMs: e.P_INGEST_WORKER_IDLE,
     },
     /** The storage engine's group (its data dir, node id and delete grace are added where it starts). */
     engine: {
@@ -358,6 +372,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       heapMb: Math.max(64, Math.floor(e.P_QUERY_WORKER_HEAP / 1024 / 1024)),
       warm: e.P_QUERY_WARM_WORKERS,
       cgroup: e.P_QUERY_WORKER_CGROUP,
+      idleMs: e.P_QUERY_WORKER_IDLE,
     },
     /** What every query is held to (the sandbox's statement checks and the executor's answer limits). */
     queryLimits: {

@@ -83,7 +83,7 @@ async function main(): Promise<void> {
   await storage.init(reserved);
   storage.start();
 
-  const ingestPool = new IngestPool(config.ingest.workers);
+  const ingestPool = new IngestPool(config.ingest.workers, config.ingest.workerIdleMs);
   const { cgroup: cgroupMode, ...poolSettings } = config.queryPool;
   const workerCgroups = WorkerCgroups.open(cgroupMode, poolSettings.maxRssBytes);
   log.info('query worker memory cap', { capBytes: poolSettings.maxRssBytes, by: workerCgroups.cgroups ? 'cgroup' : 'RSS watchdog', detail: workerCgroups.reason });
@@ -103,6 +103,7 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
   stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
   stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
+  stateGauge('lakehouse_ingest_workers', 'Ingest worker threads running (started on demand, stopped after P_INGEST_WORKER_IDLE).', [], () => [{ labels: {}, value: ingestPool.threads }]);
   stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
   stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
     const s = queryPool.stats;

@@ -41,7 +41,7 @@ const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, M
 
 /**
  * Defaults sized from the budget (the table in docs/memory.md). The main process keeps about half for
- * itself: Node's heap and the ingest workers (~50 MB each idle), request bodies in flight, the WAL's
+ * itself: Node's heap and ingest threads (~25 MB each, while used), request bodies in flight, the WAL's
  * group commits; the storage DuckDB (flush, compaction) gets 1/6; the query workers share 1/3, each
  * worker capped (RSS) at its share, DuckDB inside it at 1/2 of that (list and string intermediates
  * are not in DuckDB's accounting, so the rest is the margin). At 512 MiB: 85 MiB storage, one query

@@ -3,7 +3,7 @@ import { DomainError } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { DecodeBudgetExceeded } from './compression.ts';
 import { log } from '../log.ts';
-import { ownsBuffer, runJob, type JobResult } from './ingestWorker.ts';
+import { ownsBuffer, runJob, WORKER_READY, type JobResult } from './ingestWorker.ts';
 import type { IngestJob, PlacementTarget, SerializedBatch } from './pipeline.ts';
 
 /**
@@ -15,21 +15,67 @@ export const INLINE_BELOW_BYTES = 8 * 1024;
 /** A batch as the worker serialised it: WAL lines as UTF-8 bytes. */
 export type SerializedBytes = Omit<SerializedBatch, 'lines'> & { lines: Uint8Array };
 
+/** A worker thread as the pool sees it. */
+export interface WorkerState {
+  /** Its module is loaded and it takes jobs at once. */
+  ready: boolean;
+  /** Jobs posted to it and not yet answered. */
+  busy: number;
+}
+
+/**
+ * Where a body that is worth a hand-off goes: the least busy ready worker, else the event loop (a
+ * thread that is still starting would make the body wait for its module load, ~0.2–0.5 s on a loaded
+ * machine: measured). And whether to start one more: when no worker is ready and none is starting, or
+ * when every ready worker already has work, up to `size` in all. So an idle service holds no thread,
+ * a single client is served by one, and concurrent clients bring up to `size`.
+ */
+export function pickWorker(workers: readonly WorkerState[], size: number): { use: number | 'inline'; spawn: boolean } {
+  let best = -1;
+  for (let i = 0; i < workers.length; i++) if (workers[i].ready && (best < 0 || workers[i].busy < workers[best].busy)) best = i;
+  const starting = workers.some((w) => !w.ready);
+  const spawn = workers.length < size && !starting && (best < 0 || workers[best].busy > 0);
+  return { use: best < 0 ? 'inline' : best, spawn };
+}
+
+interface Slot extends WorkerState {
+  worker: Worker;
+  /** When it last had no job, for the idle release. */
+  idleSince: number;
+  /** Let go after a quiet period: its exit is expected. */
+  retired: boolean;
+}
+
 /**
  * Worker threads that turn request bodies (JSON, OTLP, remote write) into WAL lines. With no workers
- * (P_INGEST_WORKERS=0), and for small bodies, the same code runs on the event loop. A worker that dies
- * is replaced; its jobs fail with 503. Request bodies and WAL lines move between threads by transfer,
- * not by copy.
+ * (P_INGEST_WORKERS=0), and for small bodies, the same code runs on the event loop. Threads start on
+ * demand (pickWorker) and one with no job for `idleMs` (P_INGEST_WORKER_IDLE) stops, so an idle
+ * service holds none (~21 MB PSS each idle, more after a burst). A worker that dies is replaced on
+ * demand; its jobs fail with 503. A thread only ever stops with no job of its own, and a job is
+ * acknowledged only after its WAL lines are written by the main thread, so stopping loses nothing.
+ * Request bodies and WAL lines move between threads by transfer, not by copy.
  */
 export class IngestPool {
-  private workers: { worker: Worker; busy: number }[] = [];
+  private workers: Slot[] = [];
   private pending = new Map<number, { resolve: (r: JobResult) => void; worker: Worker }>();
   private nextId = 1;
   private closed = false;
   private failures = 0;
 
-  constructor(size: number) {
-    for (let i = 0; i < size; i++) this.spawn();
+  /** `size`: most threads at once; `idleMs`: quiet period after which a thread stops (0: kept). */
+  constructor(
+    private readonly size: number,
+    private readonly idleMs = 0,
+  ) {}
+
+  /** Threads running (ready or starting). */
+  get threads(): number {
+    return this.workers.length;
+  }
+
+  /** Threads that have loaded their modules and take jobs. */
+  get readyThreads(): number {
+    return this.workers.filter((w) => w.ready).length;
   }
 
   private spawn(): void {
@@ -39,36 +85,67 @@ export class IngestPool {
     const worker = fromSource
       ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((api) => { api.register(); return import(${JSON.stringify(entry.href)}); });`, { eval: true })
       : new Worker(entry);
-    const slot = { worker, busy: 0 };
-    worker.on('message', (result: JobResult) => {
+    const slot: Slot = { worker, busy: 0, ready: false, idleSince: performance.now(), retired: false };
+    worker.on('message', (result: JobResult | typeof WORKER_READY) => {
+      if (result === WORKER_READY) {
+        slot.ready = true;
+        slot.idleSince = performance.now();
+        return;
+      }
       const p = this.pending.get(result.id);
       if (!p) return;
       this.pending.delete(result.id);
-      slot.busy--;
+      if (--slot.busy === 0) slot.idleSince = performance.now();
       p.resolve(result);
     });
     worker.on('error', (err) => log.error('ingest worker failed', { error: err }));
     worker.on('exit', (code) => {
-      this.failures += code === 0 ? 0 : 1;
+      // A worker that cannot even start would be started again forever: after a few failures the pool
+      // runs the same code on the event loop instead. One let go after a quiet period did not fail.
+      if (!slot.retired && code !== 0) this.failures++;
       this.workers = this.workers.filter((w) => w !== slot);
       for (const [id, p] of this.pending) {
         if (p.worker !== worker) continue;
         this.pending.delete(id);
         p.resolve({ id, ok: false, kind: 'unavailable', message: 'ingest worker stopped; retry', retryAfterSec: 1 });
       }
-      // A worker that cannot even start would be replaced forever: after a few failures the pool runs
-      // the same code on the event loop instead.
-      if (!this.closed && this.failures < 5) this.spawn();
     });
     worker.unref();
     this.workers.push(slot);
+    this.watchIdle(slot);
+  }
+
+  /**
+   * Stops the thread once it has had no job for `idleMs`: checked when its quiet period would end
+   * (one timer per thread, not one per job). Taken out of the pool first, in the same turn of the
+   * event loop, so no job can be posted to a thread that is stopping.
+   */
+  private watchIdle(slot: Slot): void {
+    if (!this.idleMs) return;
+    const check = () => {
+      if (this.closed || slot.retired || !this.workers.includes(slot)) return;
+      const quietFor = performance.now() - slot.idleSince;
+      if (slot.busy > 0 || !slot.ready || quietFor < this.idleMs) {
+        setTimeout(check, slot.busy > 0 || !slot.ready ? this.idleMs : this.idleMs - quietFor).unref();
+        return;
+      }
+      slot.retired = true;
+      this.workers = this.workers.filter((w) => w !== slot);
+      void slot.worker.terminate();
+    };
+    setTimeout(check, this.idleMs).unref();
   }
 
   async serialize(job: IngestJob, target: PlacementTarget): Promise<SerializedBytes> {
     const id = this.nextId++;
     let result: JobResult;
-    const slot = this.workers.reduce<(typeof this.workers)[number] | undefined>((best, w) => (!best || w.busy < best.busy ? w : best), undefined);
-    if (!slot || job.body.byteLength < INLINE_BELOW_BYTES) result = runJob(id, job, target);
+    let slot: Slot | undefined;
+    if (job.body.byteLength >= INLINE_BELOW_BYTES && this.size > 0) {
+      const pick = pickWorker(this.workers, this.failures < 5 && !this.closed ? this.size : 0);
+      if (pick.use !== 'inline') slot = this.workers[pick.use];
+      if (pick.spawn) this.spawn();
+    }
+    if (!slot) result = runJob(id, job, target);
     else {
       slot.busy++;
       result = await new Promise<JobResult>((resolve) => {

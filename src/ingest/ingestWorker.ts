@@ -33,6 +33,9 @@ export function runJob(id: number, job: IngestJob, target: PlacementTarget): Job
   }
 }
 
+/** What a worker thread posts once its modules are loaded and it takes jobs without delay. */
+export const WORKER_READY = 'ready';
+
 parentPort?.on('message', ({ id, job, target }: { id: number; job: IngestJob; target: PlacementTarget }) => {
   const result = runJob(id, job, target);
   const transfer: ArrayBuffer[] = [];
@@ -43,6 +46,8 @@ parentPort?.on('message', ({ id, job, target }: { id: number; job: IngestJob; ta
   }
   parentPort!.postMessage(result, transfer);
 });
+
+parentPort?.postMessage(WORKER_READY);
 
 /** Whether `b` is the whole of its ArrayBuffer (so transferring the buffer moves nothing else with it). */
 export function ownsBuffer(b: Uint8Array): boolean {

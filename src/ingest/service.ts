@@ -30,7 +30,7 @@ export interface IngestSink {
 }
 
 /** The ingest service's settings: loadConfig's `ingest` group (src/config.ts states each one's meaning and default). */
-export type IngestSettings = Omit<Config['ingest'], 'workers'>;
+export type IngestSettings = Omit<Config['ingest'], 'workers' | 'workerIdleMs'>;
 
 /** The format of a request body and the signal it carries, as the front door's endpoint names it. */
 export type IngestFormat =

@@ -36,10 +36,15 @@ export interface QueryPoolSettings {
   maxRssBytes?: number;
   /** JS heap of a worker process, in MiB. */
   heapMb: number;
-  /** Workers started with the service (P_QUERY_WARM_WORKERS). */
+  /** Workers started with the service and always kept (P_QUERY_WARM_WORKERS). */
   warm: number;
   /** A memory cgroup per worker, capped at `maxRssBytes` by the kernel; without it (or for a worker it failed for) the RSS watchdog. */
   cgroups?: WorkerCgroups;
+  /**
+   * A worker beyond the warm ones that has run no query for this long exits (P_QUERY_WORKER_IDLE), so
+   * an idle service holds no query process; 0 or unset: kept.
+   */
+  idleMs?: number;
 }
 
 /** What the caller sees of a running query: its events, and a way to stop it. */
@@ -64,6 +69,10 @@ interface Slot {
   busy: boolean;
   /** Its PromQL engine process, once it started one (counted in its memory; it dies with the worker). */
   enginePid?: number;
+  /** When it last finished a query (or became ready), for the idle release. */
+  idleSince: number;
+  /** It was let go after a quiet period (its exit is expected). */
+  retired: boolean;
   /** The job running on it, to fail if the process dies. */
   onMessage?: (m: FromWorker) => void;
   /** `oomKilled`: the kernel killed it in its memory cgroup (over its cap). */
@@ -107,9 +116,11 @@ function workerResidentBytes(slot: Slot): number | undefined {
 
 /**
  * Worker processes for user queries, with admission control. Each running query has a process of its
- * own, started ahead of need and reused; one cut off mid-query (time limit, cancel, client gone) is
- * killed and replaced, since DuckDB's optimiser cannot be interrupted. Workers run at a
- * lower CPU priority than the service, so ingestion keeps its share of the cores under any query load.
+ * own, started on first use (or with the service: P_QUERY_WARM_WORKERS) and reused; one idle for
+ * P_QUERY_WORKER_IDLE beyond the warm ones exits, so an idle service holds no query process (~40 MB
+ * PSS each). One cut off mid-query (time limit, cancel, client gone) is killed and replaced, since
+ * DuckDB's optimiser cannot be interrupted. Workers run at a lower CPU priority than the service, so
+ * ingestion keeps its share of the cores under any query load.
  */
 export class QueryPool {
   private slots: Slot[] = [];
@@ -127,8 +138,36 @@ export class QueryPool {
     await fs.rm(this.s.workDir, { recursive: true, force: true });
     await fs.mkdir(this.s.workDir, { recursive: true });
     // Warm workers answer the first queries without a process start, and without one starting beside
-    // them (a start takes a core for ~0.5 s: measured, it made the first queries 5–10× slower).
-    for (let i = 0; i < Math.max(1, Math.min(this.s.concurrency, this.s.warm)); i++) this.spawn();
+    // them (a start takes a core for ~0.5 s: measured, it made the first queries 5–10× slower). None by
+    // default: the first query after a quiet period pays the start instead (docs/memory.md).
+    for (let i = 0; i < Math.min(this.s.concurrency, this.s.warm); i++) this.spawn();
+  }
+
+  /**
+   * Lets idle workers beyond the warm ones go once they have been idle for `idleMs`; checked when a
+   * worker becomes idle and then again when its quiet period would end (one timer per worker, not one
+   * per query).
+   */
+  private watchIdle(slot: Slot): void {
+    const idleMs = this.s.idleMs ?? 0;
+    if (!idleMs) return;
+    const check = () => {
+      if (this.closed || slot.retired || !this.slots.includes(slot)) return;
+      const quietFor = performance.now() - slot.idleSince;
+      if (slot.busy || !slot.started || quietFor < idleMs) {
+        setTimeout(check, slot.busy || !slot.started ? idleMs : idleMs - quietFor).unref();
+        return;
+      }
+      if (this.slots.length <= this.s.warm) {
+        // A warm worker: kept, but looked at again in case more workers start and it becomes surplus.
+        setTimeout(check, idleMs).unref();
+        return;
+      }
+      slot.retired = true;
+      this.slots = this.slots.filter((s) => s !== slot);
+      slot.child.kill('SIGKILL');
+    };
+    setTimeout(check, idleMs).unref();
   }
 
   get stats(): { starting: number; idle: number; busy: number; waiting: number } {
@@ -176,6 +215,8 @@ export class QueryPool {
       busy: false,
       started: false,
       cgroup,
+      idleSince: performance.now(),
+      retired: false,
       ready: new Promise<void>((res, rej) => {
         readyResolve = res;
         readyReject = rej;
@@ -185,6 +226,7 @@ export class QueryPool {
     child.on('message', (m: FromWorker) => {
       if (m.type === 'ready') {
         slot.started = true;
+        slot.idleSince = performance.now();
         readyResolve();
       } else if (m.type === 'engine') slot.enginePid = m.pid;
       else slot.onMessage?.(m);
@@ -197,9 +239,10 @@ export class QueryPool {
       if (cgroup) void this.s.cgroups?.release(cgroup);
       if (oomKilled) log.warn('query worker over its memory cap; killed by the kernel in its memory cgroup', { worker: id, capBytes: this.s.maxRssBytes });
       slot.onExit?.(oomKilled);
-      if (!slot.onExit && !this.closed && code !== 0) log.warn('query worker exited', { worker: id, code, signal });
+      if (!slot.onExit && !this.closed && !slot.retired && code !== 0) log.warn('query worker exited', { worker: id, code, signal });
     });
     this.slots.push(slot);
+    this.watchIdle(slot);
     return slot;
   }
 
@@ -293,8 +336,11 @@ export class QueryPool {
       this.release(key);
       throw err;
     }
-    // Keep one spare worker warm so the next query does not wait for a process start.
-    if (!this.closed && this.slots.every((s) => s.busy) && this.slots.length < this.s.concurrency) this.spawn();
+    // With warm workers asked for, keep one spare so the next query does not wait for a process start.
+    // Without (the default), workers start on demand only: a spare starting beside a cold start takes
+    // a core from the first query (~0.5 s of CPU), and it doubles the memory held until the next quiet
+    // period ends.
+    if (!this.closed && this.s.warm > 0 && this.slots.every((s) => s.busy) && this.slots.length < this.s.concurrency) this.spawn();
 
     const id = Date.now() * 1000 + Math.floor(Math.random() * 1000);
     const queue: FromWorker[] = [];
@@ -333,7 +379,10 @@ export class QueryPool {
         // optimiser ignores interrupts. End the process; a fresh one takes its place on demand.
         this.slots = this.slots.filter((s) => s !== slot);
         slot.child.kill('SIGKILL');
-      } else slot.busy = false;
+      } else {
+        slot.busy = false;
+        slot.idleSince = performance.now();
+      }
       this.release(key);
     };
     const sendTo = (m: ToWorker) => {

@@ -52,7 +52,8 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
     P_DATA_DIR: dataDir,
     P_API_KEYS: `${ADMIN_KEY}:admin`,
     P_LOG_LEVEL: 'info',
-    // One warm query worker per test server (the default is 2): the suite starts many servers.
+    // One warm query worker per test server (the default is none, started on first use and let go after
+    // P_QUERY_WORKER_IDLE): most tests query at once, and test/idleRelease.test.ts covers the default.
     P_QUERY_WARM_WORKERS: '1',
     // The extra front doors (OTLP/gRPC, PostgreSQL) have fixed default ports that parallel test servers
     // would fight over: off unless a test asks for one on a free port.

@@ -52,6 +52,9 @@ describe('settings', () => {
     [{ P_ADDR: ':9000' }, (c: ReturnType<typeof loadConfig>) => c.host, '0.0.0.0'],
     [{ P_ADDR: '127.0.0.1:9000' }, (c: ReturnType<typeof loadConfig>) => c.port, 9000],
     [{ P_INGEST_WORKERS: '0' }, (c: ReturnType<typeof loadConfig>) => c.ingest.workers, 0],
+    [{ P_INGEST_WORKER_IDLE: '0' }, (c: ReturnType<typeof loadConfig>) => c.ingest.workerIdleMs, 0],
+    [{ P_QUERY_WORKER_IDLE: '2m' }, (c: ReturnType<typeof loadConfig>) => c.queryPool.idleMs, 120_000],
+    [{ P_QUERY_WARM_WORKERS: '2' }, (c: ReturnType<typeof loadConfig>) => c.queryPool.warm, 2],
   ])('%j reaches its subsystem', (env, pick, expected) => {
     expect(pick(loadConfig(env))).toBe(expected);
   });
@@ -60,10 +63,10 @@ describe('settings', () => {
     // The memory-sized defaults at a budget where each reaches its ceiling (memoryBudget.test.ts has the rest).
     const c = loadConfig({ P_MEMORY_BUDGET: '24GiB' });
     expect(c.engine).toMatchObject({ flushIntervalMs: 20_000, flushBytes: 16 * 1024 ** 2, catalogRefreshMs: 5000, maxColumns: 2000 });
-    expect(c.queryPool).toMatchObject({ concurrency: 4, perKey: 2, queue: 16, warm: 1, heapMb: 512 });
+    expect(c.queryPool).toMatchObject({ concurrency: 4, perKey: 2, queue: 16, warm: 0, idleMs: 45_000, heapMb: 512 });
     expect(c.queryLimits).toMatchObject({ timeoutMs: 30_000, maxRows: 500_000, maxDepth: 16 });
     expect(c.storageDuckDB).toEqual({ threads: 1, memoryLimit: '2048MiB' });
-    expect(c.ingest).toMatchObject({ maxBodyBytes: 10 * 1024 ** 2, maxNesting: 10, maxInflightBytes: 64 * 1024 ** 2, inflightWaitMs: 2000, keyShare: 0.5, maxNamesPerRequest: 8000 });
+    expect(c.ingest).toMatchObject({ workerIdleMs: 30_000, maxBodyBytes: 10 * 1024 ** 2, maxNesting: 10, maxInflightBytes: 64 * 1024 ** 2, inflightWaitMs: 2000, keyShare: 0.5, maxNamesPerRequest: 8000 });
     expect(c.filters).toEqual({ maxBytes: 256 * 1024, perKey: 100 });
   });
 
