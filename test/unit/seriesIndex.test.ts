@@ -71,6 +71,24 @@ describe('indexUsable', () => {
     ['index with every index column', { columns: ['metric_name', 'job'], seriesIndex: { bytes: 1, columns: ['metric_name', 'job'] } }, ['metric_name', 'job'], true],
     ['a column added after the file was written (NULL in the file and its index)', { columns: ['metric_name'], seriesIndex: { bytes: 1, columns: ['metric_name'] } }, ['metric_name', 'job'], true],
     ['a column of the file that became text later: not in its index', { columns: ['metric_name', 'code'], seriesIndex: { bytes: 1, columns: ['metric_name'] } }, ['metric_name', 'code'], false],
+    [
+      'an OTLP file indexed before the mapping’s columns were (no flags nor int attribute): not usable',
+      { columns: ['metric_name', 'data_point_flags', 'data_point_value', 'code'], seriesIndex: { bytes: 1, columns: ['metric_name'] } },
+      seriesIndexColumns({ metric_name: 'VARCHAR', data_point_flags: 'BIGINT', data_point_value: 'DOUBLE', code: 'BIGINT' }),
+      false,
+    ],
+    [
+      'an OTLP file indexed with them',
+      { columns: ['metric_name', 'data_point_flags', 'data_point_value', 'code'], seriesIndex: { bytes: 1, columns: ['metric_name', 'data_point_flags', 'code'] } },
+      seriesIndexColumns({ metric_name: 'VARCHAR', data_point_flags: 'BIGINT', data_point_value: 'DOUBLE', code: 'BIGINT' }),
+      true,
+    ],
+    [
+      'a remote-write file (no flags) in a dataset that later got OTLP points: its old index still serves',
+      { columns: ['metric_name', 'data_point_value', 'job'], seriesIndex: { bytes: 1, columns: ['metric_name', 'job'] } },
+      seriesIndexColumns({ metric_name: 'VARCHAR', data_point_value: 'DOUBLE', job: 'VARCHAR', data_point_flags: 'BIGINT' }),
+      true,
+    ],
   ];
   it.each(cases)('%s', (_name, f, columns, expected) => expect(indexUsable(f, columns)).toBe(expected));
 });
