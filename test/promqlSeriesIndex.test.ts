@@ -1,5 +1,6 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import snappy from 'snappy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -198,4 +199,126 @@ describe('the series index on S3', () => {
     expect(second.logs()).toContain('series index missing or damaged');
     expect(second.logs()).toContain('series index damaged');
   }, 180_000);
+});
+
+/**
+ * OTLP metrics (a sum with an int attribute, a histogram, a summary) over three one-minute files: the
+ * series index holds what the Prometheus mapping names series by, one tuple per series and file, and
+ * series/labels/label values read it, with the same answers when an index is deleted or damaged.
+ */
+describe('the series index of OTLP metrics', () => {
+  let dataDir: string;
+  let server: TestServer | undefined;
+  const store = () => path.join(dataDir, 'store', 'otlpidx');
+  afterAll(async () => server?.kill());
+
+  // Points at 0, 30, 60, 90 and 120 s; the status 500 series stops at 60 s with a "no recorded value" point.
+  const TIMES = [0, 30_000, 60_000, 90_000, 120_000];
+  const ns = (ms: number) => `${BigInt(T0 + ms) * 1_000_000n}`;
+  const point = (ms: number) => ({ startTimeUnixNano: ns(-60_000), timeUnixNano: ns(ms) });
+  function payload(): string {
+    const status = (code: number) => [{ key: 'http.response.status_code', value: { intValue: String(code) } }];
+    const reqs = [
+      ...TIMES.map((t, i) => ({ ...point(t), asDouble: 10 * i, attributes: status(200) })),
+      ...TIMES.slice(0, 3).map((t, i) => ({ ...point(t), asDouble: i, attributes: status(500), ...(i === 2 ? { flags: 1 } : {}) })),
+    ];
+    const lat = TIMES.map((t, i) => ({ ...point(t), count: String(3 * i), sum: 0.3 * i, bucketCounts: [String(i), String(i), String(i)], explicitBounds: [0.1, 0.5] }));
+    const rpc = TIMES.map((t, i) => ({ ...point(t), count: String(i), sum: 5 * i, quantileValues: [{ quantile: 0.5, value: i }, { quantile: 0.99, value: 2 * i }] }));
+    return JSON.stringify({
+      resourceMetrics: [
+        {
+          resource: { attributes: [{ key: 'service.name', value: { stringValue: 'api' } }] },
+          scopeMetrics: [
+            {
+              scope: { name: 'm' },
+              metrics: [
+                { name: 'reqs', unit: '{request}', sum: { aggregationTemporality: 2, isMonotonic: true, dataPoints: reqs } },
+                { name: 'lat', unit: 's', histogram: { aggregationTemporality: 2, dataPoints: lat } },
+                { name: 'rpc', unit: 'ms', summary: { dataPoints: rpc } },
+              ],
+            },
+          ],
+        },
+      ],
+    });
+  }
+
+  const common = { job: 'api', otel_scope_name: 'm', service_name: 'api' };
+  const OTLP_CALLS: [string, Record<string, string | string[]>, unknown][] = [
+    [
+      'label/__name__/values',
+      { start: s(0), end: s(180_000) },
+      ['lat_seconds_bucket', 'lat_seconds_count', 'lat_seconds_sum', 'reqs_total', 'rpc_milliseconds', 'rpc_milliseconds_count', 'rpc_milliseconds_sum'],
+    ],
+    ['label/http_response_status_code/values', { start: s(0), end: s(180_000) }, ['200', '500']],
+    // The 500 series' last point is at 60 s: a range starting there has it, one starting after it not.
+    ['label/http_response_status_code/values', { start: s(60_000), end: s(180_000) }, ['200', '500']],
+    ['label/http_response_status_code/values', { start: s(60_001), end: s(180_000) }, ['200']],
+    ['label/le/values', { start: s(0), end: s(180_000) }, ['+Inf', '0.1', '0.5']],
+    ['label/quantile/values', { 'match[]': 'rpc_milliseconds', start: s(0), end: s(180_000) }, ['0.5', '0.99']],
+    ['labels', { 'match[]': 'rpc_milliseconds', start: s(0), end: s(180_000) }, ['__name__', 'job', 'otel_scope_name', 'quantile', 'service_name']],
+    ['labels', { 'match[]': 'reqs_total', start: s(0), end: s(180_000) }, ['__name__', 'http_response_status_code', 'job', 'otel_scope_name', 'service_name']],
+    [
+      'series',
+      { 'match[]': ['reqs_total', 'lat_seconds_sum'], start: s(0), end: s(180_000) },
+      [
+        { __name__: 'lat_seconds_sum', ...common },
+        { __name__: 'reqs_total', http_response_status_code: '200', ...common },
+        { __name__: 'reqs_total', http_response_status_code: '500', ...common },
+      ],
+    ],
+    ['series', { 'match[]': 'rpc_milliseconds', start: s(100_000), end: s(180_000) }, ['0.5', '0.99'].map((quantile) => ({ __name__: 'rpc_milliseconds', quantile, ...common }))],
+  ];
+
+  async function expectOtlpAnswers(): Promise<void> {
+    for (const [call, params, expected] of OTLP_CALLS) {
+      const q = new URLSearchParams();
+      for (const [k, v] of Object.entries(params)) for (const x of [v].flat()) q.append(k, x);
+      const res = await server!.request(`/prometheus/otlpidx/api/v1/${call}?${q}`);
+      const b = (await res.json()) as { status: string; data: unknown };
+      expect({ call, params, status: res.status, data: b.data }).toEqual({ call, params, status: 200, data: expected });
+    }
+  }
+
+  it('holds the mapping’s columns, one tuple per series and file, and answers from them', async () => {
+    dataDir = await tempDir();
+    server = await startServer({ dataDir, env: ENV });
+    const res = await server.request('/v1/metrics', {
+      method: 'POST',
+      body: payload(),
+      headers: { 'content-type': 'application/json', 'X-P-Stream': 'otlpidx', 'X-P-Log-Source': 'otel-metrics' },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await waitFor('flush', async () => ((await (await server!.request('/api/v1/logstream/otlpidx/stats')).json()) as { wal: { count: number } }).wal.count === 0);
+    const data = await listFiles(store(), '.parquet');
+    expect(data.length).toBe(3);
+    expect(await listFiles(store(), '.series')).toEqual(data.map((f) => `${f}.series`));
+    const duck = await DuckDBInstance.create(':memory:');
+    const conn = await duck.connect();
+    try {
+      const perFile: number[] = [];
+      for (const f of data) {
+        const columns = (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet('${f}.series')`)).getRowObjectsJS().map((r) => r.column_name);
+        expect(columns).toEqual(expect.arrayContaining(['data_point_flags', 'http.response.status_code', 'data_point_quantile_values', 'data_point_explicit_bounds']));
+        expect(columns).not.toContain('data_point_value');
+        perFile.push(Number((await conn.runAndReadAll(`SELECT count(*) FROM read_parquet('${f}.series')`)).getRowsJS()[0][0]));
+      }
+      // Minute 0: reqs 200 and 500, lat, rpc; minute 1: the same (500's point at 60 s has no value);
+      // minute 2: no 500. Not one per point (5 + 3 + 5 + 5 of them).
+      expect(perFile).toEqual([4, 4, 3]);
+    } finally {
+      conn.closeSync();
+      duck.closeSync();
+    }
+    await expectOtlpAnswers();
+  }, 120_000);
+
+  it('answers the same with an index deleted or damaged (its file read instead)', async () => {
+    const [a, b] = await listFiles(store(), '.series');
+    await fs.rm(a);
+    await fs.writeFile(b, Buffer.alloc((await fs.stat(b)).size, 0x5a));
+    await expectOtlpAnswers();
+    // The overwritten one has the right size: read (and found unreadable) by the query worker.
+    expect(server!.logs()).toContain('series index damaged');
+  });
 });

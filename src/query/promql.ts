@@ -4,7 +4,7 @@ import type { QueryPool } from './pool.ts';
 import { linkName } from './executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './promqlStorage.ts';
 import { otlpSeriesView } from './promqlOtlp.ts';
-import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesRelationSql, type Snapshot, type TableSource } from '../storage/scan.ts';
+import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 
 export interface PromqlLimits {
   /** The same time limit as SQL (P_QUERY_TIMEOUT): past it the worker is killed and the answer is a timeout. */
@@ -103,23 +103,31 @@ export class PromqlExecutor {
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
     const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
-    const scan = isMetrics ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
+    const scan = isMetrics && !labelsOnly ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
     const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
     const timeColumn = snap.meta.timeColumn;
+    // Label sets come from the series relation (files' series indexes, or per file the tuples an index
+    // would hold), under the data view's name and column names, so that a view over it reads either.
+    const series = () =>
+      seriesRelationSql({ schema: snap.schema, timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
     // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
-    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged.
+    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged. For label sets the mapping
+    // reads the series relation, which holds every column it names series by (seriesIndexColumns).
+    const otlpOpts = { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns ?? new Set<string>() };
     const mapped =
-      scan !== undefined && this.limits.otlpColumns
-        ? otlpSeriesView(`(${scan})`, snap.schema, { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns })
-        : undefined;
+      !isMetrics || !this.limits.otlpColumns
+        ? undefined
+        : labelsOnly
+        ? otlpSeriesView(`(${series()})`, Object.fromEntries(seriesIndexColumns(snap.schema).map((c) => [c, snap.schema[c]])), {
+            ...otlpOpts,
+            spanColumns: [SERIES_MIN_TIME, SERIES_MAX_TIME],
+            remoteWriteRows: snap.schema[STALE_COLUMN] !== undefined,
+          })
+        : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
     if (mapped) {
-      // The series index does not hold every column the mapping names series by, so label sets of a
-      // dataset with OTLP points come from its rows, each row a span of its own time.
-      const t = quotedIdentifier(timeColumn);
-      const sql = labelsOnly ? `SELECT *, ${t} AS ${SERIES_MIN_TIME}, ${t} AS ${SERIES_MAX_TIME} FROM (${mapped.sql})` : mapped.sql;
       return {
         links: linkList(),
-        views: [{ name: quotedIdentifier(snap.meta.name), sql }],
+        views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }],
         labels: mapped.labels,
         timeColumn,
         stale: true,
@@ -130,13 +138,7 @@ export class PromqlExecutor {
         labelsOnly,
       };
     }
-    // Label sets come from the series relation (files' series indexes), under the data view's name and
-    // column names, so that a view over it reads either.
-    const sql = !isMetrics
-      ? undefined
-      : labelsOnly
-      ? seriesRelationSql({ schema: snap.schema, timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor)
-      : scan;
+    const sql = !isMetrics ? undefined : labelsOnly ? series() : scan;
     return {
       links: linkList(),
       views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [],

@@ -232,6 +232,16 @@ export interface MapOptions {
   prometheusColumns: ReadonlySet<string>;
   /** Fixed columns of an OTLP metrics row (src/ingest/otlp/metrics.ts): not attributes. */
   otlpColumns: ReadonlySet<string>;
+  /**
+   * Columns passed through in place of the time column, for a relation without one: a series
+   * relation's time span per tuple (p_min_time, p_max_time).
+   */
+  spanColumns?: string[];
+  /**
+   * Whether the relation may hold remote-write rows; by default when it has their staleness column,
+   * which a series relation has not.
+   */
+  remoteWriteRows?: boolean;
 }
 
 /**
@@ -334,19 +344,20 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   const expanded = `SELECT * FROM (SELECT *, unnest(${samples}) AS __promql_p FROM (${joined})) WHERE __promql_p.s = __promql_suffix`;
 
   const otlpStale = `((${q(OTLP_MARKER_COLUMN)} & 1) = 1)`;
+  const times = (opts.spanColumns ?? [opts.timeColumn]).map((c) => q(c));
   const otlpOut = [
     `__promql_name AS ${q(labelColumn('__name__'))}`,
     ...sorted.map((label) => `${otlpLabel(label)} AS ${q(labelColumn(label))}`),
-    q(opts.timeColumn),
+    ...times,
     `CASE WHEN ${otlpStale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
     `${otlpStale} AS ${q(STALE_COLUMN)}`,
   ];
   const rwOut = [
     `${q(METRIC_NAME_COLUMN)} AS ${q(labelColumn('__name__'))}`,
     ...sorted.map((label) => `${rw.has(label) ? q(rw.get(label)!) : 'NULL::VARCHAR'} AS ${q(labelColumn(label))}`),
-    q(opts.timeColumn),
+    ...times,
     `${value} AS ${q(VALUE_COLUMN)}`,
-    `coalesce(${q(STALE_COLUMN)}, false) AS ${q(STALE_COLUMN)}`,
+    `${has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} AS ${q(STALE_COLUMN)}`,
   ];
 
   // Native histograms: remote-write rows' own columns, OTLP exponential histograms converted.
@@ -396,7 +407,7 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   }
   // Every remote-write row has the staleness column: a dataset without it has only OTLP points.
   const parts = [`SELECT ${otlpOut.join(', ')} FROM (${expanded})`];
-  if (has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
+  if (opts.remoteWriteRows ?? has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
   const labels = [{ label: '__name__', column: labelColumn('__name__') }, ...[...labelNames].sort().map((label) => ({ label, column: labelColumn(label) }))];
   return { sql: parts.join(' UNION ALL '), labels, histogramColumns };
 }

@@ -5,7 +5,7 @@ import { walScanSql } from './parquetWriter.ts';
 import type { DatasetMeta, Snapshot } from './engine.ts';
 
 export type { DatasetMeta, Snapshot };
-export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesRelationSql } from './seriesIndex.ts';
+export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql } from './seriesIndex.ts';
 
 /**
  * What queries see of storage: find a dataset by name, and take a consistent snapshot of its rows in a

@@ -27,8 +27,41 @@ export const SERIES_MIN_TIME = 'p_min_time';
 export const SERIES_MAX_TIME = 'p_max_time';
 export const SERIES_ROWS = 'p_rows';
 
-/** Text columns whose value changes from one sample to the next: never part of what names a series. */
-const PER_SAMPLE_TEXT = new Set(['data_point_exemplars', 'data_point_quantile_values', 'data_point_positive_spans', 'data_point_negative_spans']);
+/**
+ * Fixed columns of either metrics format (remote write, OTLP) that are not part of what names a series:
+ * each sample's own values, and counts of dropped attributes. Every other column but the server's
+ * `p_*` ones and time columns is a label (remote write) or an attribute (OTLP, of any scalar or list
+ * type) and is indexed.
+ */
+const NOT_INDEXED = new Set([
+  'data_point_value',
+  'data_point_count',
+  'data_point_sum',
+  'data_point_min',
+  'data_point_max',
+  'data_point_bucket_counts',
+  'data_point_flags',
+  'data_point_exemplars',
+  'data_point_scale',
+  'data_point_zero_count',
+  'data_point_zero_threshold',
+  'data_point_positive_offset',
+  'data_point_negative_offset',
+  'data_point_positive_bucket_counts',
+  'data_point_negative_bucket_counts',
+  'data_point_quantile_values',
+  'data_point_positive_spans',
+  'data_point_negative_spans',
+  'data_point_positive_deltas',
+  'data_point_negative_deltas',
+  'data_point_positive_counts',
+  'data_point_negative_counts',
+  'data_point_custom_values',
+  'data_point_reset_hint',
+  'is_stale_marker',
+  'resource_dropped_attributes_count',
+  'scope_dropped_attributes_count',
+]);
 
 /**
  * Non-text columns that name an OTLP series: its kind (monotonic sum or not, temporality) and a
@@ -36,30 +69,72 @@ const PER_SAMPLE_TEXT = new Set(['data_point_exemplars', 'data_point_quantile_va
  */
 const NAMING_COLUMNS = new Set(['metric_type', 'is_monotonic', 'aggregation_temporality', 'data_point_explicit_bounds']);
 
+/** Whether a dataset has OTLP points: every OTLP data point row has its flags (src/query/promqlOtlp.ts). */
+const OTLP_MARKER = 'data_point_flags';
+
+/**
+ * Per-sample columns of OTLP points that the Prometheus mapping (src/query/promqlOtlp.ts) consults to
+ * tell which series a point feeds, indexed reduced to just that, so that a series keeps one tuple (two
+ * at most) per file: the flags' "no recorded value" bit (and their presence, which tells an OTLP point
+ * from a remote-write row), whether a point has a sum (a histogram without one has no `_sum` series),
+ * an exponential histogram's scale with every scale ≥ 0 as 0 (the mapping only tests a lower bound
+ * below 0), and a summary's quantiles without their values (`[{"quantile":0.5},…]`, its `quantile`
+ * labels). Each applies only to a column of the type given (that of src/ingest/otlp/metrics.ts).
+ */
+const REDUCED: Record<string, { type: string; sql: (c: string) => string }> = {
+  data_point_flags: { type: 'BIGINT', sql: (c) => `(${c} & 1)` },
+  data_point_sum: { type: 'DOUBLE', sql: (c) => `CASE WHEN ${c} IS NOT NULL THEN 0 END` },
+  data_point_scale: { type: 'BIGINT', sql: (c) => `least(${c}, 0)` },
+  data_point_quantile_values: {
+    type: 'VARCHAR',
+    sql: (c) => `list_transform(from_json(${c}, '[{"quantile":"DOUBLE"}]'), x -> {'quantile': x.quantile})::JSON::VARCHAR`,
+  },
+};
+
 /** Whether a dataset holds metrics (a float sample value or a native/exponential histogram's scale). */
 export function isMetricsSchema(schema: Record<string, string>): boolean {
   return schema.data_point_value !== undefined || schema.data_point_scale !== undefined;
 }
 
-/**
- * The columns a series index keeps, in schema order: every text column but the server's `p_*` ones and
- * the per-sample texts (exemplars, summary quantiles, native histogram spans), plus the OTLP columns
- * that name a series (`metric_type`, `is_monotonic`, `aggregation_temporality`,
- * `data_point_explicit_bounds`) when the schema has them.
- */
-export function seriesIndexColumns(schema: Record<string, string>): string[] {
-  return Object.entries(schema)
-    .filter(([column, type]) => NAMING_COLUMNS.has(column) || (type === 'VARCHAR' && !/^p_/i.test(column) && !PER_SAMPLE_TEXT.has(column)))
-    .map(([column]) => column);
+/** Whether `column` is one of the OTLP columns an index holds reduced (see REDUCED). */
+function reduced(schema: Record<string, string>, column: string): boolean {
+  const r = REDUCED[column];
+  return r !== undefined && r.type === schema[column] && schema[OTLP_MARKER] === REDUCED[OTLP_MARKER].type;
 }
 
 /**
- * The tuples of `source` (a FROM item): its index columns (cast to `columns`' types, NULL where the
- * source lacks one) with their first and last time and row count.
+ * The columns a series index keeps, in schema order: every column but the server's `p_*` ones, time
+ * columns and the fixed per-sample ones (values, exemplars, bucket counts, native histogram spans…),
+ * plus the OTLP columns that name a series (`metric_type`, `is_monotonic`, `aggregation_temporality`,
+ * `data_point_explicit_bounds`) and, in a dataset with OTLP points, the per-sample ones the Prometheus
+ * mapping consults, reduced (see REDUCED).
  */
-function tuplesSql(source: string, columns: [string, ColumnType][], present: Set<string>, timeColumn: string, timeType: ColumnType): string {
+export function seriesIndexColumns(schema: Record<string, string>): string[] {
+  return Object.entries(schema)
+    .filter(
+      ([column, type]) =>
+        NAMING_COLUMNS.has(column) || reduced(schema, column) || (!NOT_INDEXED.has(column) && !/^p_/i.test(column) && !type.startsWith('TIMESTAMP')),
+    )
+    .map(([column]) => column);
+}
+
+/** The projection of index columns over a data file's (or the WAL's) rows: cast, reduced where REDUCED says, NULL where absent. */
+function indexProjection(columns: [string, ColumnType][], present: Set<string>, schema: Record<string, string>): string {
+  return columns
+    .map(([n, type]) => {
+      const value = !present.has(n) ? 'NULL' : reduced(schema, n) ? REDUCED[n].sql(`CAST(${sqlIdent(n)} AS ${type})`) : sqlIdent(n);
+      return `CAST(${value} AS ${type}) AS ${sqlIdent(n)}`;
+    })
+    .join(', ');
+}
+
+/**
+ * The tuples of `source` (a FROM item): its index columns (cast to `columns`' types, reduced as
+ * `schema` says, NULL where the source lacks one) with their first and last time and row count.
+ */
+function tuplesSql(source: string, columns: [string, ColumnType][], present: Set<string>, timeColumn: string, timeType: ColumnType, schema: Record<string, string>): string {
   const t = sqlIdent(timeColumn);
-  const proj = columns.length ? `${castProjection(columns, present)}, ` : '';
+  const proj = columns.length ? `${indexProjection(columns, present, schema)}, ` : '';
   return (
     `SELECT ${proj}CAST(min(${t}) AS ${timeType}) AS ${SERIES_MIN_TIME}, CAST(max(${t}) AS ${timeType}) AS ${SERIES_MAX_TIME}, ` +
     `count(*) AS ${SERIES_ROWS} FROM ${source} GROUP BY ALL HAVING count(*) > 0`
@@ -78,7 +153,7 @@ export async function writeSeriesIndex(
   const names = seriesIndexColumns(schema);
   const indexColumns = names.map((n) => [n, schema[n]] as [string, ColumnType]);
   const timeType = schema[opts.timeColumn] ?? 'TIMESTAMP';
-  const select = tuplesSql(`read_parquet(${sqlString(opts.dataPath)})`, indexColumns, new Set(names), opts.timeColumn, timeType);
+  const select = tuplesSql(`read_parquet(${sqlString(opts.dataPath)})`, indexColumns, new Set(names), opts.timeColumn, timeType, schema);
   await withConnection(instance, (conn) => conn.run(`COPY (${select}) TO ${sqlString(opts.target)} (FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL ${opts.zstdLevel})`));
   return { bytes: (await fs.stat(opts.target)).size, columns: names };
 }
@@ -163,14 +238,14 @@ export function seriesRelationSql(src: SeriesSource, startMs: number, endMs: num
     const present = new Set(whole.flatMap((f) => f.columns));
     const scan = `read_parquet(${listLiteral(whole.map((f) => pathFor(f.path)))}, hive_partitioning = false, union_by_name = true, filename = 'p_file')`;
     // Grouped by file as well: the same tuples as each file's index would hold.
-    const perFile = tuplesSql(scan, [...columns, ['p_file', 'VARCHAR']], new Set([...present, 'p_file']), src.timeColumn, timeType);
+    const perFile = tuplesSql(scan, [...columns, ['p_file', 'VARCHAR']], new Set([...present, 'p_file']), src.timeColumn, timeType, src.schema);
     parts.push(`SELECT ${out} FROM (${perFile})`);
   }
   if (src.segments.length) {
     const schemaColumns = Object.entries(src.schema) as [string, ColumnType][];
     const t = sqlIdent(src.timeColumn);
     const wal = `(SELECT * FROM (${walScanSql(src.segments.map((s) => pathFor(s.path)), schemaColumns, src.timeColumn)}) WHERE ${t} >= ${timestampLiteral(startMs)} AND ${t} < ${timestampLiteral(endMs)})`;
-    parts.push(tuplesSql(wal, columns, new Set(names), src.timeColumn, timeType));
+    parts.push(tuplesSql(wal, columns, new Set(names), src.timeColumn, timeType, src.schema));
   }
   if (!parts.length) {
     parts.push(`SELECT ${columns.length ? `${castProjection(columns, new Set())}, ` : ''}NULL::${timeType} AS ${SERIES_MIN_TIME}, NULL::${timeType} AS ${SERIES_MAX_TIME}, 0::BIGINT AS ${SERIES_ROWS} WHERE false`);

@@ -1,9 +1,14 @@
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METRICS_KNOWN_TYPES } from '../../src/ingest/otlp/metrics.ts';
 import { PROMETHEUS_KNOWN_TYPES } from '../../src/ingest/prometheus/columns.ts';
 import { floatLabelSql, metricNameSql, otlpSeriesView, promLabelName } from '../../src/query/promqlOtlp.ts';
 import { seriesSql } from '../../src/query/promqlStorage.ts';
+import { seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/seriesIndex.ts';
+import type { ColumnType } from '../../src/model.ts';
 
 /**
  * The OTLP → Prometheus rules of src/query/promqlOtlp.ts, run in DuckDB as the query workers run them.
@@ -255,10 +260,9 @@ describe('the series view over OTLP rows', () => {
 
   it('works under seriesSql with matchers on mapped names and labels', async () => {
     const view = otlpSeriesView('m', schema, opts)!;
-    // Label sets are read from a series relation: here the mapped rows, each its own span (as grantOf
-    // does for a dataset with OTLP points).
-    await conn.run(`CREATE OR REPLACE VIEW spans AS SELECT *, time_unix_nano AS p_min_time, time_unix_nano AS p_max_time FROM v`);
-    const sql = seriesSql('spans', 'time_unix_nano', true, view.labels, {
+    // Label sets are asked of a relation with each tuple's time span: here each row its own.
+    const spans = '(SELECT *, time_unix_nano AS p_min_time, time_unix_nano AS p_max_time FROM v)';
+    const sql = seriesSql(spans, 'time_unix_nano', true, view.labels, {
       matchers: [
         { type: '=', name: '__name__', value: 'lat_seconds_bucket' },
         { type: '=~', name: 'job', value: 'shop/.*' },
@@ -269,5 +273,62 @@ describe('the series view over OTLP rows', () => {
     }, true, view.histogramColumns);
     const out = await rows(sql);
     expect(out.map((r) => r['l:le']).sort()).toEqual(['+Inf', '0.5', '1']);
+  });
+
+  it('gives the same label sets over a series index (or its file read in its place) as over the rows, one tuple per series', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'otlp-index-'));
+    try {
+      const file = path.join(dir, 'm.parquet');
+      // Every row of m, again 15 s later with other values (a new quantile value, a coarser scale), plus
+      // a histogram without a sum (no _sum series) and an exponential histogram too coarse to map.
+      await conn.run(`CREATE TABLE m2 AS SELECT * FROM m`);
+      await conn.run(
+        `INSERT INTO m2 SELECT * REPLACE (time_unix_nano + INTERVAL 15 SECOND AS time_unix_nano, data_point_value + 1 AS data_point_value, ` +
+          `data_point_count * 2 AS data_point_count, data_point_sum * 2 AS data_point_sum, data_point_scale // 2 AS data_point_scale, ` +
+          `replace(data_point_quantile_values, '"value":2', '"value":3') AS data_point_quantile_values) FROM m`,
+      );
+      await conn.run(
+        `INSERT INTO m2 (time_unix_nano, data_point_flags, metric_name, metric_type, aggregation_temporality, data_point_count, data_point_bucket_counts, data_point_explicit_bounds, "http.response.status_code") ` +
+          `VALUES (TIMESTAMP_NS '2026-01-01 00:00:30', 0, 'bare', 'histogram', 2, 3, [1, 2], [0.25], 404), ` +
+          `(TIMESTAMP_NS '2026-01-01 00:00:30', 0, 'coarse', 'exponential_histogram', 2, 3, NULL, NULL, NULL)`,
+      );
+      await conn.run(`UPDATE m2 SET data_point_sum = 1, data_point_scale = -5 WHERE metric_name = 'coarse'`);
+      await conn.run(`COPY m2 TO '${file}' (FORMAT parquet)`);
+      const columns = Object.entries(schema) as [string, ColumnType][];
+      const index = await writeSeriesIndex(instance, { dataPath: file, columns, timeColumn: 'time_unix_nano', target: `${file}.series`, zstdLevel: 3 });
+      expect(index.columns).toEqual(expect.arrayContaining(['data_point_flags', 'data_point_quantile_values', 'http.response.status_code']));
+      // One tuple per series of m (each row of m is one), and the two added ones.
+      const [{ n }] = await rows(`SELECT count(*)::INTEGER AS n FROM read_parquet('${file}.series')`);
+      const [{ series: inRows }] = await rows(`SELECT count(*)::INTEGER AS series FROM m`);
+      expect(n).toBe((inRows as number) + 2);
+
+      const whole = otlpSeriesView('m2', schema, opts)!;
+      const labels = whole.labels.map((l) => `"${l.column}"`).join(', ');
+      const want = await rows(`SELECT DISTINCT ${labels} FROM (${whole.sql}) ORDER BY ALL`);
+      expect(want.some((r) => r['l:__name__'] === 'bare_bucket')).toBe(true);
+      expect(want.some((r) => r['l:__name__'] === 'bare_sum' || r['l:__name__'] === 'coarse')).toBe(false);
+      const indexSchema = Object.fromEntries(seriesIndexColumns(schema).map((c) => [c, schema[c]]));
+      for (const useIndex of [true, false]) {
+        const relation = seriesRelationSql(
+          { schema: schema as Record<string, ColumnType>, timeColumn: 'time_unix_nano', files: [{ path: useIndex ? `${file}.series` : file, columns: columns.map(([c]) => c), seriesIndex: index, index: useIndex }], segments: [] },
+          0,
+          Date.parse('2030-01-01T00:00:00Z'),
+        );
+        const view = otlpSeriesView(`(${relation})`, indexSchema, { ...opts, spanColumns: ['p_min_time', 'p_max_time'], remoteWriteRows: true })!;
+        expect(view.labels).toEqual(whole.labels);
+        expect(await rows(`SELECT DISTINCT ${labels} FROM (${view.sql}) ORDER BY ALL`)).toEqual(want);
+        // Under seriesSql, as the engine asks: a quantile label from the index's quantiles.
+        const sql = seriesSql(`(${view.sql})`, 'time_unix_nano', true, view.labels, {
+          matchers: [{ type: '=', name: '__name__', value: 'rpc_milliseconds' }],
+          start: Date.parse('2026-01-01T00:00:10Z'),
+          end: Date.parse('2026-01-02T00:00:00Z'),
+          labelsOnly: true,
+        });
+        expect((await rows(sql)).map((r) => r['l:quantile']).sort()).toEqual(['0.5', '0.99']);
+      }
+    } finally {
+      await conn.run('DROP TABLE IF EXISTS m2');
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 });
