@@ -132,7 +132,18 @@ export class Wal {
       p.rows += rows;
       p.rawBytes += rawBytes;
       p.waiters.push({ resolve, reject });
-      this.draining ??= this.drain().finally(() => (this.draining = undefined));
+      this.startDrain();
+    });
+  }
+
+  /** Writes the pending group (and those that gather meanwhile) unless that already runs. */
+  private startDrain(): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+      // An append made after the drain last looked for a pending group (in the microtasks that
+      // acknowledged its last one, before this ran) found it running and started none: without this it
+      // waited for the next append to the dataset, which might never come.
+      if (this.pending) this.startDrain();
     });
   }
 
