@@ -92,3 +92,23 @@ describe('WAL appends', () => {
       expect(await fs.readFile(seg.path, 'utf8')).toBe('{"i":0}\n{}\n{"i":1}\n{}\n{"i":2}\n{}\n');
     }));
 });
+
+describe('WAL segments keep the range of their rows\' own times', () => {
+  it.each<[string, ({ minMs: number; maxMs: number } | undefined)[], [number, number]]>([
+    ['the union of the batches\' ranges', [{ minMs: 10, maxMs: 20 }, { minMs: 5, maxMs: 15 }, { minMs: 12, maxMs: 30 }], [5, 30]],
+    ['a batch without a range makes it unbounded', [{ minMs: 10, maxMs: 20 }, undefined], [-Infinity, Infinity]],
+  ])('%s', (_, ranges, [min, max]) =>
+    withWal(async (open) => {
+      const wal = await open();
+      // One alone, the rest at once (one group commit): the same union either way.
+      await wal.append('{"a":1}\n', 1, 8, ranges[0]);
+      await Promise.all(ranges.slice(1).map((r) => wal.append('{"a":1}\n', 1, 8, r)));
+      const [seg] = await wal.seal();
+      expect([seg.minTimeMs, seg.maxTimeMs]).toEqual([min, max]);
+      // Recovered at start, a segment's range is not known.
+      const [again] = await (await open()).seal();
+      expect(again.rows).toBe(ranges.length);
+      expect([again.minTimeMs, again.maxTimeMs]).toEqual([undefined, undefined]);
+    }),
+  );
+});
