@@ -34,6 +34,16 @@ export interface RowBatch {
   knownTypes: Record<string, ColumnType>;
 }
 
+/**
+ * The earliest and latest time (epoch ms) of a batch's rows in their dataset's time column, when the
+ * ingest side knows it (a JSON dataset's time field): a flush of rows within a few minutes writes them
+ * straight from the WAL (src/storage/flush.ts).
+ */
+export interface TimeRange {
+  minMs: number;
+  maxMs: number;
+}
+
 /** What a dataset holds; it keeps the kind it was created with (OTLP signals do not mix). */
 export const DATASET_KINDS = ['json', 'otel-logs', 'otel-traces', 'otel-metrics'] as const;
 export type DatasetKind = (typeof DATASET_KINDS)[number];

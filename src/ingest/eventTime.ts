@@ -153,15 +153,20 @@ export function timeFieldRule(field: string, limitDays: number | undefined, rece
 }
 
 /**
- * The event's time from its time field, as the ISO string to store; a 400 naming the field when it is
- * missing, not a string, not a time, or older than the limit (nothing of the request is stored).
+ * The event's time from its time field, as epoch ms; a 400 naming the field when it is missing, not a
+ * string, not a time, or older than the limit (nothing of the request is stored).
  */
-export function eventTime(value: unknown, rule: TimeRule, index: number): string {
+export function eventTimeMs(value: unknown, rule: TimeRule, index: number): number {
   const at = `event ${index}: time field "${rule.field}"`;
   if (value === undefined || value === null) throw invalidInput(`${at} is missing (the dataset's time partition; every event must carry it)`);
   if (typeof value !== 'string') throw invalidInput(`${at} is a ${Array.isArray(value) ? 'list' : typeof value}, not a timestamp string like "2026-11-25T10:00:00Z"`);
   const ms = parseTimestamp(value);
   if (Number.isNaN(ms)) throw invalidInput(`${at} holds "${value.slice(0, 64)}", which is not a timestamp (RFC 3339, "YYYY-MM-DD HH:MM:SS[.fff]" or RFC 2822)`);
   if (ms < rule.earliestMs) throw invalidInput(`${at} holds ${value.slice(0, 64)}, more than ${rule.limitDays} days ago (the dataset's time partition limit)`);
-  return isoOf(value, ms);
+  return ms;
+}
+
+/** The event's time as the ISO string to store (see eventTimeMs for the refusals). */
+export function eventTime(value: unknown, rule: TimeRule, index: number): string {
+  return isoOf(value as string, eventTimeMs(value, rule, index));
 }

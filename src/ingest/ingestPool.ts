@@ -156,7 +156,7 @@ export class IngestPool {
       if (result.body) job.body = result.body;
     }
     if (!result.ok) throw result.overBudget ? new DecodeBudgetExceeded() : new DomainError(result.kind, result.message, result.retryAfterSec);
-    return { lines: result.lines, rows: result.rows, types: new Map(result.types), fixed: result.fixed, info: result.info };
+    return { lines: result.lines, rows: result.rows, types: new Map(result.types), fixed: result.fixed, info: result.info, timeRange: result.timeRange };
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,7 @@
-import { eventTime, type TimeRule } from './eventTime.ts';
+import { eventTimeMs, isoOf, type TimeRule } from './eventTime.ts';
 import { eventsFromJson, flattenEvent } from './flatten.ts';
 import { isServiceName, setField } from './names.ts';
-import type { ColumnType, FlatRow, RowBatch } from '../model.ts';
+import type { ColumnType, FlatRow, RowBatch, TimeRange } from '../model.ts';
 
 /** Columns the service adds to every JSON event. */
 export const JSON_KNOWN_TYPES: Record<string, ColumnType> = {
@@ -94,14 +94,23 @@ export function stampFromRequest(headers: Headers, peer: string | undefined, now
 
 /**
  * JSON events → rows: flattened, stamped with the receive time and what the request's headers say.
- * With the dataset's time field (`rule`), each event's time is checked and stored as its ISO form.
+ * With the dataset's time field (`rule`), each event's time is checked and stored as its ISO form, and
+ * the batch's range of them comes back.
  */
-export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: number, rule?: TimeRule): RowBatch {
+export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: number, rule?: TimeRule): RowBatch & { timeRange?: TimeRange } {
   const events = eventsFromJson(body);
   const { received, meta, tags, srcIp, userAgent, fields } = stamp;
+  let minMs = Infinity;
+  let maxMs = -Infinity;
   const rows: FlatRow[] = events.map((e, i) => {
     const row = flattenEvent(e, maxDepth);
-    if (rule !== undefined) setField(row, rule.field, eventTime(Object.hasOwn(row, rule.field) ? row[rule.field] : undefined, rule, i));
+    if (rule !== undefined) {
+      const value = Object.hasOwn(row, rule.field) ? row[rule.field] : undefined;
+      const ms = eventTimeMs(value, rule, i);
+      if (ms < minMs) minMs = ms;
+      if (ms > maxMs) maxMs = ms;
+      setField(row, rule.field, isoOf(value as string, ms));
+    }
     // The service owns p_ columns; a client's own p_timestamp etc. went to the overflow in flattenEvent.
     row.p_timestamp = received;
     if (meta !== null) row.p_metadata = meta;
@@ -111,5 +120,6 @@ export function jsonEventsToBatch(body: unknown, stamp: EventStamp, maxDepth: nu
     for (const [k, v] of fields) if (!Object.hasOwn(row, k)) setField(row, k, v);
     return row;
   });
-  return { rows, knownTypes: rule === undefined ? JSON_KNOWN_TYPES : { ...JSON_KNOWN_TYPES, [rule.field]: 'TIMESTAMP' } };
+  if (rule === undefined) return { rows, knownTypes: JSON_KNOWN_TYPES };
+  return { rows, knownTypes: { ...JSON_KNOWN_TYPES, [rule.field]: 'TIMESTAMP' }, timeRange: rows.length ? { minMs, maxMs } : undefined };
 }

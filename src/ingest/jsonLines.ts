@@ -15,11 +15,11 @@
  * Whether a slot's strings are tried as times (its name, docs/time.md) is decided once per batch too;
  * a time is written in its ISO form, and the dataset's time field is checked on every event.
  */
-import { eventTime, isoOf, parseTimestamp, type TimeRule } from './eventTime.ts';
+import { eventTimeMs, isoOf, parseTimestamp, type TimeRule } from './eventTime.ts';
 import { JSON_KNOWN_TYPES, type EventStamp } from './jsonEvents.ts';
 import { isServiceName } from './names.ts';
 import type { TimeGuess } from './placement.ts';
-import type { ColumnType, TypeSummary } from '../model.ts';
+import type { ColumnType, TimeRange, TypeSummary } from '../model.ts';
 
 /** One flattened name of the batch: the types seen, the last row that had it. */
 interface NameInfo {
@@ -183,7 +183,7 @@ export function jsonEventsToLines(
   maxDepth: number,
   maxNames: number,
   times: { guess?: TimeGuess; rule?: TimeRule } = {},
-): { text: string; types: TypeSummary; suspectNumbers: boolean } | undefined {
+): { text: string; types: TypeSummary; suspectNumbers: boolean; timeRange?: TimeRange } | undefined {
   const { rule } = times;
   const b = new Batch(maxNames, maxDepth, times.guess, rule?.field);
   // What every row gets after its own fields, in the order jsonEventsToBatch sets them.
@@ -195,13 +195,18 @@ export function jsonEventsToLines(
   const stampText = stampCols.map(([k, v]) => `,${JSON.stringify(k)}:${JSON.stringify(v)}`).join('');
   const fields = stamp.fields.map(([k, v]): [string, string] => [k, `,${JSON.stringify(k)}:${JSON.stringify(v)}`]);
   let text = '';
+  // The range of the events' times in the time field, for the flush (see TimeRange).
+  let minMs = Infinity;
+  let maxMs = -Infinity;
   try {
     for (let row = 0; row < events.length; row++) {
       const out: Record<string, unknown> = {};
       walk(b, events[row], b.top, '', 1, row, out);
       if (rule !== undefined) {
-        // Missing, not a time, or too old: eventTime says which, as a 400 naming the field.
-        if (!(b.rowTimeMs >= rule.earliestMs)) eventTime(out[rule.field], rule, row);
+        // Missing, not a time, or too old: eventTimeMs says which, as a 400 naming the field.
+        if (!(b.rowTimeMs >= rule.earliestMs)) b.rowTimeMs = eventTimeMs(out[rule.field], rule, row);
+        if (b.rowTimeMs < minMs) minMs = b.rowTimeMs;
+        if (b.rowTimeMs > maxMs) maxMs = b.rowTimeMs;
         b.rowTimeMs = NaN;
       }
       if (row === 0) {
@@ -231,5 +236,5 @@ export function jsonEventsToLines(
   }
   const types: TypeSummary = new Map();
   for (const [name, info] of b.names) if (info.types.length) types.set(name, info.types);
-  return { text, types, suspectNumbers: b.suspectNumbers };
+  return { text, types, suspectNumbers: b.suspectNumbers, timeRange: rule !== undefined && events.length ? { minMs, maxMs } : undefined };
 }

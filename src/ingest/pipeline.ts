@@ -20,7 +20,7 @@ import { placeRows, placeValues, timeGuess, type TimeGuess } from './placement.t
 import { timeFieldRule } from './eventTime.ts';
 import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion, type FamilyMetadata } from './prometheus/index.ts';
 import { uncompress } from './prometheus/decode.ts';
-import { TIME_COLUMN, type ColumnType, type FlatRow } from '../model.ts';
+import { TIME_COLUMN, type ColumnType, type FlatRow, type TimeRange } from '../model.ts';
 import type { DatasetMeta, TimeField } from '../storage/engine.ts';
 
 /** What every ingest job carries, whatever its format (filled by the HTTP side's `withIngestBody`). */
@@ -72,6 +72,8 @@ export interface SerializedBatch {
   /** Columns the format defines (they never count against P_MAX_COLUMNS). */
   fixed: string[];
   info: IngestInfo;
+  /** With a JSON dataset's time field: the range of the events' times in it. */
+  timeRange?: TimeRange;
 }
 
 const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
@@ -80,9 +82,9 @@ const JSON_FIXED: ReadonlySet<string> = new Set(Object.keys(JSON_KNOWN_TYPES));
 
 const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
 
-function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo, guess?: TimeGuess): SerializedBatch {
+function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: PlacementTarget, limits: RequestLimits, info: IngestInfo, guess?: TimeGuess, timeRange?: TimeRange): SerializedBatch {
   const types = placeRows(rows, known, target.schema, target.maxColumns, limits.maxNames, guess);
-  return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info };
+  return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info, timeRange };
 }
 
 export function serializeJob(job: IngestJob, target: PlacementTarget): SerializedBatch {
@@ -103,10 +105,10 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       // the fast path saw a suspect number, or by the rarer row path.
       if (!fast || fast.suspectNumbers) checkLosslessNumbers(body);
       if (fast && !placeValues(target.schema, fast.types, target.maxColumns, fixed)) {
-        return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: [...fixed], info: {} };
+        return { lines: fixLoneSurrogates(fast.text), rows: events.length, types: fast.types, fixed: [...fixed], info: {}, timeRange: fast.timeRange };
       }
-      const { rows, knownTypes } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth, rule);
-      return finish(rows, knownTypes, target, job.limits, {}, guess);
+      const { rows, knownTypes, timeRange } = jsonEventsToBatch(parsed, job.stamp, job.maxDepth, rule);
+      return finish(rows, knownTypes, target, job.limits, {}, guess, timeRange);
     }
     case 'otlp': {
       const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes, job.decodeBudget);

@@ -1,7 +1,7 @@
 import type { DuckDBInstance } from '@duckdb/node-api';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
-import type { ColumnType } from '../model.ts';
+import type { ColumnType, TimeRange } from '../model.ts';
 import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
 import { compactDataset } from './compaction.ts';
 import type { Dataset, Snapshot, StorageContext, StorageSettings } from './dataset.ts';
@@ -33,6 +33,8 @@ export interface SerializedRows {
   types: TypeSummary;
   /** Columns whose type the batch fixed (they may not be widened by it). */
   fixed: string[];
+  /** The rows' range in the dataset's time column, when the ingest side knows it (see TimeRange). */
+  timeRange?: TimeRange;
 }
 
 /**
@@ -143,7 +145,7 @@ export class StorageEngine {
     // No acknowledged row may have a column the durable schema lacks.
     if (plan.next) await evolveSchema(this.ctx, ds, plan.next);
     this.disk.appended(bytes);
-    await ds.wal.append(batch.lines, batch.rows, rawBytes);
+    await ds.wal.append(batch.lines, batch.rows, rawBytes, batch.timeRange);
     ds.oldestUnflushedAt ??= Date.now();
     if (ds.wal.size.bytes >= this.settings.flushBytes) this.flushSoon(ds);
     return { count: batch.rows };

@@ -70,18 +70,21 @@ export function inTurn(): Turn {
 const FEW_MINUTES_SPAN_MS = 30 * 60_000;
 
 /**
- * Whether the segments' rows surely fall in a few minutes: their time column is the time of receipt
- * (p_timestamp, set when the request came in, seconds before its append) and every segment was
- * written by this process within half an hour. Segments recovered at start carry no append times.
+ * Whether the segments' rows surely fall in a few minutes, as every segment was written by this process
+ * and either its time column is the time of receipt (p_timestamp, set when the request came in, seconds
+ * before its append) and the segments were appended within half an hour, or every batch of them came
+ * with the range of its rows' own times (a JSON dataset's time field) and those span under half an
+ * hour. Segments recovered at start carry neither.
  */
-export function fewMinutes(segments: Pick<Segment, 'firstAppendMs' | 'lastAppendMs'>[], timeColumn: string): boolean {
-  if (timeColumn !== RECEIPT_TIME_COLUMN) return false;
+export function fewMinutes(segments: Pick<Segment, 'firstAppendMs' | 'lastAppendMs' | 'minTimeMs' | 'maxTimeMs'>[], timeColumn: string): boolean {
+  const receipt = timeColumn === RECEIPT_TIME_COLUMN;
   let first = Infinity;
   let last = -Infinity;
   for (const s of segments) {
-    if (s.firstAppendMs === undefined || s.lastAppendMs === undefined) return false;
-    first = Math.min(first, s.firstAppendMs);
-    last = Math.max(last, s.lastAppendMs);
+    const [from, to] = receipt ? [s.firstAppendMs, s.lastAppendMs] : [s.minTimeMs, s.maxTimeMs];
+    if (from === undefined || to === undefined) return false;
+    first = Math.min(first, from);
+    last = Math.max(last, to);
   }
   return last - first < FEW_MINUTES_SPAN_MS;
 }

@@ -110,7 +110,8 @@ export async function writeParquet(
     /** Called before each unit's COPY (fault injection in tests). */
     beforeUnit?: (unit: FlushPartition[]) => void;
     /**
-     * The rows are known to fall in a few minutes (receipt-timed rows appended within half an hour):
+     * The rows are known to fall in a few minutes (receipt-timed rows appended within half an hour, or
+     * rows whose own times the ingest side reported within half an hour; see flush.ts fewMinutes):
      * written by one COPY straight from the segments, without the temporary table (~20% of a flush's
      * time); should that still run out of memory or descriptors, the units are the fallback.
      */

@@ -2,6 +2,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
+import type { TimeRange } from '../model.ts';
 
 /**
  * Write-ahead log of one dataset: NDJSON segment files, one flattened row per line, so DuckDB's
@@ -26,6 +27,12 @@ export interface Segment {
   /** When its first and last batch were written (not known for a segment recovered at start). */
   firstAppendMs?: number;
   lastAppendMs?: number;
+  /**
+   * The range of its rows' times in the dataset's time column, as the batches' writers reported them:
+   * ±Infinity once a batch reported none; not known for a segment recovered at start.
+   */
+  minTimeMs?: number;
+  maxTimeMs?: number;
 }
 
 interface Pending {
@@ -33,6 +40,8 @@ interface Pending {
   bytes: number;
   rows: number;
   rawBytes: number;
+  minTimeMs: number;
+  maxTimeMs: number;
   waiters: { resolve: () => void; reject: (e: Error) => void }[];
 }
 
@@ -121,18 +130,31 @@ export class Wal {
 
   /**
    * Appends rows (already-serialised lines, each ending in '\n'; as UTF-8 bytes, which are written as
-   * they are, or as text); resolves once they are on disk.
+   * they are, or as text); resolves once they are on disk. `times`: their range in the time column, if known.
    */
-  append(lines: string | Uint8Array, rows: number, rawBytes: number): Promise<void> {
+  append(lines: string | Uint8Array, rows: number, rawBytes: number, times?: TimeRange): Promise<void> {
     return new Promise((resolve, reject) => {
-      const p = (this.pending ??= { chunks: [], bytes: 0, rows: 0, rawBytes: 0, waiters: [] });
+      const p = (this.pending ??= { chunks: [], bytes: 0, rows: 0, rawBytes: 0, minTimeMs: Infinity, maxTimeMs: -Infinity, waiters: [] });
       const bytes = typeof lines === 'string' ? Buffer.from(lines) : lines;
       p.chunks.push(bytes);
       p.bytes += bytes.byteLength;
       p.rows += rows;
       p.rawBytes += rawBytes;
+      p.minTimeMs = Math.min(p.minTimeMs, times?.minMs ?? -Infinity);
+      p.maxTimeMs = Math.max(p.maxTimeMs, times?.maxMs ?? Infinity);
       p.waiters.push({ resolve, reject });
-      this.draining ??= this.drain().finally(() => (this.draining = undefined));
+      this.startDrain();
+    });
+  }
+
+  /** Writes the pending group (and those that gather meanwhile) unless that already runs. */
+  private startDrain(): void {
+    this.draining ??= this.drain().finally(() => {
+      this.draining = undefined;
+      // An append made after the drain last looked for a pending group (in the microtasks that
+      // acknowledged its last one, before this ran) found it running and started none: without this it
+      // waited for the next append to the dataset, which might never come.
+      if (this.pending) this.startDrain();
     });
   }
 
@@ -150,6 +172,8 @@ export class Wal {
         seg.rawBytes += batch.rawBytes;
         seg.lastAppendMs = Date.now();
         seg.firstAppendMs ??= seg.lastAppendMs;
+        seg.minTimeMs = Math.min(seg.minTimeMs ?? Infinity, batch.minTimeMs);
+        seg.maxTimeMs = Math.max(seg.maxTimeMs ?? -Infinity, batch.maxTimeMs);
         for (const w of batch.waiters) w.resolve();
         // Sealed here, between commits; the next batch starts a new segment.
         if (seg.bytes >= this.segmentBytes) await this.closeActive().catch((err) => log.error('wal: closing a full segment failed', { file: seg.path, error: err as Error }));
@@ -198,7 +222,17 @@ export class Wal {
     const seg = this.active;
     if (!seg) return;
     this.active = undefined;
-    const sealed: Segment = { seq: seg.seq, path: seg.path, bytes: seg.bytes, rows: seg.rows, rawBytes: seg.rawBytes, firstAppendMs: seg.firstAppendMs, lastAppendMs: seg.lastAppendMs };
+    const sealed: Segment = {
+      seq: seg.seq,
+      path: seg.path,
+      bytes: seg.bytes,
+      rows: seg.rows,
+      rawBytes: seg.rawBytes,
+      firstAppendMs: seg.firstAppendMs,
+      lastAppendMs: seg.lastAppendMs,
+      minTimeMs: seg.minTimeMs,
+      maxTimeMs: seg.maxTimeMs,
+    };
     // Listed as sealed before any await: a concurrent seal() (a query, a flush) must never find an
     // acknowledged segment in neither list.
     if (!torn && seg.rows > 0) this.sealed.push(sealed);

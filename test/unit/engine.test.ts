@@ -132,6 +132,30 @@ describe('flush, restart and WAL recovery', () => {
   });
 });
 
+describe('a flush of a dataset with a time field partitions by the events\' time', () => {
+  // Events a day old: their partitions are unlike the receive time's whichever way the flush writes.
+  const base = Date.parse('2026-11-24T10:58:30Z');
+  const MIN = 60_000;
+  it.each<[string, number[], boolean, string[]]>([
+    // Within half an hour, as the ingest worker reports it: one COPY straight from the WAL.
+    ['events within a few minutes, their range reported', [0, MIN, 2 * MIN], true, ['date=2026-11-24/hour=10/minute=58', 'date=2026-11-24/hour=10/minute=59', 'date=2026-11-24/hour=11/minute=00']],
+    ['the same without a range (the units)', [0, MIN, 2 * MIN], false, ['date=2026-11-24/hour=10/minute=58', 'date=2026-11-24/hour=10/minute=59', 'date=2026-11-24/hour=11/minute=00']],
+    ['a backfill over hours', [0, 3 * 60 * MIN], true, ['date=2026-11-24/hour=10/minute=58', 'date=2026-11-24/hour=13/minute=58']],
+  ])('%s', async (_, offsets, reported, partitions) => {
+    f = await openEngine();
+    await f.engine.create('app', 'json', { field: 'ts' });
+    const batch = rows(offsets.map((o, i) => ({ ts: new Date(base + o).toISOString(), i })));
+    batch.types.set('ts', ['TIMESTAMP']);
+    batch.fixed = ['ts'];
+    if (reported) batch.timeRange = { minMs: base + Math.min(...offsets), maxMs: base + Math.max(...offsets) };
+    await f.engine.append('app', batch, 100);
+    await f.engine.shutdown();
+    const files = await listFiles(path.join(f.dir, 'store', 'app'), '.parquet');
+    expect(files.map((p) => path.relative(path.join(f!.dir, 'store', 'app'), path.dirname(p))).sort()).toEqual(partitions);
+    expect(f.engine.stats('app').current.rows).toBe(offsets.length);
+  });
+});
+
 describe('snapshots', () => {
   it('hold the files in range and the unflushed WAL: each row in exactly one of them', async () => {
     f = await openEngine();

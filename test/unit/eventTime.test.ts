@@ -193,4 +193,16 @@ describe('times in JSON events: the one-pass path writes what the row path write
     expect(fast(odd)()).toBeUndefined();
     expect(slow(odd)).toThrow(/event 0: time field "ts" is missing/);
   });
+
+  // The flush writes straight from the WAL when the range spans a few minutes (storage/flush.ts).
+  it.each<[string, string | undefined, { minMs: number; maxMs: number } | undefined]>([
+    ['[{"ts":"2026-11-25T10:00:00+02:00"},{"ts":"2026-11-25 07:59:59.5"},{"ts":"2026-11-25T11:00:00Z"}]', 'ts', { minMs: ms('2026-11-25T07:59:59.500Z'), maxMs: ms('2026-11-25T11:00:00Z') }],
+    ['[{"ts":"2026-11-25T10:00:00Z"}]', 'ts', { minMs: ms('2026-11-25T10:00:00Z'), maxMs: ms('2026-11-25T10:00:00Z') }],
+    ['[{"ts":"2026-11-25T10:00:00Z","end":"2026-11-25T12:00:00Z"}]', undefined, undefined],
+    ['[]', 'ts', undefined],
+  ])('both paths report the range of the time field: %s', (body, field, range) => {
+    const rule = field === undefined ? undefined : timeFieldRule(field, 30, Date.parse(stamp.received));
+    expect(jsonEventsToLines(eventsFromJson(JSON.parse(body)), stamp, 4, 1000, { guess: timeGuess(emptySchema()), rule })!.timeRange).toEqual(range);
+    expect(jsonEventsToBatch(JSON.parse(body), stamp, 4, rule).timeRange).toEqual(range);
+  });
 });

@@ -45,12 +45,16 @@ describe('a flush is written in units of bounded partitions, whatever the data\'
 
 describe('a flush writes straight from the WAL only when its rows surely fall in a few minutes', () => {
   const MIN = 60_000;
-  it.each<[string, string, { firstAppendMs?: number; lastAppendMs?: number }[], boolean]>([
+  it.each<[string, string, { firstAppendMs?: number; lastAppendMs?: number; minTimeMs?: number; maxTimeMs?: number }[], boolean]>([
     ['receipt-timed, appended within a minute', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }], true],
     ['receipt-timed, two segments 29 minutes apart', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, { firstAppendMs: 28 * MIN, lastAppendMs: 29 * MIN }], true],
     ['receipt-timed, a backlog of an hour', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, { firstAppendMs: 59 * MIN, lastAppendMs: 60 * MIN }], false],
     ['a segment recovered at start (no append times)', 'p_timestamp', [{ firstAppendMs: 0, lastAppendMs: MIN }, {}], false],
-    ['records with their own time (OTLP, remote write)', 'time_unix_nano', [{ firstAppendMs: 0, lastAppendMs: 1 }], false],
+    ['records with their own time, no range reported (OTLP, remote write)', 'time_unix_nano', [{ firstAppendMs: 0, lastAppendMs: 1, minTimeMs: -Infinity, maxTimeMs: Infinity }], false],
+    ['a time field, events within 29 minutes over two segments', 'ts', [{ minTimeMs: 5 * MIN, maxTimeMs: 6 * MIN }, { minTimeMs: -23 * MIN, maxTimeMs: MIN }], true],
+    ['a time field, a backfill over an hour appended within a second', 'ts', [{ firstAppendMs: 0, lastAppendMs: 1, minTimeMs: 0, maxTimeMs: 60 * MIN }], false],
+    ['a time field, one batch without a range', 'ts', [{ minTimeMs: 0, maxTimeMs: MIN }, { minTimeMs: -Infinity, maxTimeMs: Infinity }], false],
+    ['a time field, a segment recovered at start', 'ts', [{ minTimeMs: 0, maxTimeMs: MIN }, {}], false],
   ])('%s', (_, timeColumn, segments, expected) => {
     expect(fewMinutes(segments, timeColumn)).toBe(expected);
   });

@@ -1,5 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { writeFully } from '../../src/storage/wal.ts';
+import * as fs from 'node:fs/promises';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Wal, writeFully } from '../../src/storage/wal.ts';
 
 /** A file handle whose writev takes at most the given number of bytes per call (0: makes no progress). */
 function shortWriter(perCall: number[]) {
@@ -65,4 +68,47 @@ describe('WAL writeFully on a real file', () => {
       await fs.rm(dir, { recursive: true, force: true });
     }
   });
+});
+
+/** A WAL in a fresh temp dir, removed after `fn`. */
+async function withWal(fn: (open: () => Promise<Wal>, dir: string) => Promise<void>): Promise<void> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'wal-unit-'));
+  try {
+    await fn(() => Wal.open(dir), dir);
+  } finally {
+    await fs.rm(dir, { recursive: true, force: true });
+  }
+}
+
+describe('WAL appends', () => {
+  it('an append made as soon as the previous one is acknowledged is written without waiting for another', () =>
+    withWal(async (open) => {
+      const wal = await open();
+      // Each append starts in the microtasks that acknowledge the one before, while the group writer
+      // is still finishing: it once found the writer running and waited for a later append.
+      for (let i = 0; i < 3; i++) await wal.append(`{"i":${i}}\n`, 1, 8);
+      const [seg] = await wal.seal();
+      expect(seg.rows).toBe(3);
+      expect(await fs.readFile(seg.path, 'utf8')).toBe('{"i":0}\n{}\n{"i":1}\n{}\n{"i":2}\n{}\n');
+    }));
+});
+
+describe('WAL segments keep the range of their rows\' own times', () => {
+  it.each<[string, ({ minMs: number; maxMs: number } | undefined)[], [number, number]]>([
+    ['the union of the batches\' ranges', [{ minMs: 10, maxMs: 20 }, { minMs: 5, maxMs: 15 }, { minMs: 12, maxMs: 30 }], [5, 30]],
+    ['a batch without a range makes it unbounded', [{ minMs: 10, maxMs: 20 }, undefined], [-Infinity, Infinity]],
+  ])('%s', (_, ranges, [min, max]) =>
+    withWal(async (open) => {
+      const wal = await open();
+      // One alone, the rest at once (one group commit): the same union either way.
+      await wal.append('{"a":1}\n', 1, 8, ranges[0]);
+      await Promise.all(ranges.slice(1).map((r) => wal.append('{"a":1}\n', 1, 8, r)));
+      const [seg] = await wal.seal();
+      expect([seg.minTimeMs, seg.maxTimeMs]).toEqual([min, max]);
+      // Recovered at start, a segment's range is not known.
+      const [again] = await (await open()).seal();
+      expect(again.rows).toBe(ranges.length);
+      expect([again.minTimeMs, again.maxTimeMs]).toEqual([undefined, undefined]);
+    }),
+  );
 });
