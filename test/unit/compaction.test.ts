@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { followInTime, planCompaction } from '../../src/storage/compaction.ts';
+import { planCompaction, timeRuns } from '../../src/storage/compaction.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -20,18 +20,20 @@ describe('planCompaction: own small files, per hour, in runs near the target', (
   });
 });
 
-describe('followInTime: when compaction may join files as stored instead of sorting them', () => {
+describe('timeRuns: which files compaction joins as stored and which it sorts together', () => {
   const range = (minMs: number, maxMs: number) => ({ minMs, maxMs });
-  const cases: [string, { minMs: number; maxMs: number }[], boolean][] = [
-    ['one file', [range(0, 10)], true],
-    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], true],
-    ['touching at one millisecond', [range(0, 10), range(10, 20)], true],
-    ['the second starts inside the first', [range(0, 10), range(9, 20)], false],
-    ['the second lies inside the first', [range(0, 100), range(10, 20)], false],
-    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], false],
-    ['listed out of order', [range(20, 30), range(0, 10)], false],
+  const cases: [string, { minMs: number; maxMs: number }[], number[][]][] = [
+    ['one file', [range(0, 10)], [[0]]],
+    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], [[0], [1], [2]]],
+    ['touching at one millisecond', [range(0, 10), range(10, 20)], [[0], [1]]],
+    ['the second starts inside the first', [range(0, 10), range(9, 20)], [[0, 1]]],
+    ['the second lies inside the first', [range(0, 100), range(10, 20)], [[0, 1]]],
+    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], [[0], [1, 2]]],
+    ['overlaps chain through a file between', [range(0, 10), range(5, 20), range(15, 30), range(30, 40)], [[0, 1, 2], [3]]],
+    ['a long file holds the run open past a short one', [range(0, 100), range(10, 20), range(50, 60), range(100, 110)], [[0, 1, 2], [3]]],
+    ['a pair overlaps between files that follow', [range(0, 10), range(11, 20), range(19, 25), range(26, 30)], [[0], [1, 2], [3]]],
   ];
   it.each(cases)('%s', (_name, files, expected) => {
-    expect(followInTime(files)).toBe(expected);
+    expect(timeRuns(files)).toEqual(expected);
   });
 });
