@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { planCompaction, timeRuns } from '../../src/storage/compaction.ts';
+import { planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -35,5 +35,43 @@ describe('timeRuns: which files compaction joins as stored and which it sorts to
   ];
   it.each(cases)('%s', (_name, files, expected) => {
     expect(timeRuns(files)).toEqual(expected);
+  });
+});
+
+describe('runParts: of overlapping files only the window where they overlap is sorted', () => {
+  const ts = (ms: number) => `TIMESTAMP '${new Date(ms).toISOString().replace('T', ' ').replace('Z', '')}'`;
+  const f = (path: string, minMs: number, maxMs: number) => ({ path, minMs, maxMs });
+  const cases: [string, ReturnType<typeof f>[], [string[], string, boolean][]][] = [
+    ['a file alone is read as stored', [f('a', 0, 10)], [[['a'], '', false]]],
+    [
+      'two files overlapping at the seam',
+      [f('a', 0, 1000), f('b', 990, 2000)],
+      [
+        [['a'], `t < ${ts(990)}`, false],
+        [['a', 'b'], `t >= ${ts(990)} AND t < ${ts(1001)}`, true],
+        [['b'], `t >= ${ts(1001)}`, false],
+      ],
+    ],
+    [
+      'the first file holds the second: its head and tail as stored',
+      [f('a', 0, 5000), f('b', 1000, 2000)],
+      [
+        [['a'], `t < ${ts(1000)}`, false],
+        [['a', 'b'], `t >= ${ts(1000)} AND t < ${ts(2001)}`, true],
+        [['a'], `t >= ${ts(2001)}`, false],
+      ],
+    ],
+    [
+      'a chain of three: the window spans from the second start to the end before the last',
+      [f('a', 0, 1000), f('b', 900, 2000), f('c', 1900, 3000)],
+      [
+        [['a'], `t < ${ts(900)}`, false],
+        [['a', 'b', 'c'], `t >= ${ts(900)} AND t < ${ts(2001)}`, true],
+        [['c'], `t >= ${ts(2001)}`, false],
+      ],
+    ],
+  ];
+  it.each(cases)('%s', (_name, run, expected) => {
+    expect(runParts(run, 't')).toEqual(expected);
   });
 });
