@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
+import { compactDataset, planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
+import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
+import type { Manifests } from '../../src/storage/manifests.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -73,5 +75,27 @@ describe('runParts: of overlapping files only the window where they overlap is s
   ];
   it.each(cases)('%s', (_name, run, expected) => {
     expect(runParts(run, 't')).toEqual(expected);
+  });
+});
+
+describe('compactDataset: each merge takes its turn among the flushes', () => {
+  it('asks for one turn per group, one group at a time', async () => {
+    const h = (hour: string, name: string) => file(`ds/date=2026-11-23/hour=${hour}/minute=00/${name}.parquet`);
+    const files = [h('01', 'a'), h('01', 'b'), h('02', 'c'), h('02', 'd')];
+    // Only what compactDataset reads before a merge: the catalog, the quarantine and two settings.
+    const ds = { deleted: false, catalog: { all: () => files } } as unknown as Dataset;
+    const ctx = { quarantine: { has: () => false }, settings: { nodeId: 'n1', compactionTargetBytes: 1000 } } as unknown as StorageContext;
+    const turns: number[] = [];
+    let inTurn = 0;
+    // A turn that records itself and does not run the merge (no store or DuckDB here).
+    const turn = async <T>(_fn: () => Promise<T>): Promise<T> => {
+      inTurn++;
+      turns.push(inTurn);
+      await new Promise((r) => setTimeout(r, 5));
+      inTurn--;
+      return undefined as T;
+    };
+    expect(await compactDataset(ctx, {} as Manifests, ds, turn)).toBe(4);
+    expect(turns).toEqual([1, 1]);
   });
 });
