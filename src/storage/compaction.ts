@@ -219,12 +219,14 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
 
 /**
  * Pause after each merge before the next one. DuckDB's allocator (jemalloc, with background threads)
- * returns a merge's freed memory to the system only as it ages, over about a second, and each merge
+ * returns a merge's freed memory to the system only as it ages, over a second or two, and each merge
  * runs on whichever thread of Node's pool is free, so merges run back to back (every dataset's hour,
  * one after another) stacked their freed memory: measured on four merges of the benchmark's files,
- * +175–199 MB of RSS back to back against +82–118 MB with a pause of 1–2 s between them.
+ * +175–199 MB of RSS back to back against +82–118 MB with a pause of 1–2 s between them (what a
+ * merge left unreturned after the pause: 24–104 MB after 1 s, 12–46 MB after 2 s; in the service a
+ * merge 1.1 s after another still found 65 MB of it).
  */
-export const MERGE_SETTLE_MS = 1000;
+export const MERGE_SETTLE_MS = 2000;
 
 /**
  * One compaction pass over a dataset: merges each group `planCompaction` picks, skipping quarantined
