@@ -51,7 +51,7 @@ export class StorageEngine {
   private readonly datasets: DatasetSet;
   private readonly scheduler = new Scheduler();
   private readonly metricMetadata: MetricMetadataStore;
-  /** Flushes of every dataset, one at a time (see inTurn). */
+  /** Flushes of every dataset and compaction's merges, one at a time (see inTurn). */
   private readonly flushTurn = inTurn();
   /** Free space kept for flushes (see diskSpace.ts). */
   private readonly disk: DiskGuard;
@@ -264,7 +264,7 @@ export class StorageEngine {
   /** Retention, then compaction of this worker's small files; one compaction per dataset at a time. */
   private async maintain(ds: Dataset): Promise<void> {
     if (ds.compacting || ds.deleted) return;
-    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds));
+    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn));
     ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
     await ds.compacting;
   }

@@ -53,9 +53,10 @@ export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds
 export type Turn = <T>(fn: () => Promise<T>) => Promise<T>;
 
 /**
- * Steps in turn, one at a time, first come first served: flushes of all datasets share one DuckDB
- * memory budget, so running them one after another bounds a worker's flush memory to one unit's,
- * and a dataset whose flush keeps failing takes one turn per attempt, never every turn.
+ * Steps in turn, one at a time, first come first served: flushes of all datasets (and compaction's
+ * merges) share one DuckDB memory budget, so running them one after another bounds a worker's flush
+ * memory to one unit's, and a dataset whose flush keeps failing takes one turn per attempt, never
+ * every turn.
  */
 export function inTurn(): Turn {
   let tail: Promise<unknown> = Promise.resolve();

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { followInTime, planCompaction } from '../../src/storage/compaction.ts';
+import { compactDataset, planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
+import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
+import type { Manifests } from '../../src/storage/manifests.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -20,18 +22,80 @@ describe('planCompaction: own small files, per hour, in runs near the target', (
   });
 });
 
-describe('followInTime: when compaction may join files as stored instead of sorting them', () => {
+describe('timeRuns: which files compaction joins as stored and which it sorts together', () => {
   const range = (minMs: number, maxMs: number) => ({ minMs, maxMs });
-  const cases: [string, { minMs: number; maxMs: number }[], boolean][] = [
-    ['one file', [range(0, 10)], true],
-    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], true],
-    ['touching at one millisecond', [range(0, 10), range(10, 20)], true],
-    ['the second starts inside the first', [range(0, 10), range(9, 20)], false],
-    ['the second lies inside the first', [range(0, 100), range(10, 20)], false],
-    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], false],
-    ['listed out of order', [range(20, 30), range(0, 10)], false],
+  const cases: [string, { minMs: number; maxMs: number }[], number[][]][] = [
+    ['one file', [range(0, 10)], [[0]]],
+    ['one after another', [range(0, 10), range(11, 20), range(25, 30)], [[0], [1], [2]]],
+    ['touching at one millisecond', [range(0, 10), range(10, 20)], [[0], [1]]],
+    ['the second starts inside the first', [range(0, 10), range(9, 20)], [[0, 1]]],
+    ['the second lies inside the first', [range(0, 100), range(10, 20)], [[0, 1]]],
+    ['a later pair overlaps', [range(0, 10), range(20, 30), range(25, 40)], [[0], [1, 2]]],
+    ['overlaps chain through a file between', [range(0, 10), range(5, 20), range(15, 30), range(30, 40)], [[0, 1, 2], [3]]],
+    ['a long file holds the run open past a short one', [range(0, 100), range(10, 20), range(50, 60), range(100, 110)], [[0, 1, 2], [3]]],
+    ['a pair overlaps between files that follow', [range(0, 10), range(11, 20), range(19, 25), range(26, 30)], [[0], [1, 2], [3]]],
   ];
   it.each(cases)('%s', (_name, files, expected) => {
-    expect(followInTime(files)).toBe(expected);
+    expect(timeRuns(files)).toEqual(expected);
+  });
+});
+
+describe('runParts: of overlapping files only the window where they overlap is sorted', () => {
+  const ts = (ms: number) => `TIMESTAMP '${new Date(ms).toISOString().replace('T', ' ').replace('Z', '')}'`;
+  const f = (path: string, minMs: number, maxMs: number) => ({ path, minMs, maxMs });
+  const cases: [string, ReturnType<typeof f>[], [string[], string, boolean][]][] = [
+    ['a file alone is read as stored', [f('a', 0, 10)], [[['a'], '', false]]],
+    [
+      'two files overlapping at the seam',
+      [f('a', 0, 1000), f('b', 990, 2000)],
+      [
+        [['a'], `t < ${ts(990)}`, false],
+        [['a', 'b'], `t >= ${ts(990)} AND t < ${ts(1001)}`, true],
+        [['b'], `t >= ${ts(1001)}`, false],
+      ],
+    ],
+    [
+      'the first file holds the second: its head and tail as stored',
+      [f('a', 0, 5000), f('b', 1000, 2000)],
+      [
+        [['a'], `t < ${ts(1000)}`, false],
+        [['a', 'b'], `t >= ${ts(1000)} AND t < ${ts(2001)}`, true],
+        [['a'], `t >= ${ts(2001)}`, false],
+      ],
+    ],
+    [
+      'a chain of three: the window spans from the second start to the end before the last',
+      [f('a', 0, 1000), f('b', 900, 2000), f('c', 1900, 3000)],
+      [
+        [['a'], `t < ${ts(900)}`, false],
+        [['a', 'b', 'c'], `t >= ${ts(900)} AND t < ${ts(2001)}`, true],
+        [['c'], `t >= ${ts(2001)}`, false],
+      ],
+    ],
+  ];
+  it.each(cases)('%s', (_name, run, expected) => {
+    expect(runParts(run, 't')).toEqual(expected);
+  });
+});
+
+describe('compactDataset: each merge takes its turn among the flushes', () => {
+  it('asks for one turn per group, one group at a time', async () => {
+    const h = (hour: string, name: string) => file(`ds/date=2026-11-23/hour=${hour}/minute=00/${name}.parquet`);
+    const files = [h('01', 'a'), h('01', 'b'), h('02', 'c'), h('02', 'd')];
+    // Only what compactDataset reads before a merge: the catalog, the quarantine and two settings.
+    const ds = { deleted: false, catalog: { all: () => files } } as unknown as Dataset;
+    const ctx = { quarantine: { has: () => false }, settings: { nodeId: 'n1', compactionTargetBytes: 1000 } } as unknown as StorageContext;
+    const turns: number[] = [];
+    let inTurn = 0;
+    // A turn that records itself and does not run the merge (no store or DuckDB here).
+    const turn = async <T>(_fn: () => Promise<T>): Promise<T> => {
+      inTurn++;
+      turns.push(inTurn);
+      await new Promise((r) => setTimeout(r, 5));
+      inTurn--;
+      return undefined as T;
+    };
+    expect(await compactDataset(ctx, {} as Manifests, ds, turn)).toBe(4);
+    expect(turns).toEqual([1, 1]);
   });
 });
