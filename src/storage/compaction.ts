@@ -236,15 +236,24 @@ export const MERGE_SETTLE_MS = 2000;
  * memory at the same time (measured: a flush of OTLP spans beside a merge took the main process to
  * 408 MB of RSS, each alone +50–130 MB over ~280 MB).
  */
-export async function compactDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<number> {
+export async function compactDataset(
+  ctx: StorageContext,
+  manifests: Manifests,
+  ds: Dataset,
+  turn: Turn = (fn) => fn(),
+  /** The service is shutting down: no further merge, and no pause after the last one. */
+  stopped: () => boolean = () => false,
+): Promise<number> {
   let merged = 0;
   const files = ds.catalog.all().filter((f) => !ctx.quarantine.has(f.key));
   for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes)) {
-    if (ds.deleted) break;
+    if (ds.deleted || stopped()) break;
     try {
       await turn(() => mergeGroup(ctx, manifests, ds, group));
       merged += group.length;
-      await new Promise((r) => setTimeout(r, MERGE_SETTLE_MS));
+      // The pause is cut short by a shutdown, which waits for the compaction under way: a pass over
+      // hundreds of groups would otherwise hold the shutdown for minutes.
+      for (let waited = 0; waited < MERGE_SETTLE_MS && !stopped(); waited += 100) await new Promise((r) => setTimeout(r, 100));
     } catch (err) {
       if (!isMissingObject(err)) throw err;
       ctx.quarantine.add({ key: err.key, kind: 'parquet', dataset: ds.meta.name, reason: 'listed in the catalog but missing from the store' });

@@ -53,6 +53,8 @@ export class StorageEngine {
   private readonly metricMetadata: MetricMetadataStore;
   /** Flushes of every dataset and compaction's merges, one at a time (see inTurn). */
   private readonly flushTurn = inTurn();
+  /** Shutting down: compaction starts no further merge. */
+  private closing = false;
   /** Free space kept for flushes (see diskSpace.ts). */
   private readonly disk: DiskGuard;
 
@@ -263,8 +265,8 @@ export class StorageEngine {
 
   /** Retention, then compaction of this worker's small files; one compaction per dataset at a time. */
   private async maintain(ds: Dataset): Promise<void> {
-    if (ds.compacting || ds.deleted) return;
-    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn));
+    if (ds.compacting || ds.deleted || this.closing) return;
+    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing));
     ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
     await ds.compacting;
   }
@@ -291,6 +293,8 @@ export class StorageEngine {
 
   /** Graceful shutdown: stop the timers, flush everything, close the logs. */
   async shutdown(): Promise<void> {
+    // A compaction pass under way starts no further merge (see maintain and compactDataset).
+    this.closing = true;
     this.scheduler.stop();
     for (const ds of this.datasets.all()) {
       await ds.compacting?.catch(() => undefined);

@@ -98,4 +98,21 @@ describe('compactDataset: each merge takes its turn among the flushes', () => {
     expect(await compactDataset(ctx, {} as Manifests, ds, turn)).toBe(4);
     expect(turns).toEqual([1, 1]);
   });
+
+  it('starts no further merge once the service is shutting down', async () => {
+    const h = (hour: string, name: string) => file(`ds/date=2026-11-23/hour=${hour}/minute=00/${name}.parquet`);
+    const files = [h('01', 'a'), h('01', 'b'), h('02', 'c'), h('02', 'd')];
+    const ds = { deleted: false, catalog: { all: () => files } } as unknown as Dataset;
+    const ctx = { quarantine: { has: () => false }, settings: { nodeId: 'n1', compactionTargetBytes: 1000 } } as unknown as StorageContext;
+    let stopping = false;
+    let merges = 0;
+    // The shutdown begins during the first merge.
+    const turn = async <T>(_fn: () => Promise<T>): Promise<T> => {
+      merges++;
+      stopping = true;
+      return undefined as T;
+    };
+    expect(await compactDataset(ctx, {} as Manifests, ds, turn, () => stopping)).toBe(2);
+    expect(merges).toBe(1);
+  });
 });
