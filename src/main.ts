@@ -93,7 +93,7 @@ async function main(): Promise<void> {
   const promql = new PromqlExecutor(storage, queryPool, {
     timeoutMs: config.queryLimits.timeoutMs,
     maxSamples: config.promqlMaxSamples,
-    fixedColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)),
+    fixedColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)),
     otlpColumns: new Set(Object.keys(OTLP_KNOWN_TYPES.metrics)),
   });
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>

@@ -11,8 +11,8 @@ export interface PromqlLimits {
   timeoutMs: number;
   /** Most samples a query may hold at once (P_PROMQL_MAX_SAMPLES, Prometheus' --query.max-samples). */
   maxSamples: number;
-  /** Columns of a sample row that are not labels (the ingest side's fixed column names). */
-  fixedColumns: ReadonlySet<string>;
+  /** Columns of a sample row that are not labels, with their DuckDB types (the ingest side's fixed columns). */
+  fixedColumns: ReadonlyMap<string, string>;
   /** Columns of an OTLP metrics row that are not attributes (src/ingest/otlp/metrics.ts); empty: no OTLP mapping. */
   otlpColumns?: ReadonlySet<string>;
 }

@@ -228,8 +228,11 @@ export function otlpMetadataSql(relation: string, schema: Record<string, string>
 export interface MapOptions {
   /** The relation's time column (passed through). */
   timeColumn: string;
-  /** Fixed columns of a remote-write row (src/ingest/prometheus/columns.ts): not labels. */
-  prometheusColumns: ReadonlySet<string>;
+  /**
+   * Fixed columns of a remote-write row with their DuckDB types (src/ingest/prometheus/columns.ts): not
+   * labels; the native histogram columns the view makes take their types from here.
+   */
+  prometheusColumns: ReadonlyMap<string, string>;
   /** Fixed columns of an OTLP metrics row (src/ingest/otlp/metrics.ts): not attributes. */
   otlpColumns: ReadonlySet<string>;
   /**
@@ -383,26 +386,13 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
       data_point_reset_hint: 'NULL::BIGINT',
       data_point_sum: sum,
     };
-    const types: Record<string, string> = {
-      data_point_count: 'DOUBLE',
-      data_point_scale: 'BIGINT',
-      data_point_zero_threshold: 'DOUBLE',
-      data_point_zero_count: 'DOUBLE',
-      data_point_positive_spans: 'VARCHAR',
-      data_point_negative_spans: 'VARCHAR',
-      data_point_positive_deltas: 'BIGINT[]',
-      data_point_negative_deltas: 'BIGINT[]',
-      data_point_positive_counts: 'DOUBLE[]',
-      data_point_negative_counts: 'DOUBLE[]',
-      data_point_custom_values: 'DOUBLE[]',
-      data_point_reset_hint: 'BIGINT',
-      data_point_sum: 'DOUBLE',
-    };
     for (const c of histogramColumns) {
       // An OTLP point that is not an exponential histogram has none of them (a classic histogram's
       // count and sum are series of their own); a remote-write row keeps its own.
-      otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${types[c]} END AS ${q(c)}`);
-      rwOut.push(`${has(c) ? `${q(c)}::${types[c]}` : `NULL::${types[c]}`} AS ${q(c)}`);
+      const t = opts.prometheusColumns.get(c);
+      if (t === undefined) throw new Error(`the remote-write columns have no type for ${c}`);
+      otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${t} END AS ${q(c)}`);
+      rwOut.push(`${has(c) ? `${q(c)}::${t}` : `NULL::${t}`} AS ${q(c)}`);
     }
   }
   // Every remote-write row has the staleness column: a dataset without it has only OTLP points.

@@ -264,7 +264,7 @@ function sampleVectors(chunk: duckdb.DataChunk, column: number, rows: number) {
  * and the server's `p_` columns. A label whose name collides with a fixed column was stored as
  * `label_<name>` (src/ingest/prometheus/columns.ts) and is read back under its own name.
  */
-export function labelColumns(schema: Record<string, string>, fixed: ReadonlySet<string>): { label: string; column: string }[] {
+export function labelColumns(schema: Record<string, string>, fixed: { has(column: string): boolean }): { label: string; column: string }[] {
   const out: { label: string; column: string }[] = [];
   for (const [column, type] of Object.entries(schema)) {
     if (type !== 'VARCHAR' || /^p_/i.test(column)) continue;

@@ -92,7 +92,7 @@ describe('the series view over a relation with few columns', () => {
   it('maps a dataset that only ever got gauges and sums (no histogram, summary or remote-write columns)', async () => {
     const schema = { time_unix_nano: 'TIMESTAMP_NS', data_point_flags: 'BIGINT', metric_name: 'VARCHAR', metric_type: 'VARCHAR', data_point_value: 'DOUBLE', host: 'VARCHAR' };
     const rel = `(SELECT TIMESTAMP_NS '2026-01-01' AS time_unix_nano, 0::BIGINT AS data_point_flags, 'cpu.temp' AS metric_name, 'gauge' AS metric_type, 51.5::DOUBLE AS data_point_value, 'h1' AS host)`;
-    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
+    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
     expect(view.histogramColumns).toEqual([]);
     const out = await rows(`SELECT "l:__name__" AS name, "l:host" AS host, data_point_value AS v, is_stale_marker AS s FROM (${view.sql})`);
     expect(out).toEqual([{ name: 'cpu_temp', host: 'h1', v: 51.5, s: false }]);
@@ -115,7 +115,7 @@ describe('the series view over a relation with few columns', () => {
       `(SELECT * FROM (VALUES (TIMESTAMP_NS '2026-01-01', 0::BIGINT, 'lat', 's', 'histogram', NULL::BOOLEAN, 2::BIGINT, [0.5, 1.0]::DOUBLE[], 'api'), ` +
       `(TIMESTAMP_NS '2026-01-01', 0::BIGINT, 'reqs', '', 'sum', true, 2::BIGINT, NULL, 'api')) ` +
       `t(time_unix_nano, data_point_flags, metric_name, metric_unit, metric_type, is_monotonic, aggregation_temporality, data_point_explicit_bounds, "service.name"))`;
-    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
+    const view = otlpSeriesView(rel, schema, { timeColumn: 'time_unix_nano', prometheusColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)), otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)) })!;
     const out = await rows(`SELECT DISTINCT "l:__name__" AS name, "l:le" AS le, "l:job" AS job FROM (${view.sql}) ORDER BY name, le`);
     expect(out).toEqual([
       { name: 'lat_seconds_bucket', le: '+Inf', job: 'api' },
@@ -128,7 +128,7 @@ describe('the series view over a relation with few columns', () => {
   });
 
   it('needs no mapping for a dataset without OTLP points', () => {
-    expect(otlpSeriesView('t', { metric_name: 'VARCHAR', data_point_value: 'DOUBLE' }, { timeColumn: 'time_unix_nano', prometheusColumns: new Set(), otlpColumns: new Set() })).toBeUndefined();
+    expect(otlpSeriesView('t', { metric_name: 'VARCHAR', data_point_value: 'DOUBLE' }, { timeColumn: 'time_unix_nano', prometheusColumns: new Map(), otlpColumns: new Set() })).toBeUndefined();
   });
 });
 
@@ -147,7 +147,7 @@ describe('the series view over OTLP rows', () => {
   };
   const opts = {
     timeColumn: 'time_unix_nano',
-    prometheusColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)),
+    prometheusColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)),
     otlpColumns: new Set(Object.keys(METRICS_KNOWN_TYPES)),
   };
 
