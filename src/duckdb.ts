@@ -1,4 +1,5 @@
 import { DuckDBInstance, quotedIdentifier, quotedString, type DuckDBConnection } from '@duckdb/node-api';
+import { log } from './log.ts';
 import type { ColumnType } from './model.ts';
 
 /**
@@ -117,8 +118,14 @@ export class IdleClosingDuckDB {
 
   private closeIfIdle(): void {
     if (this.users > 0 || !this.instance) return;
-    this.instance.closeSync();
+    const instance = this.instance;
     this.instance = undefined;
+    // Run from a timer: a failure to close must not take the service down (the next use opens anew).
+    try {
+      instance.closeSync();
+    } catch (err) {
+      log.warn('storage DuckDB: closing the idle instance failed', { error: err as Error });
+    }
   }
 }
 
