@@ -67,7 +67,7 @@ export async function openDuckDB(opts: { dataDir: string; threads: number; memor
 
 /**
  * The storage DuckDB, closed after `idleMs` without use and opened again by the next user. Between
- * bursts it held 60–70 MB the service no longer needed (DuckDB's file cache, its allocator's arenas,
+ * bursts it held 37–111 MB the service no longer needed (DuckDB's file cache, its allocator's arenas,
  * its caches), which only closing the instance gives back; opening one again takes 10–40 ms. Nothing
  * lives in the instance across uses (each flush's temporary table is its own connection's), so a
  * reopened instance works as the first did. An instance is never closed while a connection is open.
