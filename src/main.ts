@@ -10,7 +10,7 @@ import { startOtlpGrpc } from './http/otlpGrpc.ts';
 import { startPgServer } from './http/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
 import { log, setLogLevel } from './log.ts';
-import { openDuckDB, withConnection } from './duckdb.ts';
+import { IdleClosingDuckDB, openDuckDB, withConnection } from './duckdb.ts';
 import { QueryExecutor } from './query/executor.ts';
 import { IngestService } from './ingest/service.ts';
 import { QueryPool } from './query/pool.ts';
@@ -57,7 +57,8 @@ async function main(): Promise<void> {
 
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const duck = await openDuckDB({ dataDir: config.dataDir, ...config.storageDuckDB, tempDir: path.join(tmp, 'duckdb') });
+  const { idleMs: duckIdleMs, ...duckSettings } = config.storageDuckDB;
+  const duck = new IdleClosingDuckDB(() => openDuckDB({ dataDir: config.dataDir, ...duckSettings, tempDir: path.join(tmp, 'duckdb') }), duckIdleMs);
   const reserved = await withConnection(duck, async (conn) =>
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
@@ -104,6 +105,8 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
   stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
   stateGauge('lakehouse_ingest_workers', 'Ingest worker threads running (started on demand, stopped after P_INGEST_WORKER_IDLE).', [], () => [{ labels: {}, value: ingestPool.threads }]);
+  stateGauge('lakehouse_storage_duckdb_open', 'Whether the storage DuckDB (flushes, compaction, query parsing) is open: it is closed after P_STORAGE_DUCKDB_IDLE unused.', [], () => [{ labels: {}, value: duck.isOpen ? 1 : 0 }]);
+  stateGauge('lakehouse_storage_duckdb_opens', 'Times the storage DuckDB was opened since start (again on first use after each close).', [], () => [{ labels: {}, value: duck.opens }]);
   stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
   stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
     const s = queryPool.stats;

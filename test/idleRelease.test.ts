@@ -109,6 +109,77 @@ describe('the idle service lets its workers go', () => {
   });
 });
 
+/**
+ * The storage DuckDB (flushes, compaction, query parsing) is closed after P_STORAGE_DUCKDB_IDLE unused
+ * and opened again on next use (docs/memory.md): ingestion, flushes, compaction and queries after a
+ * close store and answer exactly, as a client sees them.
+ */
+describe('the storage DuckDB is closed when idle and opened again on use', () => {
+  let server: TestServer;
+
+  beforeAll(async () => {
+    server = await startServer({ env: { P_STORAGE_DUCKDB_IDLE: '1s', P_FLUSH_INTERVAL: '1s', P_COMPACTION_INTERVAL: '3s' } });
+    expect((await server.request('/api/v1/logstream/duckidle', { method: 'PUT' })).status).toBeLessThan(300);
+  });
+  afterAll(async () => server?.stop());
+
+  /** The storage DuckDB's gauges from /metrics: open (1) or closed (0), and opens since start. */
+  async function duck(): Promise<{ open: number; opens: number }> {
+    const text = await (await server.request('/metrics')).text();
+    const open = /^lakehouse_storage_duckdb_open (\d+)/m.exec(text);
+    const opens = /^lakehouse_storage_duckdb_opens (\d+)/m.exec(text);
+    expect(open && opens, 'lakehouse_storage_duckdb_open(s) gauges').toBeTruthy();
+    return { open: Number(open![1]), opens: Number(opens![1]) };
+  }
+  const compactions = async () => Number(/^lakehouse_compactions_total\{result="ok"\} (\d+)/m.exec(await (await server.request('/metrics')).text())?.[1] ?? 0);
+  const closed = () => waitFor('the storage DuckDB closed', async () => (await duck()).open === 0 && (await duck()));
+  const stats = async () => (await (await server.request('/api/v1/logstream/duckidle/stats')).json()) as { wal: { count: number }; storage: { files: number } };
+  const flushed = () => waitFor('the WAL flushed', async () => (await stats()).wal.count === 0 && (await stats()));
+
+  async function ingest(round: string, requests: number): Promise<void> {
+    for (let b = 0; b < requests; b++) {
+      const r = await server.request('/api/v1/logstream/duckidle', { method: 'POST', json: Array.from({ length: 500 }, (_, i) => ({ round, batch: b, i })) });
+      expect(r.status, await r.text()).toBe(200);
+    }
+  }
+  async function query<T>(sql: string): Promise<T[]> {
+    const res = await server.request('/api/v1/query', { method: 'POST', json: { query: sql, startTime: new Date(Date.now() - 3_600_000).toISOString(), endTime: new Date(Date.now() + 60_000).toISOString() } });
+    expect(res.status, await res.clone().text()).toBe(200);
+    return (await res.json()) as T[];
+  }
+  async function counts(): Promise<Record<string, number>> {
+    const rows = await query<{ round: string; n: number; distinct_events: number }>('SELECT round, count(*) AS n, count(DISTINCT batch * 1000 + i) AS distinct_events FROM duckidle GROUP BY round ORDER BY round');
+    for (const r of rows) expect(r.distinct_events).toBe(r.n);
+    return Object.fromEntries(rows.map((r) => [r.round, r.n]));
+  }
+
+  it('flushes, compacts and answers exactly after each close', async () => {
+    // Idle after start: the instance that read the SQL keywords is closed.
+    const start = await closed();
+    // A flush opens it again; each flush of a round writes files that compaction merges later.
+    await ingest('first', 3);
+    await flushed();
+    const afterFirst = await closed();
+    expect(afterFirst.opens).toBeGreaterThan(start.opens);
+    // A query's parsing opens it again (the answer comes from a query worker).
+    expect(await counts()).toEqual({ first: 1500 });
+    const afterQuery = await closed();
+    expect(afterQuery.opens).toBeGreaterThan(afterFirst.opens);
+    // Ingestion and flushes after a close, in several flushes (several files), then compaction.
+    for (const round of ['second', 'third']) {
+      await ingest(round, 2);
+      await flushed();
+    }
+    // Compaction (every 3 s) merges the rounds' files, on an instance it opens again when closed.
+    // One file per hour once merged (the rounds may straddle an hour).
+    const hours = await query<{ h: number }>("SELECT count(DISTINCT date_trunc('hour', p_timestamp)) AS h FROM duckidle");
+    await waitFor('compaction merged the files', async () => (await compactions()) > 0 && (await stats()).storage.files === hours[0].h, 60_000);
+    expect(await counts()).toEqual({ first: 1500, second: 1000, third: 1000 });
+    await closed();
+    expect(await counts()).toEqual({ first: 1500, second: 1000, third: 1000 });
+  });
+});
+
 describe('QueryPool: workers beyond the warm ones go after a quiet period', () => {
   let dir: string;
   let pool: QueryPool;

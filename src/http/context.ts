@@ -1,5 +1,5 @@
-import type { DuckDBInstance } from '@duckdb/node-api';
 import type { Config } from '../config.ts';
+import type { DuckDBSource } from '../duckdb.ts';
 import type { IngestPool } from '../ingest/ingestPool.ts';
 import type { IngestService } from '../ingest/service.ts';
 import type { QueryExecutor } from '../query/executor.ts';
@@ -12,7 +12,7 @@ export interface Services {
   config: Config;
   keys: ApiKeys;
   storage: StorageEngine;
-  duck: DuckDBInstance;
+  duck: DuckDBSource;
   ingestPool: IngestPool;
   /** The one ingest path of every protocol. */
   ingest: IngestService;

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
-import type { DuckDBInstance } from '@duckdb/node-api';
 import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../errors.ts';
 import { classifyFailure } from '../failures.ts';
-import { withConnection } from '../duckdb.ts';
+import { withConnection, type DuckDBSource } from '../duckdb.ts';
 import { planCacheLookups } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
@@ -126,7 +125,7 @@ export class QueryExecutor {
   private readonly plans: PlanCache;
 
   constructor(
-    private readonly duck: DuckDBInstance,
+    private readonly duck: DuckDBSource,
     private readonly source: TableSource,
     private readonly pool: QueryPool,
     private readonly limits: QueryLimits,

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
 import * as fs from 'node:fs/promises';
-import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
-import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
+import { castProjection, listLiteral, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import type { FileEntry } from './catalog.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { compactedFileName, dataFileKey, hourPartition, stagingDir } from './layout.ts';
@@ -111,7 +110,7 @@ export function runParts(run: MergeInput[], t: string): [string[], string, boole
  * held in memory up to P_STORAGE_MEMORY_LIMIT before DuckDB spills it to disk.
  */
 export async function mergeParquet(
-  instance: DuckDBInstance,
+  instance: DuckDBSource,
   opts: {
     /** The group's files in runs (see timeRuns), in time order. */
     runs: MergeInput[][];

@@ -1,5 +1,5 @@
-import type { DuckDBInstance } from '@duckdb/node-api';
 import type { Catalog, FileEntry } from './catalog.ts';
+import type { DuckDBSource } from '../duckdb.ts';
 import type { DatasetMeta, Schema } from './codec.ts';
 import type { ObjectStore } from './objectStore.ts';
 import type { Quarantine } from './quarantine.ts';
@@ -30,7 +30,7 @@ export interface StorageSettings {
 /** What every part of the storage layer shares. */
 export interface StorageContext {
   store: ObjectStore;
-  duck: DuckDBInstance;
+  duck: DuckDBSource;
   settings: StorageSettings;
   quarantine: Quarantine;
 }

@@ -1,5 +1,5 @@
-import type { DuckDBInstance } from '@duckdb/node-api';
 import { unavailable } from '../errors.ts';
+import type { DuckDBSource } from '../duckdb.ts';
 import { log } from '../log.ts';
 import type { ColumnType, TimeRange } from '../model.ts';
 import { encodeMeta, type DatasetKind, type DatasetMeta, type RetentionRule } from './codec.ts';
@@ -60,7 +60,7 @@ export class StorageEngine {
 
   constructor(
     readonly store: ObjectStore,
-    duck: DuckDBInstance,
+    duck: DuckDBSource,
     readonly settings: StorageSettings,
   ) {
     this.ctx = { store, duck, settings, quarantine: this.quarantine };

@@ -1,8 +1,8 @@
 import * as fs from 'node:fs/promises';
-import type { DuckDBConnection, DuckDBInstance } from '@duckdb/node-api';
+import type { DuckDBConnection } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
 import { log } from '../log.ts';
-import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
+import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import { classifyFailure } from '../failures.ts';
 
 export interface WrittenFile {
@@ -98,7 +98,7 @@ const HOUR_MS = 3_600_000;
  * The per-file row count, size and time range come back from COPY's RETURN_STATS.
  */
 export async function writeParquet(
-  instance: DuckDBInstance,
+  instance: DuckDBSource,
   opts: {
     segmentPaths: string[];
     columns: [string, ColumnType][];

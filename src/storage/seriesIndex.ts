@@ -1,7 +1,6 @@
 import * as fs from 'node:fs/promises';
-import type { DuckDBInstance } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
-import { castProjection, listLiteral, sqlIdent, sqlString, withConnection } from '../duckdb.ts';
+import { castProjection, listLiteral, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import { log } from '../log.ts';
 import type { FileEntry, Schema } from './codec.ts';
 import type { StorageContext } from './dataset.ts';
@@ -146,7 +145,7 @@ function tuplesSql(source: string, columns: [string, ColumnType][], present: Set
  * size and the index columns it holds.
  */
 export async function writeSeriesIndex(
-  instance: DuckDBInstance,
+  instance: DuckDBSource,
   opts: { dataPath: string; columns: [string, ColumnType][]; timeColumn: string; target: string; zstdLevel: number },
 ): Promise<NonNullable<FileEntry['seriesIndex']>> {
   const schema = Object.fromEntries(opts.columns);
