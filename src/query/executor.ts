@@ -12,6 +12,8 @@ import type { PgType } from './pgRows.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import type { FromWorker, RunJob, TimeFormat } from './protocol.ts';
 import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { TIME_COLUMN } from '../model.ts';
+import { preAggregationPays } from './preAggregate.ts';
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -299,6 +301,10 @@ export class QueryExecutor {
         snapshots.push(snap);
       }
       const preparedMs = Date.now() - started;
+      // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
+      // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
+      const only = snapshots.length === 1 ? snapshots[0] : undefined;
+      const sql = plan.preAggregated !== undefined && only?.meta.timeColumn === TIME_COLUMN.json && preAggregationPays(only.files, only.segments) ? plan.preAggregated : req.sql;
       /** Sets aside the files a worker named as damaged; true when there were any. */
       const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
         if (!damaged?.length) return false;
@@ -322,7 +328,7 @@ export class QueryExecutor {
           type: 'run',
           links: [...links].map(([name, src]) => ({ name, src })),
           views,
-          sql: req.sql,
+          sql,
           sendNull: req.sendNull,
           timeFormat: req.timeFormat,
           maxRows: this.limits.maxRows,
