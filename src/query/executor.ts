@@ -5,7 +5,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../errors.ts';
 import { classifyFailure } from '../failures.ts';
 import { withConnection } from '../duckdb.ts';
-import { planCacheLookups } from '../metrics.ts';
+import { planCacheLookups, queriesPreAggregated } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
 import type { PgType } from './pgRows.ts';
@@ -304,7 +304,9 @@ export class QueryExecutor {
       // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
       // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
       const only = snapshots.length === 1 ? snapshots[0] : undefined;
-      const sql = plan.preAggregated !== undefined && only?.meta.timeColumn === TIME_COLUMN.json && preAggregationPays(only.files, only.segments) ? plan.preAggregated : req.sql;
+      const rewritten = only?.meta.timeColumn === TIME_COLUMN.json && preAggregationPays(only.files, only.segments) ? plan.preAggregated : undefined;
+      if (rewritten !== undefined) queriesPreAggregated.inc();
+      const sql = rewritten ?? req.sql;
       /** Sets aside the files a worker named as damaged; true when there were any. */
       const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
         if (!damaged?.length) return false;
