@@ -19,9 +19,15 @@ const STATEMENTS = [
   'SELECT p_timestamp AS t, count() AS n FROM hist WHERE user_id IS NOT NULL GROUP BY 1 ORDER BY n DESC, t',
   "SELECT date_trunc('hour', p_timestamp AT TIME ZONE 'America/New_York') AS h, count(*) AS n FROM hist GROUP BY 1 ORDER BY 1",
   "SELECT date_bin('15 minutes', p_timestamp) AS b, count(*) AS n FROM hist GROUP BY 1 ORDER BY 1",
+  // The console's hits over time (grouped by an alias no dataset column has).
+  "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM hist GROUP BY t ORDER BY t",
+  // Ordered by an alias that is also a column of the dataset: left as written (DuckDB may bind the column).
+  "SELECT date_trunc('minute', p_timestamp) AS minute, count(*) AS level FROM hist GROUP BY 1 ORDER BY level",
 ];
+/** Statements the service leaves as written even over Parquet. */
+const DECLINED = 1;
 
-const twin = (sql: string) => sql.replace(' GROUP BY 1', ' GROUP BY 1 HAVING count(*) > 0');
+const twin = (sql: string) => sql.replace(' ORDER BY', ' HAVING count(*) > 0 ORDER BY');
 
 /** Requests, and events per request: each request's events share one receive time. */
 const REQUESTS = 4;
@@ -66,7 +72,7 @@ describe('per-bucket counts pre-aggregated by receive time', () => {
       // Every row counted once: the buckets add up to the rows the statement's WHERE selects.
       const where = /WHERE (.*?) GROUP BY/.exec(sql)?.[1];
       const total = (await ask(`SELECT count(*) AS n FROM hist${where ? ` WHERE ${where}` : ''}`)).records[0].n;
-      expect(written.records.reduce((s, r) => s + Number(r.n ?? r['count(*)']), 0), sql).toBe(total);
+      expect(written.records.reduce((s, r) => s + Number(r.n ?? r.level ?? r['count(*)']), 0), sql).toBe(total);
     }
     return (await counter()) - before;
   };
@@ -82,8 +88,8 @@ describe('per-bucket counts pre-aggregated by receive time', () => {
     await server.stop();
     server = await startServer({ dataDir: server.dataDir, env: { P_FLUSH_INTERVAL: '200ms' } });
     await waitFor('hist flushed', async () => ((await (await server.request('/api/v1/logstream/hist/stats')).json()) as { wal: { count: number } }).wal.count === 0);
-    // Each statement as written ran pre-aggregated; none of the twins did.
-    expect(await compareAll()).toBe(STATEMENTS.length);
+    // Each statement as written ran pre-aggregated (but the declined); none of the twins did.
+    expect(await compareAll()).toBe(STATEMENTS.length - DECLINED);
     expect((await ask(STATEMENTS[1])).fields).toEqual(['p_timestamp', 'count(*)']);
     expect((await ask(STATEMENTS[0])).records.reduce((s, r) => s + Number(r.n), 0)).toBe(REQUESTS * EVENTS);
   });

@@ -11,7 +11,7 @@ import type { QueryPool } from './pool.ts';
 import type { PgType } from './pgRows.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import type { FromWorker, RunJob, TimeFormat } from './protocol.ts';
-import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
 
@@ -304,7 +304,10 @@ export class QueryExecutor {
       // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
       // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
       const only = snapshots.length === 1 ? snapshots[0] : undefined;
-      const rewritten = only?.meta.timeColumn === TIME_COLUMN.json && preAggregationPays(only.files, only.segments) ? plan.preAggregated : undefined;
+      const pre = plan.preAggregated;
+      const columns = only && pre?.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
+      const rewritten =
+        pre && only?.meta.timeColumn === TIME_COLUMN.json && !pre.names.some((n) => columns?.has(n)) && preAggregationPays(only.files, only.segments) ? pre.sql : undefined;
       if (rewritten !== undefined) queriesPreAggregated.inc();
       const sql = rewritten ?? req.sql;
       /** Sets aside the files a worker named as damaged; true when there were any. */

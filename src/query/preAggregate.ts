@@ -25,7 +25,7 @@
  * leaves tied come in no defined order either way, as without ORDER BY.
  *
  * Anything else is left as written: other aggregates, HAVING, QUALIFY, DISTINCT, grouping sets,
- * joins, CTEs, set operations, GROUP BY ALL or by alias, non-constant LIMIT. Whether it pays is decided
+ * joins, CTEs, subqueries in FROM, set operations, GROUP BY ALL, non-constant LIMIT. Whether it pays is decided
  * per query from the snapshot (executor.ts): only when the dataset's time column is the receive time
  * and its files prove few distinct values.
  */
@@ -109,11 +109,13 @@ function ofColumnOnly(e: unknown, ctx: PreAggregateContext, tableAlias: string):
 
 /**
  * The statement with its per-row grouping pre-aggregated by `ctx.column` (module comment), or
- * undefined when its shape is not one this rewrite keeps exact. `skeleton` is the parse tree of
+ * undefined when its shape is not one this rewrite keeps exact. `names`: aliases the statement uses
+ * bare in GROUP BY or ORDER BY (lower case); the rewrite holds only for a dataset with no column of
+ * those names (DuckDB would bind the column there, and the subquery hides the dataset's columns). `skeleton` is the parse tree of
  * `SELECT CAST(sum(__lh_rows) AS BIGINT) FROM (SELECT <column>, count(*) AS __lh_rows FROM x GROUP BY <column>) AS x`
  * (made by DuckDB's own parser, so the grafted nodes are in its current format). Pure: neither input is changed.
  */
-export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton: Node): Node | undefined {
+export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton: Node): { statement: Node; names: string[] } | undefined {
   const node = statement.node as Node | undefined;
   if (!node || node.type !== 'SELECT_NODE') return undefined;
   if (((node.cte_map as { map?: unknown[] } | undefined)?.map ?? []).length) return undefined;
@@ -133,15 +135,29 @@ export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton
   if (!groups.length || sets.length !== 1 || sets[0].length !== groups.length || !groups.every((_, i) => sets[0].includes(i))) return undefined;
   if (!items.some(isCountStar)) return undefined;
   if (!items.every((e) => isCountStar(e) || ofColumnOnly(e, ctx, tableAlias))) return undefined;
+  // Aliases of the column's expressions (not of a count), and those the statement names bare.
+  const aliases = new Set(items.filter((e) => !isCountStar(e)).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
+  const countAliases = new Set(items.filter(isCountStar).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
+  const named = new Set<string>();
+  // A bare name that is the table's binds to the whole row (a struct) before any alias.
+  const tableNames = new Set([tableAlias, lower(String(from.table_name ?? ''))]);
+  const bareName = (e: Node) => {
+    const names = e.class === 'COLUMN_REF' ? ((e.column_names as string[] | undefined) ?? []) : [];
+    return names.length === 1 ? lower(names[0]) : undefined;
+  };
   for (const g of groups) {
     const p = position(g);
+    const name = bareName(g);
     if (p !== undefined) {
       // A position names a select item: it must be one of the column's expressions, not the count.
       if (p < 1 || p > items.length || isCountStar(items[p - 1])) return undefined;
+    } else if (name !== undefined && name !== lower(ctx.column) && aliases.has(name) && !countAliases.has(name) && !tableNames.has(name)) {
+      // GROUP BY an alias (`GROUP BY t`): DuckDB binds a dataset column of that name first, so the
+      // rewrite holds only if there is none — checked against the schema when it runs.
+      named.add(name);
     } else if (!ofColumnOnly(g, ctx, tableAlias)) return undefined;
   }
 
-  const aliases = new Set(items.map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
   for (const m of (node.modifiers as Node[] | undefined) ?? []) {
     if (m.type === 'ORDER_MODIFIER') {
       for (const o of (m.orders as { expression: Node }[] | undefined) ?? []) {
@@ -151,9 +167,13 @@ export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton
           if (p < 1 || p > items.length) return undefined;
           continue;
         }
-        // A bare name is a select item's alias (ORDER BY prefers aliases) or the column itself.
-        const names = e.class === 'COLUMN_REF' ? ((e.column_names as string[] | undefined) ?? []) : [];
-        if (names.length === 1 && aliases.has(lower(names[0]))) continue;
+        // A bare name is a select item's alias or the column itself (the alias, too, must not be a
+        // dataset column: checked when it runs).
+        const name = bareName(e);
+        if (name !== undefined && name !== lower(ctx.column) && (aliases.has(name) || countAliases.has(name)) && !tableNames.has(name)) {
+          named.add(name);
+          continue;
+        }
         if (!ofColumnOnly(e, ctx, tableAlias)) return undefined;
       }
     } else if (m.type === 'LIMIT_MODIFIER') {
@@ -178,7 +198,7 @@ export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton
   outer.from_table = sub;
   outer.where_clause = null;
   outer.select_list = (outer.select_list as Node[]).map((e) => (isCountStar(e) ? { ...structuredClone(sum), alias: String(e.alias || COUNT_STAR_NAME) } : e));
-  return withoutLocations({ ...structuredClone(statement), node: outer }) as Node;
+  return { statement: withoutLocations({ ...structuredClone(statement), node: outer }) as Node, names: [...named] };
 }
 
 /**

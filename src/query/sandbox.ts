@@ -43,7 +43,13 @@ export interface QueryPlan {
    * The same statement with its per-row grouping pre-aggregated by receive time (preAggregate.ts),
    * when its shape allows: run instead when the snapshot shows it pays (executor.ts).
    */
-  preAggregated?: string;
+  preAggregated?: PreAggregated;
+}
+
+/** A statement pre-aggregated by receive time, and the names it holds for only if they are no dataset column. */
+export interface PreAggregated {
+  sql: string;
+  names: string[];
 }
 
 type Node = Record<string, unknown>;
@@ -165,15 +171,15 @@ async function deterministic(conn: DuckDBConnection): Promise<ReadonlySet<string
 /** The parse tree preAggregate grafts into (fixed per DuckDB build: made once). */
 let skeletonTree: Promise<Record<string, unknown>> | undefined;
 
-async function preAggregatedSql(conn: DuckDBConnection, statement: Node): Promise<string | undefined> {
+async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
   skeletonTree ??= conn
     .runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))])
     .then((r) => (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Node[] }).statements[0]);
   skeletonTree.catch(() => (skeletonTree = undefined));
   const rewritten = preAggregate(statement, { column: TIME_COLUMN.json, deterministic: await deterministic(conn) }, await skeletonTree);
   if (!rewritten) return undefined;
-  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [JSON.stringify({ error: false, statements: [rewritten] })]);
-  return String(reader.getRowObjects()[0].sql);
+  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [JSON.stringify({ error: false, statements: [rewritten.statement] })]);
+  return { sql: String(reader.getRowObjects()[0].sql), names: rewritten.names };
 }
 
 /** What expanding a macro costs: copies of each argument, and expressions of its own body. */
@@ -310,8 +316,8 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
     throw invalidInput(`the statement is too large once its macros (such as to_timestamp) are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions; nest such functions less deeply`);
   }
   const bound = rowBound(statements[0], aggregateFunctions);
-  const preAggregated = plan.tables.length === 1 ? await preAggregatedSql(conn, statements[0]) : undefined;
-  return { ...plan, ...(bound === undefined ? {} : { rowBound: bound }), ...(preAggregated === undefined ? {} : { preAggregated }) };
+  const pre = plan.tables.length === 1 ? await preAggregated(conn, statements[0]) : undefined;
+  return { ...plan, ...(bound === undefined ? {} : { rowBound: bound }), ...(pre === undefined ? {} : { preAggregated: pre }) };
 }
 
 /** Functions that turn one value into several rows. */
@@ -452,7 +458,7 @@ export class PlanCache {
   constructor(private readonly maxBytes: number) {}
 
   private static cost(sql: string, plan: QueryPlan): number {
-    return 2 * sql.length + 2 * (plan.preAggregated?.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
+    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
   }
 
   get(sql: string): QueryPlan | undefined {
