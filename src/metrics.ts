@@ -77,6 +77,12 @@ export const queryDuration = new Histogram({
   registers: [registry],
 });
 
+export const queriesPreAggregated = new Counter({
+  name: 'lakehouse_query_pre_aggregated_total',
+  help: 'Queries run pre-aggregated by receive time: a count per time bucket whose files prove few distinct receive times (docs/performance.md).',
+  registers: [registry],
+});
+
 export const planCacheLookups = new Counter({
   name: 'lakehouse_query_plan_cache_lookups_total',
   help: 'Checked-statement cache lookups by result (hit, miss).',

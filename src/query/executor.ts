@@ -4,13 +4,15 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../errors.ts';
 import { classifyFailure } from '../failures.ts';
 import { withConnection, type DuckDBSource } from '../duckdb.ts';
-import { planCacheLookups } from '../metrics.ts';
+import { planCacheLookups, queriesPreAggregated } from '../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../storage/scan.ts';
 import type { QueryPool } from './pool.ts';
 import type { PgType } from './pgRows.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import type { FromWorker, RunJob, TimeFormat } from './protocol.ts';
-import { PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { TIME_COLUMN } from '../model.ts';
+import { preAggregationPays } from './preAggregate.ts';
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -298,6 +300,15 @@ export class QueryExecutor {
         snapshots.push(snap);
       }
       const preparedMs = Date.now() - started;
+      // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
+      // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
+      const only = snapshots.length === 1 ? snapshots[0] : undefined;
+      const pre = plan.preAggregated;
+      const columns = only && pre?.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
+      const rewritten =
+        pre && only?.meta.timeColumn === TIME_COLUMN.json && !pre.names.some((n) => columns?.has(n)) && preAggregationPays(only.files, only.segments) ? pre.sql : undefined;
+      if (rewritten !== undefined) queriesPreAggregated.inc();
+      const sql = rewritten ?? req.sql;
       /** Sets aside the files a worker named as damaged; true when there were any. */
       const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
         if (!damaged?.length) return false;
@@ -321,7 +332,7 @@ export class QueryExecutor {
           type: 'run',
           links: [...links].map(([name, src]) => ({ name, src })),
           views,
-          sql: req.sql,
+          sql,
           sendNull: req.sendNull,
           timeFormat: req.timeFormat,
           maxRows: this.limits.maxRows,

@@ -1,6 +1,8 @@
-import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
+import { DuckDBInstance, quotedIdentifier, type DuckDBConnection } from '@duckdb/node-api';
 import { invalidInput, tooLarge } from '../errors.ts';
+import { TIME_COLUMN } from '../model.ts';
 import { DIALECT_SQL } from './dialect.ts';
+import { preAggregate, SCALAR_DIALECT_MACROS, skeletonSql } from './preAggregate.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -37,6 +39,17 @@ export interface QueryPlan {
   tables: string[];
   /** The most rows the statement can return, when its parse tree alone proves a bound. */
   rowBound?: number;
+  /**
+   * The same statement with its per-row grouping pre-aggregated by receive time (preAggregate.ts),
+   * when its shape allows: run instead when the snapshot shows it pays (executor.ts).
+   */
+  preAggregated?: PreAggregated;
+}
+
+/** A statement pre-aggregated by receive time, and the names it holds for only if they are no dataset column. */
+export interface PreAggregated {
+  sql: string;
+  names: string[];
 }
 
 type Node = Record<string, unknown>;
@@ -139,6 +152,34 @@ async function aggregates(conn: DuckDBConnection): Promise<ReadonlySet<string>> 
     .then((r) => new Set(r.getRowObjects().map((row) => String(row.name).toLowerCase())));
   aggregateNames.catch(() => (aggregateNames = undefined));
   return aggregateNames;
+}
+
+/** Names of scalar functions whose value depends on their arguments alone (see preAggregate.ts; read once). */
+let deterministicNames: Promise<ReadonlySet<string>> | undefined;
+
+async function deterministic(conn: DuckDBConnection): Promise<ReadonlySet<string>> {
+  deterministicNames ??= conn
+    .runAndReadAll(
+      `SELECT function_name AS name FROM duckdb_functions() GROUP BY function_name
+       HAVING bool_and(function_type = 'scalar' AND stability IS DISTINCT FROM 'VOLATILE')`,
+    )
+    .then((r) => new Set([...r.getRowObjects().map((row) => String(row.name).toLowerCase()), ...SCALAR_DIALECT_MACROS]));
+  deterministicNames.catch(() => (deterministicNames = undefined));
+  return deterministicNames;
+}
+
+/** The parse tree preAggregate grafts into (fixed per DuckDB build: made once). */
+let skeletonTree: Promise<Record<string, unknown>> | undefined;
+
+async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
+  skeletonTree ??= conn
+    .runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))])
+    .then((r) => (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Node[] }).statements[0]);
+  skeletonTree.catch(() => (skeletonTree = undefined));
+  const rewritten = preAggregate(statement, { column: TIME_COLUMN.json, deterministic: await deterministic(conn) }, await skeletonTree);
+  if (!rewritten) return undefined;
+  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [JSON.stringify({ error: false, statements: [rewritten.statement] })]);
+  return { sql: String(reader.getRowObjects()[0].sql), names: rewritten.names };
 }
 
 /** What expanding a macro costs: copies of each argument, and expressions of its own body. */
@@ -275,7 +316,8 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
     throw invalidInput(`the statement is too large once its macros (such as to_timestamp) are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions; nest such functions less deeply`);
   }
   const bound = rowBound(statements[0], aggregateFunctions);
-  return bound === undefined ? plan : { ...plan, rowBound: bound };
+  const pre = plan.tables.length === 1 ? await preAggregated(conn, statements[0]) : undefined;
+  return { ...plan, ...(bound === undefined ? {} : { rowBound: bound }), ...(pre === undefined ? {} : { preAggregated: pre }) };
 }
 
 /** Functions that turn one value into several rows. */
@@ -416,7 +458,7 @@ export class PlanCache {
   constructor(private readonly maxBytes: number) {}
 
   private static cost(sql: string, plan: QueryPlan): number {
-    return 2 * sql.length + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
+    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
   }
 
   get(sql: string): QueryPlan | undefined {
