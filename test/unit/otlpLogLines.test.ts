@@ -9,7 +9,7 @@ import { serializeJob, type IngestJob, type PlacementTarget } from '../../src/in
 import { decodeOtlp } from '../../src/ingest/otlp/index.ts';
 import { parseOtlpJson } from '../../src/ingest/otlp/json.ts';
 import { logLines } from '../../src/ingest/otlp/logLines.ts';
-import { nanosToIso } from '../../src/ingest/otlp/values.ts';
+import { nanosToIso, timeColumn } from '../../src/ingest/otlp/values.ts';
 import { placeRows } from '../../src/ingest/placement.ts';
 import { rowsToLines } from '../../src/ingest/lines.ts';
 import { withDecodeBudget, type RequestLimits } from '../../src/ingest/limits.ts';
@@ -244,5 +244,45 @@ describe('OTLP/JSON logs: the direct path stores what the row path stored', () =
     expect(out.lines.byteOffset).toBe(0);
     expect(out.lines.byteLength).toBe(out.lines.buffer.byteLength);
     expect(compare(big)).toBe(true);
+  });
+});
+
+describe('parseOtlpJson: bare 64-bit integers are quoted before parsing, nothing else is', () => {
+  const CASES: [string, string, unknown][] = [
+    ['a bare unsafe integer', '{"v":1234567890123456789}', '1234567890123456789'],
+    ['a bare unsafe negative integer', '{"v":-1234567890123456789}', '-1234567890123456789'],
+    ['in an array, after a comma', '{"v":[1,-9223372036854775808]}', [1, '-9223372036854775808']],
+    ['a safe 16-digit integer stays a number', '{"v":1234567890123456}', 1234567890123456],
+    ['a quoted integer stays as sent', '{"v":"1234567890123456789"}', '1234567890123456789'],
+    ['a quoted negative integer stays as sent', '{"v":"-1234567890123456789"}', '-1234567890123456789'],
+    ['digits inside a string after a colon', '{"v":"a:-12345678901234567890 b"}', 'a:-12345678901234567890 b'],
+    ['digits after an escaped quote inside a string', '{"v":"x\\"12345678901234567890"}', 'x"12345678901234567890'],
+    ['a double with a long integer part', '{"v":12345678901234567890.5}', 12345678901234567890.5],
+    ['a double with an exponent', '{"v":-12345678901234567890e2}', -12345678901234567890e2],
+    ['after a string holding digits', '{"a":"1234567890123456789","v":9007199254740993}', '9007199254740993'],
+  ];
+  for (const [name, text, expected] of CASES) {
+    it(name, () => {
+      expect(parseOtlpJson(Buffer.from(text)).v).toStrictEqual(expected);
+    });
+  }
+});
+
+describe('timeColumn: decimal text is cut as nanosToIso formats the same value', () => {
+  const CASES = ['1000000000000000000', '1764064800000000000', '1764064800123456789', '1764064800000000001', '8999999999999999999', '1999999999999999999', '2000000000999999999', '1234567890000000000'];
+  for (const text of CASES) {
+    it(text, () => {
+      expect(timeColumn(text, 'at', 'f')).toBe(nanosToIso(BigInt(text)));
+      // A protobuf Long of the same value takes the general path to the same text.
+      const n = BigInt(text);
+      expect(timeColumn({ low: Number(n & 0xffffffffn) | 0, high: Number(n >> 32n) | 0 }, 'at', 'f')).toBe(nanosToIso(n));
+    });
+  }
+  it('leaves other texts to the general path (leading zeros, 9e18 and later, fewer digits)', () => {
+    expect(timeColumn('0001764064800000000000', 'at', 'f')).toBe(nanosToIso(1764064800000000000n));
+    expect(timeColumn('9223372036854775806', 'at', 'f')).toBe(nanosToIso(9223372036854775806n));
+    expect(timeColumn('1764064800', 'at', 'f')).toBe(nanosToIso(1764064800n));
+    expect(timeColumn('0', 'at', 'f')).toBeNull();
+    expect(() => timeColumn('-1764064800000000000', 'at', 'f')).toThrow();
   });
 });

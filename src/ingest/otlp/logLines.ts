@@ -112,6 +112,7 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
   // Record columns already in the summary (their types never change).
   const noted = new Set<string>();
   const keys: string[] = [];
+  const keyText = new Map<string, string>();
   const cells: (string | number | boolean)[] = [];
   const values: FlatValue[] = new Array(RECORD_COLUMNS.length);
   try {
@@ -153,7 +154,7 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
           }
           const value = anyValueToCell(kv.value, at, i);
           if (value === null) continue;
-          if (!plainKey(key) || scopeKeys.has(key) || keys.includes(key)) throw BAIL;
+          if (scopeKeys.has(key) || keys.includes(key)) throw BAIL;
           keys.push(key);
           cells.push(value);
         }
@@ -175,8 +176,14 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
       if (first) for (const key of scopeKeys) note(types, key, inferType(shared.attributes[key])!);
       let attrText = '';
       for (let i = 0; i < keys.length; i++) {
+        // A record's attribute names repeat from record to record: checked and quoted once per request.
+        let quoted = keyText.get(keys[i]);
+        if (quoted === undefined) {
+          if (!plainKey(keys[i])) throw BAIL;
+          keyText.set(keys[i], (quoted = `,${JSON.stringify(keys[i])}:`));
+        }
         note(types, keys[i], inferType(cells[i])!);
-        attrText += `,${JSON.stringify(keys[i])}:${valueText(cells[i])}`;
+        attrText += quoted + valueText(cells[i]);
       }
       if (first) for (const key of FIXED_COLUMNS) if (shared.fixed[key] !== null) note(types, key, COMMON_KNOWN_TYPES[key]);
       for (let c = 0; c < RECORD_COLUMNS.length; c++) {
