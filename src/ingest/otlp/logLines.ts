@@ -14,7 +14,7 @@
 import { COMMON_KNOWN_TYPES, forEachRecord, type Shared } from './common.ts';
 import { anyValueToCell, bodyCell } from './attributes.ts';
 import { LOGS_KNOWN_TYPES, SEVERITY_NAMES } from './logs.ts';
-import { enumNumber, id, int, list, msg, Rejections, str, timeColumn, type Msg } from './values.ts';
+import { enumNumber, id, int, list, msg, Rejections, str, timeColumn, type IdResult, type Msg } from './values.ts';
 import { checkFieldCount } from '../limits.ts';
 import { fixLoneSurrogates, isServiceName } from '../names.ts';
 import { ownBytes } from '../lines.ts';
@@ -62,7 +62,8 @@ const plainKey = (key: string) => key !== '' && !isServiceName(key) && !COLUMNS.
 
 /**
  * Lines written as UTF-8 into one growing buffer: writing each line as it is made measured ~1.5× faster
- * than joining them into one string (whose many pieces are flattened first) and encoding that.
+ * than joining them into one string (whose many pieces are flattened first) and encoding that, and the
+ * part every record of a scope shares is encoded once and copied (~8% less for the whole transform).
  */
 class Utf8Out {
   private buf: Buffer;
@@ -72,14 +73,23 @@ class Utf8Out {
     this.buf = Buffer.allocUnsafe(capacity);
   }
 
+  /** Bytes already encoded (what a scope's records share), copied as they are. */
+  copy(b: Buffer): void {
+    this.room(b.length);
+    this.length += b.copy(this.buf, this.length);
+  }
+
   write(s: string): void {
     // A UTF-16 unit is at most 3 bytes of UTF-8: with that much room, write never cuts the string short.
-    if (this.buf.length - this.length < s.length * 3) {
-      const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + s.length * 3));
-      this.buf.copy(grown, 0, 0, this.length);
-      this.buf = grown;
-    }
+    this.room(s.length * 3);
     this.length += this.buf.write(s, this.length);
+  }
+
+  private room(bytes: number): void {
+    if (this.buf.length - this.length >= bytes) return;
+    const grown = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + bytes));
+    this.buf.copy(grown, 0, 0, this.length);
+    this.buf = grown;
   }
 
   /** The bytes written, in an ArrayBuffer of their own (never Node's shared pool). */
@@ -88,6 +98,19 @@ class Utf8Out {
     this.buf.copy(out, 0, 0, this.length);
     return out;
   }
+}
+
+/**
+ * An id that is already what `id` makes of it (lowercase hex of its length), checked without a regex;
+ * undefined for anything else, which `id` then reads.
+ */
+function lowerHex(v: unknown, digits: number): IdResult | undefined {
+  if (typeof v !== 'string' || v.length !== digits) return undefined;
+  for (let i = 0; i < digits; i++) {
+    const c = v.charCodeAt(i);
+    if (!((c >= 0x30 && c <= 0x39) || (c >= 0x61 && c <= 0x66))) return undefined;
+  }
+  return { hex: v };
 }
 
 /** `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` (nanosToIso) → epoch ms. */
@@ -108,6 +131,7 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
   // The scope being written: its shared text and attribute names, made at its first record.
   let scope: Shared | undefined;
   let scopeText = '';
+  let scopeBytes = Buffer.alloc(0);
   let scopeKeys = new Set<string>();
   // Record columns already in the summary (their types never change).
   const noted = new Set<string>();
@@ -130,10 +154,11 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
         }
         for (const key of FIXED_COLUMNS) scopeText += `,"${key}":${valueText(shared.fixed[key])}`;
         scopeText += stampText;
+        scopeBytes = Buffer.from(`${scopeText}}\n`);
       }
       // The row path's reads in its order (any error, or a rejected record, sends the request there).
-      const traceId = id(lr.traceId, 16, 'trace_id');
-      const spanId = id(lr.spanId, 8, 'span_id');
+      const traceId = lowerHex(lr.traceId, 32) ?? id(lr.traceId, 16, 'trace_id');
+      const spanId = lowerHex(lr.spanId, 16) ?? id(lr.spanId, 8, 'span_id');
       if (traceId.error !== undefined || spanId.error !== undefined) throw BAIL;
       const observed = timeColumn(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
       const own = timeColumn(lr.timeUnixNano, at, 'timeUnixNano');
@@ -205,10 +230,11 @@ export function logLines(request: Msg, receivedAt: string, stamp: string, maxNam
         `,"body":${body === null ? 'null' : JSON.stringify(body)}` +
         `,"trace_id":${traceId.hex === null ? 'null' : `"${traceId.hex}"`},"span_id":${spanId.hex === null ? 'null' : `"${spanId.hex}"`}` +
         `,"flags":${values[7]},"dropped_attributes_count":${values[8]},"event_name":${eventName === null ? 'null' : JSON.stringify(eventName)}` +
-        `${attrText}${scopeText}}\n`,
+        attrText,
       );
+      out.copy(scopeBytes);
       rows++;
-    });
+    }, false);
   } catch {
     // Invalid input (a 400, a limit) is reported by the row path, in its words and order.
     return undefined;
