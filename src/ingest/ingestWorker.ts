@@ -18,8 +18,6 @@ export type JobResult =
   | { id: number; ok: true; lines: Uint8Array; rows: number; types: [string, ColumnType[]][]; fixed: string[]; info: IngestInfo; timeRange?: TimeRange; body?: Uint8Array }
   | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number; overBudget?: boolean; body?: Uint8Array };
 
-export { ownBytes };
-
 export function runJob(id: number, job: IngestJob, target: PlacementTarget): JobResult {
   try {
     const r = serializeJob(job, target);
