@@ -9,6 +9,7 @@ import { api, fmt, listFiles, median, post, sendAll, settle, startService, threa
 import { bareHttpRate, duckdbParquetRate, fsyncRate, isolatedHttpRoundTripMs, jsonParseRate } from './limits.ts';
 import { makeLogEvents } from './logs.ts';
 import { benchOtel } from './otel.ts';
+import { benchOtlpLogs } from './otlpLogs.ts';
 import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
 import { benchPgWire } from './pgwire.ts';
@@ -212,6 +213,8 @@ async function main(): Promise<void> {
     table(await benchOtel());
     console.log('\n## OTLP over gRPC beside OTLP/HTTP protobuf (8 in flight, 1,000 records per request)');
     table(await benchOtlpGrpc());
+    console.log('\n## OTLP/JSON logs: CPU per record (flush included), in rounds, beside JSON.parse and DuckDB on the same data');
+    table(await benchOtlpLogs());
   }
   if (process.env.BENCH_SKIP_TIME !== '1') {
     console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');

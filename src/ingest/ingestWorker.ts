@@ -12,22 +12,16 @@ import { serializeJob, type IngestInfo, type IngestJob, type PlacementTarget } f
 import type { ColumnType, TimeRange } from '../model.ts';
 import { DomainError, type ErrorKind } from '../errors.ts';
 import { DecodeBudgetExceeded } from './compression.ts';
+import { ownBytes } from './lines.ts';
 
 export type JobResult =
   | { id: number; ok: true; lines: Uint8Array; rows: number; types: [string, ColumnType[]][]; fixed: string[]; info: IngestInfo; timeRange?: TimeRange; body?: Uint8Array }
   | { id: number; ok: false; kind: ErrorKind; message: string; retryAfterSec?: number; overBudget?: boolean; body?: Uint8Array };
 
-/** UTF-8 bytes of `text` in an ArrayBuffer of their own (never Node's shared pool), so they can be transferred. */
-export function ownBytes(text: string): Uint8Array {
-  const buf = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
-  buf.write(text);
-  return buf;
-}
-
 export function runJob(id: number, job: IngestJob, target: PlacementTarget): JobResult {
   try {
     const r = serializeJob(job, target);
-    return { id, ok: true, lines: ownBytes(r.lines), rows: r.rows, types: [...r.types], fixed: r.fixed, info: r.info, timeRange: r.timeRange };
+    return { id, ok: true, lines: typeof r.lines === 'string' ? ownBytes(r.lines) : r.lines, rows: r.rows, types: [...r.types], fixed: r.fixed, info: r.info, timeRange: r.timeRange };
   } catch (err) {
     if (err instanceof DomainError) return { id, ok: false, kind: err.kind, message: err.message, retryAfterSec: err.retryAfterSec, overBudget: err instanceof DecodeBudgetExceeded };
     return { id, ok: false, kind: 'storage', message: (err as Error).message };

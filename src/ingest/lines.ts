@@ -22,3 +22,10 @@ export function rowsToLines(rows: FlatRow[]): string {
   for (const row of rows) lines += `${rowToJsonLine(row)}\n`;
   return fixLoneSurrogates(lines);
 }
+
+/** UTF-8 bytes of `text` in an ArrayBuffer of their own (never Node's shared pool), so they can be transferred. */
+export function ownBytes(text: string): Uint8Array {
+  const buf = Buffer.allocUnsafeSlow(Buffer.byteLength(text));
+  buf.write(text);
+  return buf;
+}

@@ -13,9 +13,10 @@ import { checkLosslessNumbers } from './numbers.ts';
 import { checkEventCount, checkJsonShape, countOtlpJsonRecords, tooManyNames, withDecodeBudget, type RequestLimits } from './limits.ts';
 import { rowsToLines } from './lines.ts';
 import { fixLoneSurrogates } from './names.ts';
-import { decodeOtlp, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
+import { decodeOtlp, OTLP_KNOWN_TYPES, type OtlpFormat, type OtlpSignal } from './otlp/index.ts';
+import { logLines } from './otlp/logLines.ts';
 import { parseOtlpJson } from './otlp/json.ts';
-import type { Msg } from './otlp/values.ts';
+import { nanosToIso, type Msg } from './otlp/values.ts';
 import { placeRows, placeValues, timeGuess, type TimeGuess } from './placement.ts';
 import { timeFieldRule } from './eventTime.ts';
 import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion, type FamilyMetadata } from './prometheus/index.ts';
@@ -66,7 +67,8 @@ export interface IngestInfo {
 }
 
 export interface SerializedBatch {
-  lines: string;
+  /** As text, or as UTF-8 in an ArrayBuffer of its own. */
+  lines: string | Uint8Array;
   rows: number;
   types: TypeSummary;
   /** Columns the format defines (they never count against P_MAX_COLUMNS). */
@@ -79,6 +81,9 @@ export interface SerializedBatch {
 const asBuffer = (b: Uint8Array) => Buffer.from(b.buffer, b.byteOffset, b.byteLength);
 
 const JSON_FIXED: ReadonlySet<string> = new Set(Object.keys(JSON_KNOWN_TYPES));
+
+/** Columns OTLP logs define, as the row path's `finish` gives them. */
+const OTLP_LOGS_FIXED: ReadonlySet<string> = new Set([...Object.keys(OTLP_KNOWN_TYPES.logs), 'p_timestamp']);
 
 const OTLP_NOUN: Record<OtlpSignal, string> = { logs: 'log records', traces: 'spans', metrics: 'data points' };
 
@@ -119,6 +124,15 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
         checkJsonShape(body, job.limits, noun);
         request = parseOtlpJson(body);
         checkEventCount(countOtlpJsonRecords(job.signal, request), job.limits, noun);
+        if (job.signal === 'logs') {
+          // The common case goes from the parsed request straight to lines; anything else (an invalid
+          // or rejected record, a value that must move) takes the row path below, as before.
+          const parsed = request;
+          const fast = withDecodeBudget(job.limits, noun, () => logLines(parsed, nanosToIso(BigInt(received.getTime()) * 1_000_000n), job.received, job.limits.maxNames, body.byteLength));
+          if (fast && !placeValues(target.schema, fast.types, target.maxColumns, OTLP_LOGS_FIXED)) {
+            return { lines: fast.lines, rows: fast.rows, types: fast.types, fixed: [...OTLP_LOGS_FIXED], info: { rejected: 0, rejectionMessage: undefined }, timeRange: fast.timeRange };
+          }
+        }
       }
       // The budget counts protobuf messages as they are decoded, and attribute lists of both encodings.
       const d = withDecodeBudget(job.limits, noun, () => decodeOtlp(job.signal, job.format, body, received, request));

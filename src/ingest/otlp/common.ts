@@ -35,13 +35,15 @@ export interface Envelope {
 /**
  * Calls `visit` for every record of an Export*ServiceRequest with the columns it inherits and its
  * path (for messages), e.g. `resourceLogs[0].scopeLogs[1].logRecords[2]`. A `RecordRejection` thrown
- * by `visit` leaves out that record and is counted in `rejections`.
+ * by `visit` leaves out that record and is counted in `rejections`. `recordPaths` false: a record's path
+ * ends at its list (`…logRecords`), for a caller that never reports one (building it per record costs).
  */
 export function forEachRecord(
   request: Msg,
   env: Envelope,
   rejections: Rejections,
   visit: (record: Msg, shared: Shared, at: string) => void,
+  recordPaths = true,
 ): void {
   const resources = list(request[env.resources], env.resources);
   for (let r = 0; r < resources.length; r++) {
@@ -81,7 +83,7 @@ export function forEachRecord(
         const record = msg(records[i], recordsAt, i);
         if (record === null) continue;
         try {
-          visit(record, shared, `${recordsAt}[${i}]`);
+          visit(record, shared, recordPaths ? `${recordsAt}[${i}]` : recordsAt);
         } catch (err) {
           if (!(err instanceof RecordRejection)) throw err;
           rejections.add(err.at, err.problem);

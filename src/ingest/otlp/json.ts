@@ -2,7 +2,9 @@ import type { Msg } from './values.ts';
 import { invalidInput } from '../../errors.ts';
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
-const LONG_INT = /-?\d{16,}/g;
+// Not right after a digit (within a run) or a quote (a run that opens a string: the usual 64-bit int
+// sent as a string, two per log record, which the loop below would only skip).
+const LONG_INT = /(?<![\d"])-?\d{16,}/g;
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 

@@ -21,7 +21,7 @@ export const LOGS_KNOWN_TYPES: Record<string, ColumnType> = {
 
 const SEVERITY_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'FATAL'];
 /** SeverityNumber names by number: SEVERITY_NUMBER_UNSPECIFIED, SEVERITY_NUMBER_TRACE … SEVERITY_NUMBER_FATAL4. */
-const SEVERITY_NAMES = [
+export const SEVERITY_NAMES = [
   'SEVERITY_NUMBER_UNSPECIFIED',
   ...SEVERITY_LEVELS.flatMap((level) => ['', '2', '3', '4'].map((n) => `SEVERITY_NUMBER_${level}${n}`)),
 ];

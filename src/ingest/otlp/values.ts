@@ -264,8 +264,23 @@ export function storableNanos(ns: bigint, at: string, field: Field): bigint {
   return ns;
 }
 
+/** Nineteen digits from 1e18 to under 9e18 ns (2001–2255): every OTLP/JSON time of these centuries, all storable. */
+const NANOS_19 = /^[1-8]\d{18}$/;
+let cachedSecondText = '';
+let cachedSecondPrefix = '';
+
 /** Like `time`, for a field stored in a TIMESTAMP_NS column: a time too late to store rejects the record. */
 export function timeColumn(v: unknown, at: string, field: Field): string | null {
+  // The decimal text OTLP/JSON sends is cut into seconds and fraction as is: what nanosToIso gives
+  // for it, without a BigInt per time.
+  if (typeof v === 'string' && v.length === 19 && NANOS_19.test(v)) {
+    const second = v.slice(0, 10);
+    if (second !== cachedSecondText) {
+      cachedSecondPrefix = new Date(Number(second) * 1000).toISOString().slice(0, 20);
+      cachedSecondText = second;
+    }
+    return `${cachedSecondPrefix}${v.slice(10)}Z`;
+  }
   const ns = u64(v, at, field);
   return ns === null || ns === 0n ? null : nanosToIso(storableNanos(ns, at, field));
 }
