@@ -4,10 +4,9 @@
  * for the PromQL engine's WebAssembly to load in it); the reference, measured in the same run, is the
  * same query on a worker that is already up. Run alone: `npx tsx bench/firstQuery.ts`.
  */
-import * as path from 'node:path';
 import snappy from 'snappy';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
-import { BENCH_KEY, api, fmt, median, post, sendAll, settle, startService, waitFlushed } from './lib.ts';
+import { BENCH_KEY, api, fmt, median, post, runIfMain, sendAll, settle, startService, waitFlushed } from './lib.ts';
 
 const ROUNDS = Number(process.env.BENCH_FIRST_QUERY_ROUNDS ?? 5);
 
@@ -88,14 +87,4 @@ export async function benchFirstQuery(): Promise<string[][]> {
   }
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
-  benchFirstQuery().then(
-    (rows) => {
-      for (const r of rows) console.log(r.join(' | '));
-    },
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.filename, benchFirstQuery);

@@ -268,3 +268,20 @@ export function rng(seed: number) {
 }
 
 export const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+/**
+ * Runs one benchmark part when its file is the script node was started with (`npx tsx bench/<part>.ts`),
+ * printing its rows; `bench/run.ts` imports the same file without running it.
+ */
+export function runIfMain(filename: string, part: () => Promise<string[][]>): void {
+  if (!process.argv[1] || path.resolve(process.argv[1]) !== path.resolve(filename)) return;
+  part().then(
+    (rows) => {
+      for (const r of rows) console.log(r.join(' | '));
+    },
+    (err: unknown) => {
+      console.error(err);
+      process.exit(1);
+    },
+  );
+}

@@ -18,7 +18,7 @@ import { walScanSql } from '../src/storage/parquetWriter.ts';
 import { emptySchema } from '../src/storage/schema.ts';
 import type { ColumnType } from '../src/model.ts';
 import { jsonParseRate } from './limits.ts';
-import { fmt, median, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
+import { fmt, median, runIfMain, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
 import { logsRequest } from './otel.ts';
 
 const PER_REQUEST = 1000;
@@ -92,14 +92,4 @@ export async function benchOtlpLogs(): Promise<string[][]> {
   return rows;
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
-  benchOtlpLogs().then(
-    (rows) => {
-      for (const r of rows) console.log(r.join(' | '));
-    },
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.filename, benchOtlpLogs);

@@ -9,7 +9,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import snappy from 'snappy';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
-import { api, BENCH_KEY, fmt, median, post, root, startService, waitFlushed } from './lib.ts';
+import { api, BENCH_KEY, fmt, median, post, root, runIfMain, startService, waitFlushed } from './lib.ts';
 import { freePort } from '../test/helpers/server.ts';
 import { buildPromql } from '../scripts/build-promql.ts';
 
@@ -159,14 +159,4 @@ export async function benchPromql(): Promise<string[][]> {
   }
 }
 
-if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
-  benchPromql().then(
-    (rows) => {
-      for (const r of rows) console.log(r.join(' | '));
-    },
-    (err: unknown) => {
-      console.error(err);
-      process.exit(1);
-    },
-  );
-}
+runIfMain(import.meta.filename, benchPromql);
