@@ -143,40 +143,44 @@ export function checkSqlText(sql: string, limits: SandboxLimits): void {
   }
 }
 
-/** Names of DuckDB's aggregate functions (fixed per DuckDB build: read once). */
-let aggregateNames: Promise<ReadonlySet<string>> | undefined;
-
-async function aggregates(conn: DuckDBConnection): Promise<ReadonlySet<string>> {
-  aggregateNames ??= conn
-    .runAndReadAll(`SELECT DISTINCT function_name AS name FROM duckdb_functions() WHERE function_type = 'aggregate'`)
-    .then((r) => new Set(r.getRowObjects().map((row) => String(row.name).toLowerCase())));
-  aggregateNames.catch(() => (aggregateNames = undefined));
-  return aggregateNames;
+/**
+ * `read` run once per process, by the first caller (what it reads is fixed per DuckDB build); a read
+ * that failed (the storage DuckDB out of memory, say) is tried again by the next caller.
+ */
+function readOnce<A extends unknown[], T>(read: (...args: A) => Promise<T>): (...args: A) => Promise<T> {
+  let value: Promise<T> | undefined;
+  return (...args) => {
+    if (!value) {
+      value = read(...args);
+      value.catch(() => (value = undefined));
+    }
+    return value;
+  };
 }
 
-/** Names of scalar functions whose value depends on their arguments alone (see preAggregate.ts; read once). */
-let deterministicNames: Promise<ReadonlySet<string>> | undefined;
+/** Names of DuckDB's aggregate functions. */
+const aggregates = readOnce(async (conn: DuckDBConnection): Promise<ReadonlySet<string>> => {
+  const r = await conn.runAndReadAll(`SELECT DISTINCT function_name AS name FROM duckdb_functions() WHERE function_type = 'aggregate'`);
+  return new Set(r.getRowObjects().map((row) => String(row.name).toLowerCase()));
+});
 
-async function deterministic(conn: DuckDBConnection): Promise<ReadonlySet<string>> {
-  deterministicNames ??= conn
-    .runAndReadAll(
-      `SELECT function_name AS name FROM duckdb_functions() GROUP BY function_name
-       HAVING bool_and(function_type = 'scalar' AND stability IS DISTINCT FROM 'VOLATILE')`,
-    )
-    .then((r) => new Set([...r.getRowObjects().map((row) => String(row.name).toLowerCase()), ...SCALAR_DIALECT_MACROS]));
-  deterministicNames.catch(() => (deterministicNames = undefined));
-  return deterministicNames;
-}
+/** Names of scalar functions whose value depends on their arguments alone (see preAggregate.ts). */
+const deterministic = readOnce(async (conn: DuckDBConnection): Promise<ReadonlySet<string>> => {
+  const r = await conn.runAndReadAll(
+    `SELECT function_name AS name FROM duckdb_functions() GROUP BY function_name
+     HAVING bool_and(function_type = 'scalar' AND stability IS DISTINCT FROM 'VOLATILE')`,
+  );
+  return new Set([...r.getRowObjects().map((row) => String(row.name).toLowerCase()), ...SCALAR_DIALECT_MACROS]);
+});
 
-/** The parse tree preAggregate grafts into (fixed per DuckDB build: made once). */
-let skeletonTree: Promise<Record<string, unknown>> | undefined;
+/** The parse tree preAggregate grafts into. */
+const skeletonTree = readOnce(async (conn: DuckDBConnection): Promise<Record<string, unknown>> => {
+  const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))]);
+  return (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Node[] }).statements[0];
+});
 
 async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
-  skeletonTree ??= conn
-    .runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))])
-    .then((r) => (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Node[] }).statements[0]);
-  skeletonTree.catch(() => (skeletonTree = undefined));
-  const rewritten = preAggregate(statement, { column: TIME_COLUMN.json, deterministic: await deterministic(conn) }, await skeletonTree);
+  const rewritten = preAggregate(statement, { column: TIME_COLUMN.json, deterministic: await deterministic(conn) }, await skeletonTree(conn));
   if (!rewritten) return undefined;
   const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [JSON.stringify({ error: false, statements: [rewritten.statement] })]);
   return { sql: String(reader.getRowObjects()[0].sql), names: rewritten.names };
@@ -263,7 +267,7 @@ export function expandedSize(statement: Node, costs: ReadonlyMap<string, MacroCo
 }
 
 /** Costs of every macro a query worker has: DuckDB's own and the dialect's (read once, in a scratch instance). */
-let macroCostsOnce: Promise<ReadonlyMap<string, MacroCost>> | undefined;
+const macros = readOnce(loadMacroCosts);
 
 async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
   const instance = await DuckDBInstance.create(':memory:');
@@ -289,12 +293,6 @@ async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
     conn.closeSync();
     instance.closeSync();
   }
-}
-
-function macros(): Promise<ReadonlyMap<string, MacroCost>> {
-  macroCostsOnce ??= loadMacroCosts();
-  macroCostsOnce.catch(() => (macroCostsOnce = undefined));
-  return macroCostsOnce;
 }
 
 /** Parses with DuckDB's parser and applies the rules above. */
