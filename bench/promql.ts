@@ -60,7 +60,7 @@ async function startPrometheus(): Promise<{ url: string; stop: () => Promise<voi
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bench-prometheus-'));
   const port = await freePort();
   await fs.writeFile(path.join(dir, 'prometheus.yml'), 'global:\n  scrape_interval: 1h\n');
-  // At the query workers' priority (nice 10, src/query/pool.ts), so that whatever else runs on the
+  // At the query workers' priority (nice 10, src/query/worker/pool.ts), so that whatever else runs on the
   // machine weighs on both alike (at nice 0 it would get ~9× a worker's share of a busy core).
   const args = [`--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`, '--web.enable-remote-write-receiver'];
   const child = spawn('nice', ['-n', '10', binary, ...args], { stdio: 'ignore' });

@@ -1,5 +1,5 @@
 // Package main is Prometheus' own PromQL engine, run as a child process of each query worker
-// process (src/query/promqlEngine.ts) that has run a PromQL job. The engine evaluates queries exactly
+// process (src/query/promql/engine.ts) that has run a PromQL job. The engine evaluates queries exactly
 // as Prometheus does; this file is only the storage adapter and the JSON of the answers (main.go is the
 // process: its framed protocol and its sandbox).
 //
@@ -531,7 +531,7 @@ func (s *series) merge(o *series) {
 	}
 }
 
-// decodeSeries reads the worker's binary answer (src/query/promqlStorage.ts encodeSeries, little-endian):
+// decodeSeries reads the worker's binary answer (src/query/promql/storage.ts encodeSeries, little-endian):
 // u32 series; per series u32 labels, each a string (u32 length + UTF-8) name and value; u32 samples n;
 // then n i64 times (ms), n f64 values, n u8 kinds (0 float, 1 staleness marker, 2 native histogram,
 // whose value is its sum), and a string of JSON per native histogram (its stored columns). Samples come

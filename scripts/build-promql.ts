@@ -1,7 +1,7 @@
 /**
  * Builds the PromQL engine (promql/: Prometheus' own engine, the storage adapter and the process's
  * framed protocol) as a native program, promql-dist/promql, that each query worker starts as its child
- * (src/query/promqlEngine.ts). Statically linked (no cgo), so the Docker image's Go stage builds it the
+ * (src/query/promql/engine.ts). Statically linked (no cgo), so the Docker image's Go stage builds it the
  * same way. Part of `npm run build` (so of
  * `npm start`) and of the test suite's global setup; never committed. Skipped when the output is newer
  * than every source; a rebuild after an edit takes seconds thanks to Go's module and build caches (the

@@ -31,7 +31,7 @@ export const listLiteral = (items: string[]) => `[${items.map(sqlString).join(',
 
 /**
  * The service's own DuckDB instance: flushes (WAL → Parquet), compaction, and parsing user SQL (parse
- * only: user SQL runs in query worker processes, see src/query/worker.ts). Its memory budget is its
+ * only: user SQL runs in query worker processes, see src/query/worker/worker.ts). Its memory budget is its
  * own, so no query can make a flush fail for lack of memory. Only the data directory is reachable,
  * external access is off, and the configuration is locked.
  */

@@ -1,6 +1,6 @@
 /**
  * Domain errors: what went wrong, in the words of the domain, not of HTTP. Any layer throws them;
- * the HTTP edge (`src/http/errors.ts`) is the one place that turns a kind into a status and a body,
+ * the HTTP edge (`src/doors/http/errors.ts`) is the one place that turns a kind into a status and a body,
  * so storage, ingest and query never know about status codes.
  */
 export type ErrorKind =

@@ -3,8 +3,8 @@ import * as path from 'node:path';
 import snappy from 'snappy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
-import { QueryPool } from '../src/query/pool.ts';
-import type { FromWorker } from '../src/query/protocol.ts';
+import { QueryPool } from '../src/query/worker/pool.ts';
+import type { FromWorker } from '../src/query/worker/protocol.ts';
 import { startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { sleep, waitFor } from './helpers/wait.ts';
 

@@ -3,7 +3,7 @@ import { startServer, type TestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/wait.ts';
 
 /**
- * Counts per time bucket are pre-aggregated by receive time (src/query/preAggregate.ts) once the
+ * Counts per time bucket are pre-aggregated by receive time (src/query/sql/preAggregate.ts) once the
  * files prove few distinct receive times: the answer must be the one the statement gives as written.
  * Each statement is asked as written and as a twin the rewrite leaves alone (`HAVING count(*) > 0`,
  * true of every group), over the WAL and then over Parquet; the service's counter shows which ran

@@ -2,8 +2,8 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { QueryPool } from '../src/query/pool.ts';
-import type { FromWorker } from '../src/query/protocol.ts';
+import { QueryPool } from '../src/query/worker/pool.ts';
+import type { FromWorker } from '../src/query/worker/protocol.ts';
 import { tempDir } from './helpers/server.ts';
 
 /**

@@ -270,7 +270,7 @@ export class IngestService {
   }
 }
 
-/** The same refusals, in the same words, as the HTTP routes' role checks (src/http/auth.ts). */
+/** The same refusals, in the same words, as the HTTP routes' role checks (src/doors/shared/auth.ts). */
 function checkRight(rights: IngestRights, action: 'ingest' | 'create', dataset: string): void {
   if (!rights[action]) throw forbidden(`this key may not ${action}`);
   if (rights.datasets && !rights.datasets.has(dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);

@@ -68,11 +68,11 @@ const NOT_INDEXED = new Set([
  */
 const NAMING_COLUMNS = new Set(['metric_type', 'is_monotonic', 'aggregation_temporality', 'data_point_explicit_bounds']);
 
-/** Whether a dataset has OTLP points: every OTLP data point row has its flags (src/query/promqlOtlp.ts). */
+/** Whether a dataset has OTLP points: every OTLP data point row has its flags (src/query/promql/otlp.ts). */
 const OTLP_MARKER = 'data_point_flags';
 
 /**
- * Per-sample columns of OTLP points that the Prometheus mapping (src/query/promqlOtlp.ts) consults to
+ * Per-sample columns of OTLP points that the Prometheus mapping (src/query/promql/otlp.ts) consults to
  * tell which series a point feeds, indexed reduced to just that, so that a series keeps one tuple (two
  * at most) per file: the flags' "no recorded value" bit (and their presence, which tells an OTLP point
  * from a remote-write row), whether a point has a sum (a histogram without one has no `_sum` series),

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { connectionCap } from '../../src/http/connections.ts';
+import { connectionCap } from '../../src/doors/shared/connections.ts';
 
 describe('connectionCap', () => {
   const cases: [configured: number | undefined, fileLimit: number, cap: number][] = [

@@ -1,6 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECT_FUNCTIONS, DIALECT_SQL, SHADOWED_BUILTINS } from '../../src/query/dialect.ts';
+import { DIALECT_FUNCTIONS, DIALECT_SQL, SHADOWED_BUILTINS } from '../../src/query/sql/dialect.ts';
 
 /**
  * Each DataFusion function the dialect maps, checked against DataFusion's documented results

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { DomainError, type ErrorKind } from '../../src/errors.ts';
-import { createApp } from '../../src/http/app.ts';
-import { ApiKeys } from '../../src/http/auth.ts';
-import type { Services } from '../../src/http/context.ts';
+import { createApp } from '../../src/doors/http/app.ts';
+import { ApiKeys } from '../../src/doors/shared/auth.ts';
+import type { Services } from '../../src/doors/shared/context.ts';
 import { tempDir } from '../helpers/server.ts';
 
 /**

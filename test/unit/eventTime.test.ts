@@ -5,7 +5,7 @@ import { jsonEventsToBatch, type EventStamp } from '../../src/ingest/jsonEvents.
 import { jsonEventsToLines } from '../../src/ingest/jsonLines.ts';
 import { rowsToLines } from '../../src/ingest/lines.ts';
 import { placeRows, timeGuess } from '../../src/ingest/placement.ts';
-import { timeFieldFromHeaders } from '../../src/http/datasetRoutes.ts';
+import { timeFieldFromHeaders } from '../../src/doors/http/datasetRoutes.ts';
 import { emptySchema, type Schema } from '../../src/storage/schema.ts';
 
 const ms = (iso: string) => Date.parse(iso);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from 'vitest';
-import { fieldStatsSql, shapeFieldStats, stripTrailingLimit } from '../../src/query/fieldStats.ts';
+import { fieldStatsSql, shapeFieldStats, stripTrailingLimit } from '../../src/query/sql/fieldStats.ts';
 
 describe('field statistics', () => {
   test.each([

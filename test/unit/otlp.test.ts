@@ -23,7 +23,7 @@ import {
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { DomainError } from '../../src/errors.ts';
 import { OVERFLOW } from '../../src/model.ts';
-import { STATUS } from '../../src/http/errors.ts';
+import { STATUS } from '../../src/doors/http/errors.ts';
 
 /** A domain error with the HTTP status the edge would answer. */
 type HttpError = DomainError & { status: number };

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { isCalendarDate } from '../../src/http/datasetRoutes.ts';
-import { arrowType } from '../../src/http/parseableShapes.ts';
+import { isCalendarDate } from '../../src/doors/http/datasetRoutes.ts';
+import { arrowType } from '../../src/doors/http/parseableShapes.ts';
 import type { ColumnType } from '../../src/model.ts';
-import { binWidthMs, planCounts, rfc3339, shapeCounts, whereSql } from '../../src/query/counts.ts';
+import { binWidthMs, planCounts, rfc3339, shapeCounts, whereSql } from '../../src/query/sql/counts.ts';
 import { Catalog, type FileEntry, type Manifest } from '../../src/storage/catalog.ts';
 import { splitByRows } from '../../src/storage/stats.ts';
 

@@ -1,9 +1,9 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CatalogDb, type DatasetSchema } from '../../src/http/pg/catalog.ts';
-import { strptimeFormat } from '../../src/http/pg/catalogRewrite.ts';
-import { sessionCommand } from '../../src/http/pg/sessionCommands.ts';
+import { CatalogDb, type DatasetSchema } from '../../src/doors/pg/catalog.ts';
+import { strptimeFormat } from '../../src/doors/pg/catalogRewrite.ts';
+import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
 
 /**
  * Replays the catalog and session statements real clients send before any user query (psql's

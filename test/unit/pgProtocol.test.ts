@@ -1,10 +1,10 @@
 import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
-import { Framer, parseStartup, ProtocolViolation, splitRows } from '../../src/http/pg/messages.ts';
-import { parameterLiteral } from '../../src/http/pg/params.ts';
-import { sessionCommand } from '../../src/http/pg/sessionCommands.ts';
-import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/http/pg/sqlText.ts';
-import { dataRowEncoder, RowWriter, timestampText } from '../../src/query/pgRows.ts';
+import { Framer, parseStartup, ProtocolViolation, splitRows } from '../../src/doors/pg/messages.ts';
+import { parameterLiteral } from '../../src/doors/pg/params.ts';
+import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
+import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/doors/pg/sqlText.ts';
+import { dataRowEncoder, RowWriter, timestampText } from '../../src/query/results/pg.ts';
 
 /** The PostgreSQL door's pure parts: framing, statement text, parameters, session commands, row encoding. */
 

@@ -1,8 +1,8 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DIALECT_SQL } from '../../src/query/dialect.ts';
-import { preAggregationPays } from '../../src/query/preAggregate.ts';
-import { planStatement } from '../../src/query/sandbox.ts';
+import { DIALECT_SQL } from '../../src/query/sql/dialect.ts';
+import { preAggregationPays } from '../../src/query/sql/preAggregate.ts';
+import { planStatement } from '../../src/query/sql/sandbox.ts';
 
 const LIMITS = { maxSqlBytes: 64 * 1024, maxDepth: 16 };
 

@@ -2,7 +2,7 @@ import protobuf from 'protobufjs';
 import snappy from 'snappy';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { STATUS } from '../../src/http/errors.ts';
+import { STATUS } from '../../src/doors/http/errors.ts';
 
 /** A domain error with the HTTP status the edge would answer. */
 type HttpError = DomainError & { status: number };

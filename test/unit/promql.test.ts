@@ -1,7 +1,7 @@
 import { DuckDBInstance, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkRange, parseDurationParam, parsePromDuration, parseTime, PromqlParamError } from '../../src/http/promqlParams.ts';
-import { encodeSeries, labelColumns, matcherSql, seriesSql, type Matcher } from '../../src/query/promqlStorage.ts';
+import { checkRange, parseDurationParam, parsePromDuration, parseTime, PromqlParamError } from '../../src/doors/http/promqlParams.ts';
+import { encodeSeries, labelColumns, matcherSql, seriesSql, type Matcher } from '../../src/query/promql/storage.ts';
 
 describe('Prometheus API parameters', () => {
   it.each([

@@ -5,13 +5,13 @@ import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { METRICS_KNOWN_TYPES } from '../../src/ingest/otlp/metrics.ts';
 import { PROMETHEUS_KNOWN_TYPES } from '../../src/ingest/prometheus/columns.ts';
-import { floatLabelSql, metricNameSql, otlpSeriesView, promLabelName } from '../../src/query/promqlOtlp.ts';
-import { seriesSql } from '../../src/query/promqlStorage.ts';
+import { floatLabelSql, metricNameSql, otlpSeriesView, promLabelName } from '../../src/query/promql/otlp.ts';
+import { seriesSql } from '../../src/query/promql/storage.ts';
 import { seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/seriesIndex.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 /**
- * The OTLP → Prometheus rules of src/query/promqlOtlp.ts, run in DuckDB as the query workers run them.
+ * The OTLP → Prometheus rules of src/query/promql/otlp.ts, run in DuckDB as the query workers run them.
  * Expected names and labels are the ones prometheus/otlptranslator's own tests give for the same input.
  */
 

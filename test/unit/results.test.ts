@@ -1,6 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clientColumnName, rowWriter, valueConverter } from '../../src/query/results.ts';
+import { clientColumnName, rowWriter, valueConverter } from '../../src/query/results/json.ts';
 
 /** Result values → JSON, by DuckDB type: each SQL expression and what a client receives. */
 describe('result values', () => {

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { labelColumns } from '../../src/query/promqlStorage.ts';
+import { labelColumns } from '../../src/query/promql/storage.ts';
 import { PROMETHEUS_KNOWN_TYPES } from '../../src/ingest/prometheus/columns.ts';
 import { METRICS_KNOWN_TYPES } from '../../src/ingest/otlp/metrics.ts';
 import { parseKey, seriesIndexKey } from '../../src/storage/layout.ts';

@@ -1,6 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { timeRangeOf, WHOLE_RANGE } from '../../src/query/timeRange.ts';
+import { timeRangeOf, WHOLE_RANGE } from '../../src/query/sql/timeRange.ts';
 
 /** The time range a statement's WHERE gives its dataset (the PostgreSQL door has no range beside the SQL). */
 

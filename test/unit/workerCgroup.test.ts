@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { limitWrites, oomKillCount, parseWorkerCgroupName, planWorkerCgroups, workerCgroupName, type CgroupPlan, type CgroupProbe } from '../../src/query/workerCgroup.ts';
+import { limitWrites, oomKillCount, parseWorkerCgroupName, planWorkerCgroups, workerCgroupName, type CgroupPlan, type CgroupProbe } from '../../src/query/worker/cgroup.ts';
 
 /** A fake cgroup file system: file contents, and the directories this process may write. */
 const probe = (files: Record<string, string>, writable: string[]): CgroupProbe => ({ read: (f) => files[f], writable: (d) => writable.includes(d) });

@@ -1,0 +1,168 @@
+/**
+ * The OTLP/gRPC front door: LogsService, TraceService and MetricsService `Export`, and
+ * grpc.health.v1.Health, served by @grpc/grpc-js on P_OTLP_GRPC_ADDR. Each export goes through the same
+ * ingest service as OTLP/HTTP protobuf: the message's bytes are handed over undecoded (the service
+ * definitions below deserialize to the raw Buffer), so decoding happens in the ingest worker threads,
+ * inside the same in-flight budget and per-request limits; an OK answer means every record is in the WAL.
+ */
+import * as grpc from '@grpc/grpc-js';
+import { HealthImplementation } from 'grpc-health-check';
+import protobuf from 'protobufjs';
+import type { Config } from '../../config.ts';
+import { DomainError } from '../../errors.ts';
+import { encodeOtlpResponse, type OtlpSignal } from '../../ingest/otlp/index.ts';
+import type { IngestService } from '../../ingest/service.ts';
+import { log } from '../../log.ts';
+import { grpcDuration, grpcRequests } from '../../metrics.ts';
+import { authenticate, ingestRights, type ApiKeys } from '../shared/auth.ts';
+import { GRPC_STATUS } from './errors.ts';
+
+const SERVICE: Record<OtlpSignal, string> = {
+  logs: 'opentelemetry.proto.collector.logs.v1.LogsService',
+  traces: 'opentelemetry.proto.collector.trace.v1.TraceService',
+  metrics: 'opentelemetry.proto.collector.metrics.v1.MetricsService',
+};
+
+const raw = (b: Buffer) => b;
+
+/** One unary `Export` whose request and response are bytes as they travel (decoded in the ingest worker). */
+function exportDefinition(signal: OtlpSignal): grpc.ServiceDefinition {
+  return {
+    Export: {
+      path: `/${SERVICE[signal]}/Export`,
+      requestStream: false,
+      responseStream: false,
+      requestSerialize: raw,
+      requestDeserialize: raw,
+      responseSerialize: raw,
+      responseDeserialize: raw,
+    },
+  };
+}
+
+/** google.rpc.Status carrying a google.rpc.RetryInfo, the trailer (grpc-status-details-bin) clients read a retry delay from. */
+const rpc = protobuf.Root.fromJSON({
+  nested: {
+    google: {
+      nested: {
+        protobuf: {
+          nested: {
+            Any: { fields: { type_url: { type: 'string', id: 1 }, value: { type: 'bytes', id: 2 } } },
+            Duration: { fields: { seconds: { type: 'int64', id: 1 }, nanos: { type: 'int32', id: 2 } } },
+          },
+        },
+        rpc: {
+          nested: {
+            Status: { fields: { code: { type: 'int32', id: 1 }, message: { type: 'string', id: 2 }, details: { rule: 'repeated', type: 'google.protobuf.Any', id: 3 } } },
+            RetryInfo: { fields: { retry_delay: { type: 'google.protobuf.Duration', id: 1 } } },
+          },
+        },
+      },
+    },
+  },
+});
+const StatusType = rpc.lookupType('google.rpc.Status');
+const RetryInfoType = rpc.lookupType('google.rpc.RetryInfo');
+
+/** The gRPC error of a failed export: the status the OTLP specification asks for, and a RetryInfo when retrying helps. */
+export function grpcError(err: unknown): Partial<grpc.StatusObject> {
+  if (!(err instanceof DomainError)) {
+    return { code: grpc.status.INTERNAL, details: 'internal server error' };
+  }
+  const { code, retry } = GRPC_STATUS[err.kind];
+  const metadata = new grpc.Metadata();
+  if (retry) {
+    const seconds = Math.max(1, Math.ceil(err.retryAfterSec ?? 1));
+    const retryInfo = RetryInfoType.encode(RetryInfoType.fromObject({ retry_delay: { seconds, nanos: 0 } })).finish();
+    const status = StatusType.encode(
+      StatusType.fromObject({ code, message: err.message, details: [{ type_url: 'type.googleapis.com/google.rpc.RetryInfo', value: retryInfo }] }),
+    ).finish();
+    metadata.set('grpc-status-details-bin', Buffer.from(status));
+  }
+  return { code, details: err.message, metadata };
+}
+
+/** gRPC metadata as HTTP headers (text entries; binary `-bin` ones carry nothing the service reads). */
+function headersOf(metadata: grpc.Metadata): Headers {
+  const headers = new Headers();
+  for (const [key, value] of Object.entries(metadata.getMap())) {
+    if (typeof value === 'string') headers.set(key, value);
+  }
+  return headers;
+}
+
+export interface OtlpGrpcServer {
+  addr: string;
+  close(): Promise<void>;
+}
+
+/** Starts the server on `settings.addr` (host:port); resolves once it listens. */
+export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: string }, keys: ApiKeys, ingest: IngestService): Promise<OtlpGrpcServer> {
+  const addr = settings.addr;
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': settings.maxMessageBytes,
+    // Long-lived HTTP/2 connections would pin a client to one worker behind a load balancer.
+    'grpc.max_connection_age_ms': settings.maxConnectionAgeMs,
+    'grpc.max_connection_age_grace_ms': settings.maxConnectionAgeGraceMs,
+  });
+
+  for (const signal of ['logs', 'traces', 'metrics'] as const) {
+    const method = `${SERVICE[signal]}/Export`;
+    const handler: grpc.handleUnaryCall<Buffer, Buffer> = (call, callback) => {
+      const started = performance.now();
+      const done = (err: Partial<grpc.StatusObject> | null, response?: Buffer) => {
+        const ms = performance.now() - started;
+        const code = err?.code ?? grpc.status.OK;
+        log.info('grpc', { method, code, ms: Math.round(ms * 10) / 10 });
+        grpcRequests.inc({ method, code: String(code) });
+        grpcDuration.observe({ method }, ms / 1000);
+        callback(err, response);
+      };
+      // A client that cancels or goes away: nothing is stored after that, and the budget is given back.
+      const aborted = new AbortController();
+      call.on('cancelled', () => aborted.abort(new DomainError('unavailable', 'the client cancelled the export')));
+      void (async () => {
+        const headers = headersOf(call.metadata);
+        const principal = authenticate(keys, headers);
+        const { info } = await ingest.ingest({
+          format: { kind: 'otlp', signal, format: 'protobuf' },
+          dataset: headers.get('x-p-stream') ?? undefined,
+          headers,
+          body: call.request,
+          rights: ingestRights(principal),
+          signal: aborted.signal,
+        });
+        return encodeOtlpResponse(signal, 'protobuf', info.rejected ?? 0, info.rejectionMessage).body as Buffer;
+      })().then(
+        (response) => done(null, response),
+        (err: unknown) => {
+          if (!(err instanceof DomainError)) log.error('unhandled error', { method, error: err as Error });
+          done(grpcError(err));
+        },
+      );
+    };
+    server.addService(exportDefinition(signal), { Export: handler });
+  }
+
+  // grpc.health.v1.Health: the whole server ("") and each OTLP service, for Kubernetes gRPC probes and load balancers.
+  const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(Object.values(SERVICE).map((s) => [s, 'SERVING' as const])) });
+  health.addToServer(server);
+
+  const port = await new Promise<number>((resolve, reject) =>
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
+  );
+  log.info('OTLP/gRPC listening', { addr, port });
+  return {
+    addr,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of ['', ...Object.values(SERVICE)]) health.setStatus(s, 'NOT_SERVING');
+        // Running exports finish (their batches are acknowledged); then anything left is cut.
+        const force = setTimeout(() => server.forceShutdown(), settings.maxConnectionAgeGraceMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      }),
+  };
+}

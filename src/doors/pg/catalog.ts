@@ -1,0 +1,257 @@
+import { DuckDBInstance, quotedIdentifier, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
+import { DomainError, timedOut, tooLarge } from '../../errors.ts';
+import type { ColumnType } from '../../model.ts';
+import { DIALECT_SQL } from '../../query/sql/dialect.ts';
+import { pgSyntax } from './sqlText.ts';
+import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../../query/results/pg.ts';
+import { CATALOG_SQL } from './catalogSql.ts';
+import { inspect } from './catalogRewrite.ts';
+
+/**
+ * Catalog introspection without data: clients ask `pg_catalog`, `information_schema` and catalog
+ * functions about tables and columns before any user query. Those statements run here, in a DuckDB of
+ * their own that holds only EMPTY tables with the schemas of the datasets a key may read (in schema
+ * `public`), DuckDB's own pg_catalog views, and the few views and macros clients need beyond them
+ * (catalogSql.ts). It has no file access and no data, so whatever it is asked, it can answer only
+ * names and types the key may see. One instance per set of readable datasets, shared by the
+ * connections of keys with that scope, its tables brought up to date before each statement.
+ *
+ * It also classifies statements (catalog or data), rewrites what DuckDB does not read as PostgreSQL
+ * does (`x::regclass`, `pg_catalog.`-qualified macros, `public.`-qualified dataset names), and
+ * describes statements (their parameter and column types) without running them.
+ */
+
+type Node = Record<string, unknown>;
+
+export interface Statement {
+  kind: 'session' | 'catalog' | 'data';
+  /** The statement as it will run (rewritten where needed). */
+  sql: string;
+}
+
+export interface DatasetSchema {
+  name: string;
+  schema: Record<string, ColumnType>;
+}
+
+export interface CatalogLimits {
+  timeoutMs: number;
+  maxRows: number;
+}
+
+
+export class CatalogDb {
+  private signature = '';
+  private syncing: Promise<void> = Promise.resolve();
+  refs = 0;
+
+  private constructor(
+    private readonly instance: DuckDBInstance,
+    private readonly datasets: () => DatasetSchema[],
+    private readonly limits: CatalogLimits,
+    private readonly database: string,
+  ) {}
+
+  static async open(datasets: () => DatasetSchema[], limits: CatalogLimits): Promise<CatalogDb> {
+    const instance = await DuckDBInstance.create(':memory:', { threads: '1' });
+    const conn = await instance.connect();
+    try {
+      for (const stmt of DIALECT_SQL) await conn.run(stmt);
+      await conn.run('CREATE SCHEMA public');
+      for (const stmt of CATALOG_SQL) await conn.run(stmt);
+      await conn.run(`SET memory_limit = '128MB'`);
+      // Nothing spills to disk (and no directory of the service shows in its settings).
+      await conn.run(`SET temp_directory = ''`);
+      await conn.run('SET enable_external_access = false');
+      await conn.run('SET autoinstall_known_extensions = false');
+      await conn.run('SET autoload_known_extensions = false');
+      await conn.run(`SET search_path = 'public,main'`);
+      await conn.run('SET lock_configuration = true');
+    } finally {
+      conn.closeSync();
+    }
+    return new CatalogDb(instance, datasets, limits, 'memory');
+  }
+
+  close(): void {
+    this.instance.closeSync();
+  }
+
+  /** Makes the `public` tables exactly the readable datasets, with their current columns. */
+  private sync(conn: DuckDBConnection): Promise<void> {
+    const wanted = this.datasets();
+    const signature = JSON.stringify(wanted);
+    if (signature === this.signature) return this.syncing;
+    this.syncing = this.syncing.then(async () => {
+      if (signature === this.signature) return;
+      const existing = (await conn.runAndReadAll(`SELECT table_name FROM duckdb_tables() WHERE schema_name = 'public'`)).getRowObjects().map((r) => String(r.table_name));
+      for (const t of existing) await conn.run(`DROP TABLE public.${quotedIdentifier(t)}`);
+      for (const d of wanted) {
+        const cols = Object.entries(d.schema);
+        const body = cols.length ? cols.map(([n, t]) => `${quotedIdentifier(n)} ${t}`).join(', ') : '"p_timestamp" TIMESTAMP';
+        await conn.run(`CREATE TABLE public.${quotedIdentifier(d.name)} (${body})`);
+      }
+      this.signature = signature;
+    });
+    return this.syncing;
+  }
+
+  private async withConn<T>(fn: (conn: DuckDBConnection) => Promise<T>): Promise<T> {
+    const conn = await this.instance.connect();
+    try {
+      await conn.run(`SET search_path = 'public,main'`).catch(() => undefined);
+      await this.sync(conn);
+      const timer = setTimeout(() => conn.interrupt(), this.limits.timeoutMs);
+      try {
+        return await fn(conn);
+      } finally {
+        clearTimeout(timer);
+      }
+    } finally {
+      conn.closeSync();
+    }
+  }
+
+  /** Classifications by statement text, for the current set of datasets (cleared when it changes). */
+  private classified = new Map<string, Statement>();
+  private classifiedFor = '';
+
+  /** Catalog or data, and the statement rewritten as it will run (remembered: clients repeat statements). */
+  async classify(original: string): Promise<Statement> {
+    const names = this.datasets()
+      .map((d) => d.name)
+      .join('\n');
+    if (names !== this.classifiedFor) {
+      this.classified.clear();
+      this.classifiedFor = names;
+    }
+    const known = this.classified.get(original);
+    if (known) return known;
+    const statement = await this.classifyUncached(original);
+    // Bounded: a client sending ever new statements (literals inlined) must not grow it.
+    if (this.classified.size >= 2000) this.classified.delete(this.classified.keys().next().value!);
+    if (original.length <= 16_384) this.classified.set(original, statement);
+    return statement;
+  }
+
+  private async classifyUncached(original: string): Promise<Statement> {
+    const sql = pgSyntax(original);
+    return this.withConn(async (conn) => {
+      const ast = await parse(conn, sql);
+      if (!ast) return { kind: 'data', sql };
+      const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
+      const found = inspect(ast, datasets, this.database);
+      if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
+      if (sql !== original) return { kind: 'data', sql: original };
+      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`.
+      return { kind: 'data', sql: found.rewritten ? await deparse(conn, ast) : sql };
+    });
+  }
+
+  /** DuckDB types of a statement's `$n` parameters, by position (for parameters sent without a type). */
+  async parameterTypes(sql: string): Promise<string[]> {
+    return (await this.describe(sql)).params;
+  }
+
+  /** A statement's parameter and column types, from preparing it here (nothing runs). */
+  async describe(original: string): Promise<{ params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }> {
+    const sql = pgSyntax(original);
+    return this.withConn(async (conn) => {
+      const ast = await parse(conn, sql);
+      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database).rewritten ? await deparse(conn, ast) : sql;
+      const prepared = await conn.prepare(text);
+      try {
+        const params: string[] = [];
+        const paramTypes: PgType[] = [];
+        for (let i = 1; i <= prepared.parameterCount; i++) {
+          const t = prepared.parameterType(i);
+          params.push(t.toString());
+          paramTypes.push(pgTypeOf(t));
+        }
+        const columns = Array.from({ length: prepared.columnCount }, (_, i) => ({ name: prepared.columnName(i), type: pgTypeOf(prepared.columnType(i)) }));
+        return { params, paramTypes, columns };
+      } finally {
+        prepared.destroySync();
+      }
+    });
+  }
+
+  /** Runs a catalog statement; its (small) answer is whole before the first row is sent. */
+  async run(sql: string, formats: number[]): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
+    const result = await this.withConn(async (conn) => {
+      try {
+        return (await conn.run(sql)) as DuckDBMaterializedResult;
+      } catch (err) {
+        const message = (err as Error).message;
+        if (/interrupt/i.test(message)) throw timedOut(`the catalog statement exceeded the time limit of ${this.limits.timeoutMs} ms`);
+        throw new DomainError('invalid', message);
+      }
+    });
+    if (result.rowCount > this.limits.maxRows) throw tooLarge(`the catalog answer has more than ${this.limits.maxRows} rows`);
+    const types = result.columnTypes();
+    const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
+    const encode = dataRowEncoder(types, formats);
+    let chunk = 0;
+    return {
+      fields: result.columnNames().map((name, i) => ({ name, type: pgTypeOf(types[i]), format: format(i) })),
+      next: async () => {
+        if (chunk >= result.chunkCount) return undefined;
+        const c = result.getChunk(chunk++);
+        const w = new RowWriter();
+        const rows = c.getRows();
+        for (const row of rows) encode(w, row);
+        return { data: w.take(), rows: rows.length };
+      },
+      close: () => undefined,
+    };
+  }
+}
+
+/** The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax error). */
+async function parse(conn: DuckDBConnection, sql: string): Promise<Node | undefined> {
+  const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
+  const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as Node;
+  if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
+  return ast;
+}
+
+async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
+  // Source positions are optional to the deserialiser (and some do not survive JSON.parse exactly).
+  const json = JSON.stringify(ast, (k, v: unknown) => (k === 'query_location' ? undefined : v));
+  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [json]);
+  return String(reader.getRowObjects()[0].sql);
+}
+
+
+/** Shares catalog databases between connections whose keys read the same datasets. */
+export class CatalogPool {
+  private byScope = new Map<string, Promise<CatalogDb>>();
+
+  constructor(
+    private readonly datasets: (canRead: (name: string) => boolean) => DatasetSchema[],
+    private readonly limits: CatalogLimits,
+  ) {}
+
+  async acquire(scope: string, canRead: (name: string) => boolean): Promise<{ db: CatalogDb; release: () => void }> {
+    let entry = this.byScope.get(scope);
+    if (!entry) {
+      entry = CatalogDb.open(() => this.datasets(canRead), this.limits);
+      this.byScope.set(scope, entry);
+      entry.catch(() => this.byScope.delete(scope));
+    }
+    const db = await entry;
+    db.refs++;
+    let released = false;
+    return {
+      db,
+      release: () => {
+        if (released) return;
+        released = true;
+        if (--db.refs === 0 && this.byScope.get(scope) === entry) {
+          this.byScope.delete(scope);
+          db.close();
+        }
+      },
+    };
+  }
+}

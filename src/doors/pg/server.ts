@@ -1,0 +1,92 @@
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as tls from 'node:tls';
+import { log } from '../../log.ts';
+import type { Services } from '../shared/context.ts';
+import { canAccess } from '../shared/auth.ts';
+import { CatalogPool, type CatalogDb, type DatasetSchema } from './catalog.ts';
+import { newBackendKey, Session } from './session.ts';
+
+export interface PgSettings {
+  host: string;
+  port: number;
+  tlsCert?: string;
+  tlsKey?: string;
+  requireTls: boolean;
+  maxConnections: number;
+  idleTimeoutMs: number;
+}
+
+/**
+ * The PostgreSQL front door: a TCP server whose connections each run a Session. Resolves once
+ * listening; a port that cannot be bound is a start-up error naming the setting.
+ */
+export async function startPgServer(services: Services, settings: PgSettings): Promise<net.Server> {
+  const { config, keys, queries, storage } = services;
+  const secureContext =
+    settings.tlsCert && settings.tlsKey ? tls.createSecureContext({ cert: fs.readFileSync(settings.tlsCert), key: fs.readFileSync(settings.tlsKey) }) : undefined;
+  if (settings.requireTls && !secureContext) throw new Error('invalid configuration: P_PG_REQUIRE_TLS needs P_PG_TLS_CERT and P_PG_TLS_KEY');
+
+  const datasets = (canRead: (name: string) => boolean): DatasetSchema[] =>
+    storage
+      .list()
+      .filter((m) => canRead(m.name))
+      .map((m) => ({ name: m.name, schema: storage.schemaOf(m.name).schema }))
+      .sort((a, b) => a.name.localeCompare(b.name));
+  const catalogs = new CatalogPool(datasets, { timeoutMs: config.queryLimits.timeoutMs, maxRows: config.queryLimits.maxRows });
+  const sessions = new Map<number, { session: Session; secret: number }>();
+  let nextPid = 1;
+  let open = 0;
+
+  const server = net.createServer((socket) => {
+    // Past the limit a connection is still answered as PostgreSQL does: after its SSLRequest, at its
+    // startup packet, so clients show the error instead of a failed TLS negotiation.
+    const refused = open >= settings.maxConnections;
+    if (!refused) {
+      open++;
+      socket.once('close', () => open--);
+    }
+    socket.setNoDelay(true);
+    const releases: (() => void)[] = [];
+    socket.once('close', () => releases.splice(0).forEach((r) => r()));
+    const session = new Session(socket, {
+      keys,
+      queries,
+      openCatalog: async (principal): Promise<CatalogDb> => {
+        const scope = principal.datasets ? [...principal.datasets].sort().join('\n') : '*';
+        const { db, release } = await catalogs.acquire(scope, (name) => canAccess(principal, name));
+        if (socket.destroyed) release();
+        else releases.push(release);
+        return db;
+      },
+      tls: secureContext,
+      requireTls: settings.requireTls,
+      // A Bind carries the statement's parameters; a Parse the statement: room for both.
+      maxMessageBytes: Math.max(1024 * 1024, 4 * config.queryLimits.maxSqlBytes),
+      idleTimeoutMs: settings.idleTimeoutMs,
+      register: (session) => {
+        nextPid = nextPid >= 2 ** 31 - 1 ? 1 : nextPid + 1;
+        const key = newBackendKey(nextPid);
+        sessions.set(key.pid, { session, secret: key.secret });
+        return key;
+      },
+      unregister: (pid) => sessions.delete(pid),
+      cancel: (pid, secret) => {
+        const entry = sessions.get(pid);
+        if (entry && entry.secret === secret) entry.session.cancel();
+      },
+    });
+    if (refused) session.refuse = `sorry, too many clients already (P_PG_MAX_CONNECTIONS=${settings.maxConnections})`;
+  });
+  server.on('error', (err) => log.error('pg: server error', { error: err }));
+  await new Promise<void>((resolve, reject) => {
+    const fail = (err: Error) => reject(new Error(`cannot listen for PostgreSQL clients on ${settings.host}:${settings.port} (P_PG_ADDR): ${err.message}`));
+    server.once('error', fail);
+    server.listen(settings.port, settings.host, () => {
+      server.off('error', fail);
+      resolve();
+    });
+  });
+  log.info('listening for PostgreSQL clients', { addr: `${settings.host}:${settings.port}`, tls: Boolean(secureContext) });
+  return server;
+}

@@ -1,0 +1,137 @@
+import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { writeFileDurable } from '../../storage/objectStore.ts';
+import { log } from '../../log.ts';
+import { unauthorized, forbidden } from '../../errors.ts';
+import type { IngestRights } from '../../ingest/service.ts';
+
+export type Role = 'admin' | 'writer' | 'reader';
+export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
+
+export const ROLE_ACTIONS: Record<Role, Set<Action>> = {
+  admin: new Set(['ingest', 'create', 'read', 'delete', 'admin']),
+  writer: new Set(['ingest', 'create']),
+  reader: new Set(['read']),
+};
+
+export interface Principal {
+  /**
+   * Stable id of the key (not the key: a hash of its digest), for what a key owns (saved queries) and
+   * per-key limits (queries in flight).
+   */
+  id: string;
+  role: Role;
+  /** Datasets the key is limited to; undefined means all. */
+  datasets?: Set<string>;
+}
+
+interface KeyEntry extends Principal {
+  digest: Buffer;
+}
+
+// The one-shot hash (no Hash object per call): it runs on every request.
+const digest = (key: string) => hash('sha256', key, 'buffer') as unknown as Buffer;
+
+/** `key[:role[:dataset|dataset…]]`, comma-separated. */
+export function parseApiKeys(spec: string): { key: string; principal: Omit<Principal, 'id'> }[] {
+  return spec
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean)
+    .map((item) => {
+      const [key, role = 'admin', datasets] = item.split(':');
+      if (!key) throw new Error('P_API_KEYS: empty key');
+      if (role !== 'admin' && role !== 'writer' && role !== 'reader') throw new Error(`P_API_KEYS: unknown role "${role}" (admin, writer or reader)`);
+      const list = datasets?.split('|').filter(Boolean);
+      return { key, principal: { role, datasets: list?.length ? new Set(list) : undefined } };
+    });
+}
+
+export class ApiKeys {
+  /**
+   * @param keyFile where the generated admin key is kept, when the keys were not configured (the start
+   *   log names it, so the operator knows where to read the key).
+   */
+  private constructor(
+    private readonly entries: KeyEntry[],
+    readonly keyFile?: string,
+  ) {}
+
+  /**
+   * Keys from P_API_KEYS; with none configured, one admin key generated on first start, kept in the
+   * data dir and printed once, so the service never runs open.
+   */
+  static async load(spec: string, dataDir: string): Promise<ApiKeys> {
+    const parsed = parseApiKeys(spec);
+    let keyFile: string | undefined;
+    if (parsed.length === 0) {
+      const file = path.join(dataDir, 'api-key');
+      keyFile = file;
+      let key = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+      if (!key) {
+        key = randomBytes(24).toString('base64url');
+        await writeFileDurable(file, `${key}\n`);
+        await fs.chmod(file, 0o600);
+        // The one time a key is ever written to the log: the operator needs it to use the service.
+        log.info('generated admin API key (printed once; kept in the data dir)', { apiKey: key, file });
+      }
+      parsed.push({ key, principal: { role: 'admin' } });
+    }
+    return new ApiKeys(
+      parsed.map(({ key, principal }) => {
+        const d = digest(key);
+        return { ...principal, digest: d, id: createHash('sha256').update('owner:').update(d).digest('hex').slice(0, 16) };
+      }),
+      keyFile,
+    );
+  }
+
+  /** Compares against every key in constant time (digests of equal length, no early exit). */
+  resolve(presented: string): Principal | undefined {
+    const d = digest(presented);
+    let found: Principal | undefined;
+    for (const entry of this.entries) if (timingSafeEqual(d, entry.digest) && !found) found = entry;
+    return found;
+  }
+}
+
+/** The key from `X-API-Key`, else `Authorization: Bearer <key>`, else the password of `Authorization: Basic`. */
+export function presentedKey(headers: Headers): string | undefined {
+  const direct = headers.get('x-api-key');
+  if (direct) return direct;
+  const auth = headers.get('authorization');
+  if (!auth) return undefined;
+  const bearer = /^Bearer\s+(.+)$/i.exec(auth);
+  if (bearer) return bearer[1].trim();
+  const basic = /^Basic\s+(.+)$/i.exec(auth);
+  if (basic) {
+    const decoded = Buffer.from(basic[1].trim(), 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    return colon >= 0 ? decoded.slice(colon + 1) : undefined;
+  }
+  return undefined;
+}
+
+export function authenticate(keys: ApiKeys, headers: Headers): Principal {
+  const key = presentedKey(headers);
+  if (!key) throw unauthorized('missing API key (X-API-Key header, Bearer token or Basic password)');
+  const principal = keys.resolve(key);
+  if (!principal) throw unauthorized('invalid API key');
+  return principal;
+}
+
+export function canAccess(p: Principal, dataset: string): boolean {
+  return !p.datasets || p.datasets.has(dataset);
+}
+
+export function authorize(p: Principal, action: Action, dataset?: string): void {
+  if (!ROLE_ACTIONS[p.role].has(action)) throw forbidden(`a ${p.role} key may not ${action}`);
+  if (dataset !== undefined && !canAccess(p, dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);
+}
+
+/** A key's ingest rights as data, for the ingest service (which knows no principals). */
+export function ingestRights(p: Principal): IngestRights {
+  const actions = ROLE_ACTIONS[p.role];
+  return { key: p.id, ingest: actions.has('ingest'), create: actions.has('create'), datasets: p.datasets };
+}

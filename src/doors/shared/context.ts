@@ -1,0 +1,26 @@
+import type { Config } from '../../config.ts';
+import type { DuckDBSource } from '../../duckdb.ts';
+import type { IngestPool } from '../../ingest/ingestPool.ts';
+import type { IngestService } from '../../ingest/service.ts';
+import type { QueryExecutor } from '../../query/sql/executor.ts';
+import type { PromqlExecutor } from '../../query/promql/executor.ts';
+import type { StorageEngine } from '../../storage/engine.ts';
+import type { ApiKeys, Principal } from './auth.ts';
+
+/** Everything the routes need, built once in main.ts. */
+export interface Services {
+  config: Config;
+  keys: ApiKeys;
+  storage: StorageEngine;
+  duck: DuckDBSource;
+  ingestPool: IngestPool;
+  /** The one ingest path of every protocol. */
+  ingest: IngestService;
+  queries: QueryExecutor;
+  /** PromQL over metrics datasets (the Prometheus query API). */
+  promql: PromqlExecutor;
+  /** Readiness; `details` are shown only to a caller with a valid key. */
+  isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;
+}
+
+export type AppEnv = { Variables: { principal: Principal } };

@@ -1,0 +1,155 @@
+import { quotedIdentifier } from '@duckdb/node-api';
+import { DomainError, notFound, timedOut } from '../../errors.ts';
+import type { QueryPool } from '../worker/pool.ts';
+import { linkName } from '../sql/executor.ts';
+import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
+import { otlpSeriesView } from './otlp.ts';
+import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
+
+export interface PromqlLimits {
+  /** The same time limit as SQL (P_QUERY_TIMEOUT): past it the worker is killed and the answer is a timeout. */
+  timeoutMs: number;
+  /** Most samples a query may hold at once (P_PROMQL_MAX_SAMPLES, Prometheus' --query.max-samples). */
+  maxSamples: number;
+  /** Columns of a sample row that are not labels, with their DuckDB types (the ingest side's fixed columns). */
+  fixedColumns: ReadonlyMap<string, string>;
+  /** Columns of an OTLP metrics row that are not attributes (src/ingest/otlp/metrics.ts); empty: no OTLP mapping. */
+  otlpColumns?: ReadonlySet<string>;
+}
+
+/** The request the engine (promql/main.go `request`) takes. */
+export interface PromqlRequest {
+  op: 'query' | 'query_range' | 'series' | 'labels' | 'label_values';
+  query?: string;
+  time?: number;
+  start?: number;
+  end?: number;
+  step?: number;
+  lookbackMs?: number;
+  match?: string[];
+  name?: string;
+  limit?: number;
+}
+
+export interface PromqlCall {
+  dataset: string;
+  request: PromqlRequest;
+  principalId: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * Runs PromQL requests in the query workers, under the same admission limits (per key and in total),
+ * time limit and cancellation as SQL. The worker asks for the dataset's files of the time range the
+ * engine needs; each ask takes a snapshot (storage's scan seam), held until the answer is in.
+ */
+export class PromqlExecutor {
+  constructor(
+    private readonly source: TableSource,
+    private readonly pool: QueryPool,
+    private readonly limits: PromqlLimits,
+  ) {}
+
+  /** The Prometheus API's JSON body (success or error envelope from the engine); DomainErrors for the rest. */
+  async run(call: PromqlCall): Promise<string> {
+    const meta = await this.source.resolve(call.dataset);
+    if (!meta) throw notFound(`dataset "${call.dataset}" does not exist`);
+    const name = meta.name;
+    const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
+    const releases: (() => void)[] = [];
+    /** Link names of the series indexes granted → their data files' keys. */
+    const indexLinks = new Map<string, string>();
+    let filesDir = '';
+    const exec = await this.pool.run(call.principalId, (dir) => {
+      filesDir = dir;
+      return { type: 'promql', request };
+    });
+    const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
+    const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
+    call.signal?.addEventListener('abort', onAbort);
+    try {
+      for await (const m of exec.events) {
+        if (m.type === 'need') {
+          for (const link of m.damaged ?? []) {
+            const key = indexLinks.get(link);
+            if (key) this.source.seriesIndexDamaged(name, key, 'the query worker could not read it');
+          }
+          const minMs = clampMs(m.minMs);
+          const maxMs = clampMs(m.maxMs);
+          const labelsOnly = m.labelsOnly === true;
+          const snap = labelsOnly ? await this.source.seriesSnapshot(name, minMs, maxMs + 1) : await this.source.snapshot(name, minMs, maxMs + 1);
+          releases.push(snap.release);
+          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, indexLinks));
+        } else if (m.type === 'promql') return m.json;
+        else if (m.type === 'error') throw new DomainError(m.kind, m.message);
+      }
+      throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
+    } finally {
+      clearTimeout(timer);
+      call.signal?.removeEventListener('abort', onAbort);
+      for (const r of releases) r();
+    }
+  }
+
+  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, indexLinks: Map<string, string>) {
+    const links = new Map<string, string>();
+    const pathFor = (file: string) => {
+      const n = linkName(file);
+      links.set(n, file);
+      return `${filesDir}/${n}`;
+    };
+    for (const f of snap.files) if (f.index) indexLinks.set(linkName(f.path), f.key);
+    // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
+    // selects nothing.
+    const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
+    const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
+    const scan = isMetrics && !labelsOnly ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
+    const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
+    const timeColumn = snap.meta.timeColumn;
+    // Label sets come from the series relation (files' series indexes, or per file the tuples an index
+    // would hold), under the data view's name and column names, so that a view over it reads either.
+    const series = () =>
+      seriesRelationSql({ schema: snap.schema, timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
+    // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
+    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged. For label sets the mapping
+    // reads the series relation, which holds every column it names series by (seriesIndexColumns).
+    const otlpOpts = { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns ?? new Set<string>() };
+    const mapped =
+      !isMetrics || !this.limits.otlpColumns
+        ? undefined
+        : labelsOnly
+        ? otlpSeriesView(`(${series()})`, Object.fromEntries(seriesIndexColumns(snap.schema).map((c) => [c, snap.schema[c]])), {
+            ...otlpOpts,
+            spanColumns: [SERIES_MIN_TIME, SERIES_MAX_TIME],
+            remoteWriteRows: snap.schema[STALE_COLUMN] !== undefined,
+          })
+        : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
+    if (mapped) {
+      return {
+        links: linkList(),
+        views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }],
+        labels: mapped.labels,
+        timeColumn,
+        stale: true,
+        hasValue: true,
+        histogramColumns: mapped.histogramColumns,
+        minMs,
+        maxMs,
+        labelsOnly,
+      };
+    }
+    const sql = !isMetrics ? undefined : labelsOnly ? series() : scan;
+    return {
+      links: linkList(),
+      views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [],
+      labels: labelColumns(snap.schema, this.limits.fixedColumns),
+      timeColumn,
+      stale: snap.schema[STALE_COLUMN] !== undefined,
+      hasValue,
+      histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
+      minMs,
+      maxMs,
+      labelsOnly,
+    };
+  }
+}

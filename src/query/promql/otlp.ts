@@ -1,0 +1,403 @@
+import { quotedIdentifier, quotedString } from '@duckdb/node-api';
+import { HISTOGRAM_COLUMNS, METRIC_NAME_COLUMN, STALE_COLUMN, VALUE_COLUMN, labelColumns } from './storage.ts';
+
+/*
+ * OTLP metrics as Prometheus series (docs/promql.md, "OTLP metrics as Prometheus series"): a SQL view
+ * over a metrics dataset's relation that gives the engine's storage side (seriesSql) what a remote-write
+ * dataset has natively — a metric name, label columns, a time, a float value, a staleness flag and native
+ * histogram columns — with OTLP rows normalised as the Collector's Prometheus exporter does
+ * (prometheus/otlptranslator, with its default "underscore escaping with suffixes"):
+ *
+ * - name: split into tokens at every character that is not [a-zA-Z0-9:], the unit appended as a
+ *   suffix (`s` → `seconds`, `By/s` → `bytes_per_second`; units in braces are dropped; not when the
+ *   name already holds it), `total` moved to the end of monotonic sums, `ratio` to the end of gauges of
+ *   unit `1`; joined by `_`, `_` before a leading digit.
+ * - labels: every attribute (resource, scope and data point attributes are stored together, so all of
+ *   them: the exporter's `resource_to_telemetry_conversion: enabled`), each character outside
+ *   [a-zA-Z0-9_] → `_`, `key_` before a leading digit; attributes that
+ *   land on one name are joined with `;` in key order; values as text. `job` = `service.namespace/
+ *   service.name` (or `service.name`), `instance` = `service.instance.id`, `otel_scope_name`,
+ *   `otel_scope_version` and `otel_scope_schema_url` from the scope.
+ * - gauges and cumulative sums: one series; histograms: `_bucket{le}` (cumulative counts, `+Inf` the
+ *   point's count), `_sum`, `_count`; summaries: `{quantile}`, `_sum`, `_count`; exponential histograms:
+ *   native histograms (as the exporter and Prometheus' OTLP receiver make them; scales above 8 merged
+ *   down to 8; none without a sum or below scale -4).
+ * - delta and unspecified temporality: left out (the Collector's `deltatocumulative` processor converts
+ *   them before export). A point flagged "no recorded value" is a staleness marker.
+ *
+ * Remote-write rows of the same dataset (no `data_point_flags`, which every OTLP point has) pass
+ * through unchanged, their labels being their text columns as before.
+ */
+
+/** Every OTLP data point row has this column (its flags, 0 when unset); remote-write rows never have. */
+export const OTLP_MARKER_COLUMN = 'data_point_flags';
+
+/** The view's column of a label (a prefix keeps a label from ever clashing with the view's fixed columns). */
+export const labelColumn = (label: string) => `l:${label}`;
+
+export interface MappedView {
+  /** SELECT over the relation: `l:<label>` columns, the time column, value, staleness flag, native histogram columns. */
+  sql: string;
+  /** Label name → view column, for seriesSql. */
+  labels: { label: string; column: string }[];
+  /** The native histogram columns the view has (for seriesSql; all of them or none). */
+  histogramColumns: string[];
+}
+
+/** UCUM units to Prometheus' unit words (otlptranslator v1.0.0's map, which the exporter uses). */
+const UNITS: Record<string, string> = {
+  d: 'days',
+  h: 'hours',
+  min: 'minutes',
+  s: 'seconds',
+  ms: 'milliseconds',
+  us: 'microseconds',
+  ns: 'nanoseconds',
+  By: 'bytes',
+  KiBy: 'kibibytes',
+  MiBy: 'mebibytes',
+  GiBy: 'gibibytes',
+  TiBy: 'tibibytes',
+  KBy: 'kilobytes',
+  MBy: 'megabytes',
+  GBy: 'gigabytes',
+  TBy: 'terabytes',
+  m: 'meters',
+  V: 'volts',
+  A: 'amperes',
+  J: 'joules',
+  W: 'watts',
+  g: 'grams',
+  Cel: 'celsius',
+  Hz: 'hertz',
+  '1': '',
+  '%': 'percent',
+};
+const PER_UNITS: Record<string, string> = { s: 'second', m: 'minute', h: 'hour', d: 'day', w: 'week', mo: 'month', y: 'year' };
+
+/** Prometheus' highest native histogram schema; finer OTLP scales are merged down to it. */
+const MAX_SCALE = 8;
+/** Prometheus' lowest schema: an exponential histogram coarser than this has no Prometheus form. */
+const MIN_SCALE = -4;
+/** The zero threshold Prometheus' OTLP translators give a converted histogram that sets none. */
+const DEFAULT_ZERO_THRESHOLD = '1e-128';
+
+const q = quotedIdentifier;
+const s = quotedString;
+
+/** A SQL CASE mapping a text expression through a table (unmapped values stay as they are). */
+function mapSql(expr: string, table: Record<string, string>): string {
+  return `CASE ${expr} ${Object.entries(table)
+    .map(([k, v]) => `WHEN ${s(k)} THEN ${s(v)}`)
+    .join(' ')} ELSE ${expr} END`;
+}
+
+/** otlptranslator's cleanUpUnit: invalid characters → `_`, runs of `_` → one, no leading `_`. */
+const cleanUnitSql = (expr: string) => `ltrim(regexp_replace(regexp_replace(${expr}, '[^a-zA-Z0-9:]', '_', 'g'), '__+', '_', 'g'), '_')`;
+
+/** A float as Prometheus' `le`/`quantile` label text: integral values without a fraction, `+Inf`/`-Inf`. */
+export function floatLabelSql(expr: string): string {
+  return (
+    `CASE WHEN isinf(${expr}) THEN CASE WHEN ${expr} > 0 THEN '+Inf' ELSE '-Inf' END ` +
+    `WHEN isnan(${expr}) THEN 'NaN' ` +
+    `WHEN ${expr} = trunc(${expr}) AND abs(${expr}) < 1e15 THEN (${expr})::BIGINT::VARCHAR ELSE (${expr})::VARCHAR END`
+  );
+}
+
+/** An attribute value as label text: as OTel's AnyValue.AsString writes it for scalars. */
+function valueText(column: string, type: string): string {
+  const c = q(column);
+  if (type === 'VARCHAR') return c;
+  if (type === 'DOUBLE' || type === 'FLOAT') return `CASE WHEN ${c} IS NULL THEN NULL ELSE ${floatLabelSql(c)} END`;
+  return `${c}::VARCHAR`;
+}
+
+/**
+ * otlptranslator's label rule (LabelNamer with legacy names), as the exporter configures it: every
+ * character outside [a-zA-Z0-9_] becomes `_` (runs of `_` kept), and a leading digit gets `key_`.
+ */
+export function promLabelName(key: string): string {
+  if (key === '') return key;
+  const label = key.replace(/[^a-zA-Z0-9_]/gu, '_');
+  return /^[0-9]/.test(label) ? `key_${label}` : label;
+}
+
+/**
+ * The Prometheus name of an OTLP metric's rows as SQL over the columns `metric_name`, `metric_unit`,
+ * `metric_type` and `is_monotonic` (otlptranslator's normalizeName). Built in steps over nested
+ * SELECTs (`__promql_*` helper columns) so each step is written once.
+ */
+function nameLayers(relation: string, has: (c: string) => boolean, where: string): string {
+  const name = `coalesce(${q(METRIC_NAME_COLUMN)}, '')`;
+  const unit = has('metric_unit') ? `coalesce(${q('metric_unit')}, '')` : `''`;
+  const main = `trim(split_part(${unit}, '/', 1))`;
+  const per = `CASE WHEN strpos(${unit}, '/') > 0 THEN trim(substr(${unit}, strpos(${unit}, '/') + 1)) ELSE '' END`;
+  const l1 =
+    `SELECT *, list_filter(regexp_split_to_array(${name}, '[^a-zA-Z0-9:]+'), t -> t <> '') AS __promql_tokens, ` +
+    `CASE WHEN ${main} = '' OR regexp_matches(${main}, '[{}]') THEN '' ELSE ${cleanUnitSql(mapSql(main, UNITS))} END AS __promql_main, ` +
+    `CASE WHEN ${per} = '' OR regexp_matches(${per}, '[{}]') THEN '' ELSE ${cleanUnitSql(`'per_' || ${mapSql(per, PER_UNITS)}`)} END AS __promql_per ` +
+    `FROM ${relation} WHERE ${where}`;
+  const perTrim = `regexp_replace(__promql_per, '_$', '')`;
+  const l2 =
+    `SELECT *, CASE WHEN list_contains(__promql_tokens, __promql_main) THEN '' ELSE __promql_main END AS __promql_main2, ` +
+    `CASE WHEN __promql_per = 'per_' OR list_contains(__promql_tokens, ${perTrim}) THEN '' ELSE ${perTrim} END AS __promql_per2 FROM (${l1})`;
+  const mainFinal = `CASE WHEN __promql_per2 <> '' THEN regexp_replace(__promql_main2, '_$', '') ELSE __promql_main2 END`;
+  const withUnits =
+    `list_concat(__promql_tokens, CASE WHEN ${mainFinal} <> '' THEN [${mainFinal}] ELSE []::VARCHAR[] END, ` +
+    `CASE WHEN __promql_per2 <> '' THEN [__promql_per2] ELSE []::VARCHAR[] END)`;
+  const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
+  const monotonic = has('is_monotonic') ? `coalesce(${q('is_monotonic')}, false)` : 'false';
+  const unitRaw = has('metric_unit') ? q('metric_unit') : 'NULL::VARCHAR';
+  const typed =
+    `CASE WHEN ${type} = 'sum' AND ${monotonic} THEN list_append(list_filter(${withUnits}, t -> t <> 'total'), 'total') ` +
+    `WHEN ${type} = 'gauge' AND ${unitRaw} = '1' THEN list_append(list_filter(${withUnits}, t -> t <> 'ratio'), 'ratio') ELSE ${withUnits} END`;
+  const joined = `array_to_string(${typed}, '_')`;
+  return `SELECT *, CASE WHEN regexp_matches(${joined}, '^[0-9]') THEN '_' || ${joined} ELSE ${joined} END AS __promql_base FROM (${l2})`;
+}
+
+/** The SQL text of the Prometheus name rules alone, over a relation with metric_name/unit/type/is_monotonic (for tests). */
+export function metricNameSql(relation: string, columns: string[]): string {
+  const present = new Set(columns);
+  return `SELECT __promql_base FROM (${nameLayers(relation, (c) => present.has(c), 'true')})`;
+}
+
+/**
+ * One side (positive or negative) of an exponential histogram as Prometheus native histogram spans
+ * (JSON text) and float counts: OTLP bucket i is Prometheus bucket i + 1, and a scale above 8 merges
+ * 2^(scale-8) neighbours into one (indices shifted right, arithmetic).
+ */
+function nativeSide(offsetCol: string, countsCol: string, has: (c: string) => boolean): { spans: string; counts: string } {
+  if (!has(offsetCol) || !has(countsCol)) return { spans: `'[]'`, counts: 'NULL::DOUBLE[]' };
+  const o = `coalesce(${q(offsetCol)}, 0)`;
+  const c = `coalesce(${q(countsCol)}, []::BIGINT[])`;
+  const d = `greatest(${q('data_point_scale')} - ${MAX_SCALE}, 0)`;
+  const lo = `((${o}) >> ${d})`;
+  const hi = `((${o} + len(${c}) - 1) >> ${d})`;
+  const counts =
+    `CASE WHEN len(${c}) = 0 THEN []::DOUBLE[] WHEN ${d} = 0 THEN ${c}::DOUBLE[] ELSE ` +
+    `list_transform(range(${lo}, ${hi} + 1), k -> coalesce(list_sum(list_transform(list_filter(range(0, len(${c})), j -> ((${o} + j) >> ${d}) = k), j -> ${c}[j + 1])), 0)::DOUBLE) END`;
+  const spans = `CASE WHEN len(${c}) = 0 THEN '[]' ELSE to_json([{'offset': ${lo} + 1, 'length': ${hi} - ${lo} + 1}])::VARCHAR END`;
+  return { spans, counts };
+}
+
+/**
+ * Which rows become series: every remote-write row; OTLP gauges and summaries, and sums, histograms
+ * and exponential histograms of cumulative temporality (2) (an exponential histogram only at a scale
+ * Prometheus can hold or merge down, and with a sum, as the exporter requires).
+ */
+function keepSql(has: (c: string) => boolean, otlp: string): string {
+  const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
+  const temporality = has('aggregation_temporality') ? `${q('aggregation_temporality')}::BIGINT` : 'NULL::BIGINT';
+  // A relation without the scale or sum (a series index) cannot tell, and keeps the point.
+  const scaleOk = has('data_point_scale') ? ` AND ${q('data_point_scale')}::BIGINT >= ${MIN_SCALE}` : '';
+  const sumOk = has('data_point_sum') ? ` AND ${q('data_point_sum')} IS NOT NULL` : '';
+  return (
+    `NOT (${otlp}) OR ${type} IN ('gauge', 'summary') OR (${type} IN ('sum', 'histogram') AND ${temporality} = 2) ` +
+    `OR (${type} = 'exponential_histogram' AND ${temporality} = 2${scaleOk}${sumOk})`
+  );
+}
+
+/**
+ * Metric metadata with OTLP metrics under their Prometheus names and types (a monotonic sum is a
+ * counter, a non-monotonic one a gauge, an exponential histogram a histogram) and units as the name's
+ * unit suffix (`bytes_per_second`); remote-write rows as stored. Columns metric_name, metric_type,
+ * metric_description, metric_unit; undefined when the relation has no OTLP rows.
+ */
+export function otlpMetadataSql(relation: string, schema: Record<string, string>): string | undefined {
+  if (schema[OTLP_MARKER_COLUMN] === undefined) return undefined;
+  const has = (c: string) => schema[c] !== undefined;
+  const otlp = `${q(OTLP_MARKER_COLUMN)} IS NOT NULL`;
+  const type = has('metric_type') ? q('metric_type') : 'NULL::VARCHAR';
+  const monotonic = has('is_monotonic') ? `coalesce(${q('is_monotonic')}, false)` : 'false';
+  const promType = `CASE ${type} WHEN 'sum' THEN CASE WHEN ${monotonic} THEN 'counter' ELSE 'gauge' END WHEN 'exponential_histogram' THEN 'histogram' ELSE ${type} END`;
+  const unit = `nullif(trim(concat_ws('_', nullif(__promql_main, ''), nullif(__promql_per, '')), '_'), '')`;
+  const text = (c: string) => (has(c) ? q(c) : 'NULL::VARCHAR');
+  // The names are computed once per distinct metric, not per point.
+  const distinct =
+    `(SELECT DISTINCT ${otlp} AS __promql_otlp, ${q(METRIC_NAME_COLUMN)}, ${text('metric_unit')} AS metric_unit, ${type} AS metric_type, ` +
+    `${has('is_monotonic') ? q('is_monotonic') : 'NULL::BOOLEAN'} AS is_monotonic, ${text('metric_description')} AS metric_description ` +
+    `FROM ${relation} WHERE ${keepSql(has, otlp)})`;
+  const all = () => true;
+  return (
+    `SELECT CASE WHEN __promql_otlp THEN __promql_base ELSE ${q(METRIC_NAME_COLUMN)} END AS metric_name, ` +
+    `CASE WHEN __promql_otlp THEN ${promType} ELSE ${type} END AS metric_type, metric_description, ` +
+    `CASE WHEN __promql_otlp THEN ${unit} ELSE metric_unit END AS metric_unit FROM (${nameLayers(distinct, all, 'true')})`
+  );
+}
+
+export interface MapOptions {
+  /** The relation's time column (passed through). */
+  timeColumn: string;
+  /**
+   * Fixed columns of a remote-write row with their DuckDB types (src/ingest/prometheus/columns.ts): not
+   * labels; the native histogram columns the view makes take their types from here.
+   */
+  prometheusColumns: ReadonlyMap<string, string>;
+  /** Fixed columns of an OTLP metrics row (src/ingest/otlp/metrics.ts): not attributes. */
+  otlpColumns: ReadonlySet<string>;
+  /**
+   * Columns passed through in place of the time column, for a relation without one: a series
+   * relation's time span per tuple (p_min_time, p_max_time).
+   */
+  spanColumns?: string[];
+  /**
+   * Whether the relation may hold remote-write rows; by default when it has their staleness column,
+   * which a series relation has not.
+   */
+  remoteWriteRows?: boolean;
+}
+
+/**
+ * The view of a metrics relation (the dataset's rows, or any relation with the same columns, e.g. a
+ * series index holding only some of them) with OTLP rows as Prometheus series; undefined when the
+ * relation has no OTLP rows (no `data_point_flags` column) and needs no mapping. Columns the relation
+ * lacks read as NULL.
+ */
+export function otlpSeriesView(relation: string, schema: Record<string, string>, opts: MapOptions): MappedView | undefined {
+  if (schema[OTLP_MARKER_COLUMN] === undefined) return undefined;
+  const has = (c: string) => schema[c] !== undefined;
+  const col = (c: string, cast = '') => (has(c) ? `${q(c)}${cast}` : `NULL${cast || '::VARCHAR'}`);
+  const otlp = `${q(OTLP_MARKER_COLUMN)} IS NOT NULL`;
+
+  // Labels: remote-write rows by their text columns, OTLP rows by their attributes (any scalar type).
+  const rw = new Map(labelColumns(schema, opts.prometheusColumns).map((l) => [l.label, l.column]));
+  rw.delete('__name__');
+  const attrs = new Map<string, string[]>();
+  for (const column of Object.keys(schema).sort()) {
+    if (/^p_/i.test(column) || opts.otlpColumns.has(column) || opts.prometheusColumns.has(column) || column === opts.timeColumn) continue;
+    const label = promLabelName(column);
+    if (label === '' || label === '__name__') continue;
+    attrs.set(label, [...(attrs.get(label) ?? []), column]);
+  }
+  const name = has('service.name') ? valueText('service.name', schema['service.name']) : undefined;
+  const namespace = has('service.namespace') ? valueText('service.namespace', schema['service.namespace']) : undefined;
+  const job = name && (namespace ? `CASE WHEN ${namespace} IS NULL THEN ${name} ELSE ${namespace} || '/' || ${name} END` : name);
+  const instance = has('service.instance.id') ? valueText('service.instance.id', schema['service.instance.id']) : undefined;
+  const special: Record<string, string | undefined> = {
+    job,
+    instance,
+    otel_scope_name: has('scope_name') ? q('scope_name') : undefined,
+    otel_scope_version: has('scope_version') ? q('scope_version') : undefined,
+    otel_scope_schema_url: has('scope_schema_url') ? q('scope_schema_url') : undefined,
+  };
+  const labelNames = new Set<string>([...rw.keys(), ...attrs.keys(), ...Object.keys(special).filter((k) => special[k] !== undefined), 'le', 'quantile']);
+  const otlpLabel = (label: string): string => {
+    const fromAttrs = attrs.get(label);
+    const joined = fromAttrs
+      ? fromAttrs.length === 1
+        ? valueText(fromAttrs[0], schema[fromAttrs[0]])
+        : `nullif(concat_ws(';', ${fromAttrs.map((c) => valueText(c, schema[c])).join(', ')}), '')`
+      : 'NULL::VARCHAR';
+    const sp = special[label];
+    if (sp !== undefined) return `coalesce(${sp}, ${joined})`;
+    if (label === 'le' || label === 'quantile') return `CASE WHEN __promql_p.k = ${s(label)} THEN __promql_p.lv ELSE ${joined} END`;
+    return joined;
+  };
+  const sorted = [...labelNames].sort();
+
+  // Each OTLP row's samples, one struct per Prometheus series it feeds: name suffix, the le/quantile label and value.
+  const type = col('metric_type');
+  const value = col(VALUE_COLUMN, '::DOUBLE');
+  const count = col('data_point_count', '::DOUBLE');
+  const sum = col('data_point_sum', '::DOUBLE');
+  const point = (suffix: string, k: string, lv: string, v: string) => `{'s': ${s(suffix)}, 'k': ${k}, 'lv': ${lv}, 'v': ${v}}`;
+  const none = 'NULL::VARCHAR';
+  const plain = `[${point('', none, none, value)}]`;
+  // A histogram without a sum has no _sum series; a relation without the column (a series index) cannot tell.
+  const sumCount = has('data_point_sum')
+    ? `list_concat([${point('_count', none, none, count)}], CASE WHEN ${sum} IS NULL THEN [] ELSE [${point('_sum', none, none, sum)}] END)`
+    : `[${point('_count', none, none, count)}, ${point('_sum', none, none, sum)}]`;
+  const bounds = has('data_point_explicit_bounds') ? `coalesce(${q('data_point_explicit_bounds')}, []::DOUBLE[])` : '[]::DOUBLE[]';
+  const bucketCounts = has('data_point_bucket_counts') ? `coalesce(${q('data_point_bucket_counts')}, []::BIGINT[])` : '[]::BIGINT[]';
+  const buckets =
+    `list_transform(range(1, len(${bounds}) + 2), i -> ${point(
+      '_bucket',
+      `'le'`,
+      `CASE WHEN i <= len(${bounds}) THEN ${floatLabelSql(`(${bounds})[i]`)} ELSE '+Inf' END`,
+      `CASE WHEN i <= len(${bounds}) THEN coalesce(list_sum((${bucketCounts})[1:i]), 0)::DOUBLE ELSE ${count} END`,
+    )})`;
+  const quantiles = has('data_point_quantile_values')
+    ? `list_transform(coalesce(from_json(${q('data_point_quantile_values')}, '[{"quantile":"DOUBLE","value":"DOUBLE"}]'), []), x -> ${point('', `'quantile'`, floatLabelSql('x.quantile'), 'x.value')})`
+    : '[]';
+  const samples =
+    `CASE WHEN ${type} = 'histogram' THEN list_concat(${buckets}, ${sumCount}) ` +
+    `WHEN ${type} = 'summary' THEN list_concat(${quantiles}, ${sumCount}) ` +
+    `WHEN ${type} = 'exponential_histogram' THEN [${point('', none, none, 'NULL::DOUBLE')}] ` +
+    `ELSE ${plain} END`;
+
+  // The names, computed once per distinct (name, unit, type, monotonic) rather than per point, with
+  // every suffix the type feeds: a selector's name then narrows this small side of a join, and only
+  // the points of matching metrics are expanded and labelled.
+  const keep = keepSql(has, otlp);
+  const key: [string, string][] = [
+    [METRIC_NAME_COLUMN, `coalesce(${col(METRIC_NAME_COLUMN)}, '')`],
+    ['metric_unit', `coalesce(${col('metric_unit')}, '')`],
+    ['metric_type', `coalesce(${type}, '')`],
+    ['is_monotonic', `coalesce(${col('is_monotonic', '::BOOLEAN')}, false)`],
+  ];
+  const distinct = `(SELECT DISTINCT ${key.map(([c, e]) => `${e} AS ${q(c)}`).join(', ')} FROM ${relation} WHERE ${otlp} AND (${keep}))`;
+  const suffixes =
+    `CASE ${q('metric_type')} WHEN 'histogram' THEN ['_bucket', '_count', '_sum'] WHEN 'summary' THEN ['', '_count', '_sum'] ELSE [''] END`;
+  const names =
+    `SELECT ${key.map(([c], i) => `${q(c)} AS __promql_k${i}`).join(', ')}, __promql_base || __promql_suffix AS __promql_name, __promql_suffix ` +
+    `FROM (SELECT *, unnest(${suffixes}) AS __promql_suffix FROM (${nameLayers(distinct, () => true, 'true')}))`;
+  const joined =
+    `SELECT __promql_r.*, __promql_n.__promql_name, __promql_n.__promql_suffix FROM (SELECT * FROM ${relation} WHERE ${otlp} AND (${keep})) __promql_r ` +
+    `JOIN (${names}) __promql_n ON ${key.map(([, e], i) => `${e.replaceAll(/"([^"]+)"/g, (_m, c: string) => `__promql_r.${q(c)}`)} = __promql_n.__promql_k${i}`).join(' AND ')}`;
+  const expanded = `SELECT * FROM (SELECT *, unnest(${samples}) AS __promql_p FROM (${joined})) WHERE __promql_p.s = __promql_suffix`;
+
+  const otlpStale = `((${q(OTLP_MARKER_COLUMN)} & 1) = 1)`;
+  const times = (opts.spanColumns ?? [opts.timeColumn]).map((c) => q(c));
+  const otlpOut = [
+    `__promql_name AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${otlpLabel(label)} AS ${q(labelColumn(label))}`),
+    ...times,
+    `CASE WHEN ${otlpStale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
+    `${otlpStale} AS ${q(STALE_COLUMN)}`,
+  ];
+  const rwOut = [
+    `${q(METRIC_NAME_COLUMN)} AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${rw.has(label) ? q(rw.get(label)!) : 'NULL::VARCHAR'} AS ${q(labelColumn(label))}`),
+    ...times,
+    `${value} AS ${q(VALUE_COLUMN)}`,
+    `${has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} AS ${q(STALE_COLUMN)}`,
+  ];
+
+  // Native histograms: remote-write rows' own columns, OTLP exponential histograms converted.
+  const histograms = has('data_point_scale');
+  const histogramColumns = histograms ? [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'] : [];
+  if (histograms) {
+    const scale = col('data_point_scale', '::BIGINT');
+    const pos = nativeSide('data_point_positive_offset', 'data_point_positive_bucket_counts', has);
+    const neg = nativeSide('data_point_negative_offset', 'data_point_negative_bucket_counts', has);
+    const exp: Record<string, string> = {
+      data_point_count: count,
+      data_point_scale: `least(${scale}, ${MAX_SCALE})`,
+      // An unset (0) zero threshold is Prometheus' default for converted histograms, as the exporter sets it.
+      data_point_zero_threshold: `coalesce(nullif(${col('data_point_zero_threshold', '::DOUBLE')}, 0), ${DEFAULT_ZERO_THRESHOLD})`,
+      data_point_zero_count: col('data_point_zero_count', '::DOUBLE'),
+      data_point_positive_spans: pos.spans,
+      data_point_negative_spans: neg.spans,
+      data_point_positive_deltas: 'NULL::BIGINT[]',
+      data_point_negative_deltas: 'NULL::BIGINT[]',
+      data_point_positive_counts: pos.counts,
+      data_point_negative_counts: neg.counts,
+      data_point_custom_values: 'NULL::DOUBLE[]',
+      data_point_reset_hint: 'NULL::BIGINT',
+      data_point_sum: sum,
+    };
+    for (const c of histogramColumns) {
+      // An OTLP point that is not an exponential histogram has none of them (a classic histogram's
+      // count and sum are series of their own); a remote-write row keeps its own.
+      const t = opts.prometheusColumns.get(c);
+      if (t === undefined) throw new Error(`the remote-write columns have no type for ${c}`);
+      otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${t} END AS ${q(c)}`);
+      rwOut.push(`${has(c) ? `${q(c)}::${t}` : `NULL::${t}`} AS ${q(c)}`);
+    }
+  }
+  // Every remote-write row has the staleness column: a dataset without it has only OTLP points.
+  const parts = [`SELECT ${otlpOut.join(', ')} FROM (${expanded})`];
+  if (opts.remoteWriteRows ?? has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
+  const labels = [{ label: '__name__', column: labelColumn('__name__') }, ...[...labelNames].sort().map((label) => ({ label, column: labelColumn(label) }))];
+  return { sql: parts.join(' UNION ALL '), labels, histogramColumns };
+}

@@ -1,0 +1,380 @@
+import { createHash } from 'node:crypto';
+import * as path from 'node:path';
+import { quotedIdentifier } from '@duckdb/node-api';
+import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../../errors.ts';
+import { classifyFailure } from '../../failures.ts';
+import { withConnection, type DuckDBSource } from '../../duckdb.ts';
+import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
+import { scanSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
+import type { QueryPool } from '../worker/pool.ts';
+import type { PgType } from '../results/pg.ts';
+import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
+import type { FromWorker, RunJob, TimeFormat } from '../worker/protocol.ts';
+import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { TIME_COLUMN } from '../../model.ts';
+import { preAggregationPays } from './preAggregate.ts';
+
+export interface QueryLimits extends SandboxLimits {
+  timeoutMs: number;
+  maxRows: number;
+  maxBytes: number;
+}
+
+export interface QueryRequest {
+  sql: string;
+  startMs: number;
+  endMs: number;
+  sendNull: boolean;
+  timeFormat: TimeFormat;
+  streaming: boolean;
+  /** Who asks (admission control counts per key). */
+  principalId: string;
+  /** May this caller read the dataset? Decided by name alone, so the answer never reveals existence. */
+  canRead: (dataset: string) => boolean;
+  /** Aborted when the client goes away. */
+  signal?: AbortSignal;
+}
+
+/** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
+export interface QueryAnswer {
+  fields: string[];
+  /** Throws a DomainError if the query fails or is cut off after the columns were known. */
+  chunks: AsyncIterable<string>;
+}
+
+/** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
+export interface PgAnswer {
+  fields: string[];
+  types: PgType[];
+  /** Throws a DomainError if the query fails or is cut off (time limit, cancel). */
+  batches: AsyncIterable<{ data: Buffer; rows: number }>;
+  /** Stops the query's worker (a CancelRequest). */
+  cancel: (reason: DomainError) => void;
+}
+
+/**
+ * Most rows a statement may return to be run whole in the worker (see worker.ts): DuckDB holds such a
+ * result outside its memory limit, before the worker can apply P_QUERY_MAX_RESULT_BYTES, so only
+ * small ones (a LIMIT of a page, an aggregate) go that way.
+ */
+const MATERIALIZE_MAX_ROWS = 10_000;
+
+/** Link names by file path: a hash per file per query was most of the cost of a job over many files. */
+const linkNames = new Map<string, string>();
+
+/** A file's link name in a worker's directory: the same for every query, so DuckDB's footer cache hits. */
+export function linkName(file: string): string {
+  let name = linkNames.get(file);
+  if (name === undefined) {
+    name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
+    // Paths of files long gone would otherwise pile up; starting over costs one hash per file.
+    if (linkNames.size >= 100_000) linkNames.clear();
+    linkNames.set(file, name);
+  }
+  return name;
+}
+
+/** Times a query runs again after damaged files were set aside. */
+const MAX_DAMAGE_RETRIES = 3;
+
+/** A query failed on data files it could not decode, now set aside: run it again. */
+class DamagedFilesFound extends Error {
+  constructor(readonly error: DomainError) {
+    super(error.message);
+  }
+}
+
+/**
+ * The snapshot, or `unavailable` (503, retry later) when it is not ready by the deadline: on S3 a
+ * bucket that stopped answering would otherwise hold the query for as long as the SDK's retries last.
+ * A snapshot that arrives late is released at once.
+ */
+function withinDeadline(pending: Promise<Snapshot>, deadline: number, dataset: string): Promise<Snapshot> {
+  return new Promise<Snapshot>((resolve, reject) => {
+    let late = false;
+    const timer = setTimeout(() => {
+      late = true;
+      reject(unavailable(`the files of dataset "${dataset}" could not be fetched from the object store within the query time limit (P_QUERY_TIMEOUT); retry later`, 5));
+    }, Math.max(0, deadline - Date.now()));
+    pending.then(
+      (snap) => {
+        clearTimeout(timer);
+        if (late) snap.release();
+        else resolve(snap);
+      },
+      (err: unknown) => {
+        clearTimeout(timer);
+        if (!late) reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * Runs user SQL: plan and check it (sandbox), authorise every dataset it names, take a consistent
+ * snapshot of each (storage's scan seam), and hand the statement with one view per dataset to a query
+ * worker process, under the time limit. The snapshot is held until the answer ends.
+ */
+/** What reading a worker's messages after the first needs (see `start` and `rest`). */
+interface Started {
+  iterator: AsyncIterator<FromWorker>;
+  exec: { ack: () => void };
+  cleanup: () => void;
+  setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
+}
+
+export class QueryExecutor {
+  private readonly plans: PlanCache;
+
+  constructor(
+    private readonly duck: DuckDBSource,
+    private readonly source: TableSource,
+    private readonly pool: QueryPool,
+    private readonly limits: QueryLimits,
+    planCacheBytes: number,
+  ) {
+    this.plans = new PlanCache(planCacheBytes);
+  }
+
+  async plan(sql: string): Promise<QueryPlan> {
+    const cached = this.plans.get(sql);
+    planCacheLookups.inc({ result: cached ? 'hit' : 'miss' });
+    if (cached) return cached;
+    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits)).catch((err: unknown) => {
+      // Parsing shares the storage DuckDB: under memory or descriptor pressure a query is retried later (503), not a 500.
+      const message = err instanceof Error && !isDomainError(err) ? err.message : '';
+      const lack = /^(Out of Memory Error|IO Error)/.test(message) ? classifyFailure(err) : 'other';
+      if (lack === 'memory' || lack === 'files') throw unavailable(`the service is short of ${lack === 'memory' ? 'memory' : 'file descriptors'} to plan this query; retry later`, 2);
+      throw err;
+    });
+    this.plans.set(sql, plan);
+    return plan;
+  }
+
+  /**
+   * The time range a statement's own WHERE gives its dataset (see timeRange.ts), for callers with no
+   * range of their own; the whole range when it gives none. Checked by the sandbox first.
+   */
+  async timeRange(sql: string): Promise<TimeRange> {
+    const plan = await this.plan(sql);
+    const columns = new Map<string, string>();
+    const lower = sql.toLowerCase();
+    for (const table of plan.tables) {
+      const meta = await this.source.resolve(table, true);
+      // A statement that never names the time column has no condition on it: no need to parse it.
+      if (meta && lower.includes(meta.timeColumn.toLowerCase())) columns.set(table.toLowerCase(), meta.timeColumn);
+    }
+    if (!columns.size) return WHOLE_RANGE;
+    return withConnection(this.duck, async (conn) => {
+      const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
+      const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { statements?: Record<string, unknown>[] };
+      const statement = ast.statements?.[0];
+      return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
+    });
+  }
+
+  /**
+   * Runs the query; when DuckDB finds data files it cannot decode before any row is answered, they are
+   * set aside (storage decides how: on S3 a cached copy is first downloaded again) and the query runs
+   * again without them, so the good rows stay readable. A few times at most.
+   */
+  async execute(req: QueryRequest): Promise<QueryAnswer> {
+    return this.retryDamaged(() => this.executeOnce(req));
+  }
+
+  /** Runs `run` again while it finds damaged files (set aside each time), a few times at most. */
+  private async retryDamaged<T>(run: () => Promise<T>): Promise<T> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await run();
+      } catch (err) {
+        if (!(err instanceof DamagedFilesFound)) throw err;
+        if (attempt >= MAX_DAMAGE_RETRIES) throw err.error;
+      }
+    }
+  }
+
+  private async executeOnce(req: QueryRequest): Promise<QueryAnswer> {
+    const run = await this.start(req);
+    const { first: m, iterator, cleanup } = run;
+    try {
+      if (m.type === 'answer') {
+        // The whole answer in one message: the worker is already free.
+        await iterator.return?.();
+        cleanup();
+        const text = m.text;
+        return { fields: m.fields, chunks: (async function* () { if (text) yield text; })() };
+      }
+      if (m.type !== 'fields') throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
+      return { fields: m.fields, chunks: this.rest(run, (e) => (e.type === 'chunk' ? e.text : undefined)) };
+    } catch (err) {
+      await iterator.return?.();
+      cleanup();
+      throw err;
+    }
+  }
+
+  /**
+   * The same statement path for the PostgreSQL front door: rows come as DataRow messages, each result
+   * column in the format code the client asked for. Always streamed (as `streaming=true` over HTTP: no
+   * row or byte limit, only the time limit); a batch is acknowledged to the worker when the consumer
+   * asks for the next, so a slow reader holds the worker, not memory.
+   */
+  async executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer> {
+    const run = await this.retryDamaged(() => this.start({ ...req, sendNull: true, timeFormat: 'iso', streaming: true }, formats));
+    const { first: m, iterator, exec, cleanup } = run;
+    if (m.type === 'answer' && m.pgTypes && m.data) {
+      // A small result run whole: the worker is already free.
+      await iterator.return?.();
+      cleanup();
+      const data = Buffer.from(m.data.buffer, m.data.byteOffset, m.data.byteLength);
+      const rows = m.rows;
+      return { fields: m.fields, types: m.pgTypes, batches: (async function* () { if (rows) yield { data, rows }; })(), cancel: () => undefined };
+    }
+    if (m.type !== 'fields' || !m.pgTypes) {
+      await iterator.return?.();
+      cleanup();
+      throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
+    }
+    const batches = this.rest(run, (e) => (e.type === 'rows' ? { data: Buffer.from(e.data.buffer, e.data.byteOffset, e.data.byteLength), rows: e.rows } : undefined));
+    return { fields: m.fields, types: m.pgTypes, batches, cancel: (reason) => exec.cancel(reason) };
+  }
+
+  /**
+   * The worker's messages after the first, as the items `pick` makes of its data messages (JSON chunks
+   * or DataRow batches), each acknowledged when the consumer asks for the next, so a slow reader holds
+   * the worker, not memory. A damaged file found once rows were answered is set aside for the next
+   * query and fails this one.
+   */
+  private rest<T>({ iterator, exec, cleanup, setAside }: Started, pick: (e: FromWorker) => T | undefined): AsyncIterable<T> {
+    return {
+      [Symbol.asyncIterator]: async function* () {
+        try {
+          for (;;) {
+            const next = await iterator.next();
+            if (next.done) return;
+            const e = next.value;
+            if (e.type === 'done') return;
+            if (e.type === 'error') {
+              await setAside(e.damaged);
+              throw new DomainError(e.kind, e.message);
+            }
+            const item = pick(e);
+            if (item === undefined) continue;
+            yield item;
+            exec.ack();
+          }
+        } finally {
+          await iterator.return?.();
+          cleanup();
+        }
+      },
+    };
+  }
+
+  /** Plans, authorises, snapshots and hands the statement to a worker; resolves with its first message. */
+  private async start(req: QueryRequest, pgFormats?: number[]) {
+    const plan = await this.plan(req.sql);
+    // Permission before existence: a key that may not read a name gets the same answer whether a
+    // dataset of that name exists or not.
+    const names: string[] = [];
+    for (const table of plan.tables) {
+      const meta = await this.source.resolve(table, true);
+      if (!req.canRead(table) && !(meta && req.canRead(meta.name))) throw forbidden(`this API key may not read dataset "${table}"`);
+      if (!meta) throw notFound(`dataset "${table}" does not exist`);
+      names.push(meta.name);
+    }
+
+    const releases: (() => void)[] = [];
+    const releaseAll = () => {
+      for (const r of releases.splice(0)) r();
+    };
+    // The time limit covers the whole query: taking the snapshots (on S3, downloading the files) too.
+    // Waiting for a query slot is bounded on its own (the pool's queue wait) and not counted.
+    const started = Date.now();
+    try {
+      const snapshots: Snapshot[] = [];
+      for (const name of new Set(names)) {
+        const snap = await withinDeadline(this.source.snapshot(name, req.startMs, req.endMs), started + this.limits.timeoutMs, name);
+        releases.push(snap.release);
+        snapshots.push(snap);
+      }
+      const preparedMs = Date.now() - started;
+      // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
+      // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
+      const only = snapshots.length === 1 ? snapshots[0] : undefined;
+      const pre = plan.preAggregated;
+      const columns = only && pre?.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
+      const rewritten =
+        pre && only?.meta.timeColumn === TIME_COLUMN.json && !pre.names.some((n) => columns?.has(n)) && preAggregationPays(only.files, only.segments) ? pre.sql : undefined;
+      if (rewritten !== undefined) queriesPreAggregated.inc();
+      const sql = rewritten ?? req.sql;
+      /** Sets aside the files a worker named as damaged; true when there were any. */
+      const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
+        if (!damaged?.length) return false;
+        for (const snap of snapshots) {
+          for (const f of snap.files) {
+            const d = damaged.find((x) => x.name === linkName(f.path));
+            if (d) await this.source.setAsideDamaged(snap.meta.name, f.key, d.reason);
+          }
+        }
+        return true;
+      };
+      const build = (filesDir: string): Omit<RunJob, 'id'> => {
+        const links = new Map<string, string>();
+        const pathFor = (file: string) => {
+          const name = linkName(file);
+          links.set(name, file);
+          return `${filesDir}/${name}`;
+        };
+        const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
+        return {
+          type: 'run',
+          links: [...links].map(([name, src]) => ({ name, src })),
+          views,
+          sql,
+          sendNull: req.sendNull,
+          timeFormat: req.timeFormat,
+          maxRows: this.limits.maxRows,
+          maxBytes: this.limits.maxBytes,
+          streaming: req.streaming,
+          // The PostgreSQL door streams too, but a result the parse tree bounds is run whole there as well.
+          materialize: (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
+          ...(pgFormats ? { pgFormats } : {}),
+        };
+      };
+      const exec = await this.pool.run(req.principalId, build);
+      const timer = setTimeout(
+        () => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)),
+        Math.max(0, this.limits.timeoutMs - preparedMs),
+      );
+      const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
+      req.signal?.addEventListener('abort', onAbort);
+      // Aborted while waiting for a worker: the event has passed, stop now.
+      if (req.signal?.aborted) onAbort();
+      const cleanup = () => {
+        clearTimeout(timer);
+        req.signal?.removeEventListener('abort', onAbort);
+        releaseAll();
+      };
+      const iterator = exec.events[Symbol.asyncIterator]();
+      try {
+        const first = await iterator.next();
+        const m = first.value;
+        if (first.done || !m) throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
+        if (m.type === 'error') {
+          const error = new DomainError(m.kind, m.message);
+          throw (await setAside(m.damaged)) ? new DamagedFilesFound(error) : error;
+        }
+        return { first: m, iterator, exec, cleanup, setAside };
+      } catch (err) {
+        await iterator.return?.();
+        cleanup();
+        throw err;
+      }
+    } catch (err) {
+      releaseAll();
+      throw err;
+    }
+  }
+}

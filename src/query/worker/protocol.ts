@@ -1,0 +1,105 @@
+import type { ErrorKind } from '../../errors.ts';
+import type { PgType } from '../results/pg.ts';
+
+/**
+ * Messages between the service and a query worker process (over the child-process IPC channel).
+ * Both ends are this code base, so these are plain types rather than validated schemas.
+ */
+
+/** Result timestamps: ISO 8601 with `Z`, or Parseable's zone-less UTC layout (`2026-11-23T02:09:37.979`). */
+export type TimeFormat = 'iso' | 'naive';
+
+export interface RunJob {
+  type: 'run';
+  id: number;
+  /** Hard links to create in the worker's file directory: the only files its DuckDB can open. */
+  links: { src: string; name: string }[];
+  /** Temporary views, one per dataset, created on the query's own connection. */
+  views: { name: string; sql: string }[];
+  sql: string;
+  sendNull: boolean;
+  timeFormat: TimeFormat;
+  /** Buffered answers stop with `too_large` past these; streamed answers are not limited. */
+  maxRows: number;
+  maxBytes: number;
+  streaming: boolean;
+  /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
+  materialize: boolean;
+  /**
+   * Rows as PostgreSQL DataRow messages (the PostgreSQL front door) instead of JSON: the format code of
+   * each result column, as the client's Bind gave them. Always streamed.
+   */
+  pgFormats?: number[];
+}
+
+/**
+ * A PromQL request (query, query_range, series, labels, label values) for the engine in the worker
+ * (promql.ts). It starts with no files: the engine asks for the time range it needs (`need`) and the
+ * service answers with a snapshot of the dataset (`grant`), held until the job ends.
+ */
+export interface PromqlJob {
+  type: 'promql';
+  id: number;
+  /** The request for the Go side, as JSON (see promql/main.go `request`). */
+  request: string;
+}
+
+/** Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to columns. */
+export interface PromqlGrant {
+  type: 'grant';
+  id: number;
+  links: { src: string; name: string }[];
+  views: { name: string; sql: string }[];
+  labels: { label: string; column: string }[];
+  /** The dataset's time column, and whether it has the staleness flag column. */
+  timeColumn: string;
+  stale: boolean;
+  /** The native histogram columns the dataset has (none: no histogram was ever stored). */
+  histogramColumns: string[];
+  /** The dataset has the float value column (false: it only ever got native histograms). */
+  hasValue?: boolean;
+  minMs: number;
+  maxMs: number;
+  /**
+   * The view (under the same name) is the dataset's series relation, not its rows: the data view's
+   * series index columns, same names and types (storage's seriesIndexColumns), one row per tuple and
+   * file, with `p_min_time`/`p_max_time` (its first and last time there) and `p_rows`.
+   */
+  labelsOnly?: boolean;
+}
+
+export type WorkerJob = RunJob | PromqlJob;
+
+export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
+
+export type FromWorker =
+  | { type: 'ready' }
+  | { type: 'fields'; id: number; fields: string[]; types: string[]; pgTypes?: PgType[] }
+  /**
+   * A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and
+   * done. For jobs with `pgFormats`, the rows are DataRow messages in `data` (and `text` is empty).
+   */
+  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number; pgTypes?: PgType[]; data?: Uint8Array }
+  /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
+  | { type: 'chunk'; id: number; text: string; rows: number }
+  /** Rows of one DuckDB chunk as PostgreSQL DataRow messages (jobs with `pgFormats`). */
+  | { type: 'rows'; id: number; data: Uint8Array; rows: number }
+  | { type: 'done'; id: number; rows: number }
+  /**
+   * `damaged`: link names of Parquet files DuckDB could not decode (a checksum, decompression or
+   * metadata error naming the file, or found by reading each file after an error that named none).
+   */
+  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] }
+  /**
+   * A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`); `labelsOnly`: only
+   * its label sets (the series relation); `damaged`: link names of series indexes of the last grant
+   * that could not be read (their files are read instead).
+   */
+  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
+  /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
+  | { type: 'promql'; id: number; json: string }
+  /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */
+  | { type: 'engine'; pid: number };
+
+/** Chunks a streaming worker may send ahead of the HTTP response before it waits for an ack. */
+export const STREAM_WINDOW = 4;
