@@ -116,134 +116,172 @@ function lowerHex(v: unknown, digits: number): IdResult | undefined {
 /** `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` (nanosToIso) → epoch ms. */
 const isoMs = (iso: string) => Date.parse(`${iso.slice(0, 23)}Z`);
 
+/** The record's attributes as `putAttributes` reads them: keys and cells in order (BAIL on anything unusual). */
+function readAttributes(lr: Msg, at: string, scopeKeys: Set<string>, keys: string[], cells: (string | number | boolean)[]): void {
+  keys.length = 0;
+  cells.length = 0;
+  const attrs = lr.attributes;
+  if (attrs === null || attrs === undefined) return;
+  const kvs = list(attrs, at, 'attributes');
+  if (kvs.length > 0) checkFieldCount(kvs.length);
+  for (let i = 0; i < kvs.length; i++) {
+    const kv = msg(kvs[i], at, i);
+    if (kv === null) continue;
+    const key = kv.key;
+    if (typeof key !== 'string') {
+      if (key !== null && key !== undefined) throw BAIL;
+      continue;
+    }
+    const value = anyValueToCell(kv.value, at, i);
+    if (value === null) continue;
+    if (scopeKeys.has(key) || keys.includes(key)) throw BAIL;
+    keys.push(key);
+    cells.push(value);
+  }
+}
+
+/** A nullable string as JSON text; `quoted` when it is plain ASCII that needs no escaping (times, hex ids). */
+const textOrNull = (v: string | null, plain = false) => (v === null ? 'null' : plain ? `"${v}"` : JSON.stringify(v));
+
+/**
+ * One request's lines being written: the scope's shared part (made at its first record), the record's own
+ * columns and attributes, and the type summary in the row path's order.
+ */
+class LogLineWriter {
+  readonly types: TypeSummary = new Map();
+  readonly out: Utf8Out;
+  rows = 0;
+  minTime = '';
+  maxTime = '';
+  private readonly stampText: string;
+  // The scope being written: its shared text and attribute names, made at its first record.
+  private scope: Shared | undefined;
+  private scopeBytes = Buffer.alloc(0);
+  private scopeKeys = new Set<string>();
+  // Record columns already in the summary (their types never change).
+  private readonly noted = new Set<string>();
+  private readonly keys: string[] = [];
+  private readonly keyText = new Map<string, string>();
+  private readonly cells: (string | number | boolean)[] = [];
+  private readonly values: FlatValue[] = new Array(RECORD_COLUMNS.length);
+
+  constructor(
+    private readonly receivedAt: string,
+    stamp: string,
+    sizeHint: number,
+  ) {
+    this.out = new Utf8Out(Math.max(64 * 1024, Math.ceil(sizeHint * 1.5)));
+    this.stampText = `,"p_timestamp":${JSON.stringify(stamp)}`;
+  }
+
+  record(lr: Msg, shared: Shared, at: string): void {
+    const first = shared !== this.scope;
+    if (first) this.startScope(shared);
+    // The row path's reads in its order (any error, or a rejected record, sends the request there).
+    const traceId = lowerHex(lr.traceId, 32) ?? id(lr.traceId, 16, 'trace_id');
+    const spanId = lowerHex(lr.spanId, 16) ?? id(lr.spanId, 8, 'span_id');
+    if (traceId.error !== undefined || spanId.error !== undefined) throw BAIL;
+    const observed = timeColumn(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
+    const own = timeColumn(lr.timeUnixNano, at, 'timeUnixNano');
+    readAttributes(lr, at, this.scopeKeys, this.keys, this.cells);
+    const time = own ?? observed ?? this.receivedAt;
+    const values = this.values;
+    values[0] = time;
+    values[1] = observed;
+    values[2] = enumNumber(lr.severityNumber, SEVERITY_NAMES, at, 'severityNumber');
+    values[3] = str(lr.severityText, at, 'severityText');
+    values[4] = bodyCell(lr.body, at, 'body');
+    values[5] = traceId.hex;
+    values[6] = spanId.hex;
+    values[7] = int(lr.flags, at, 'flags');
+    values[8] = int(lr.droppedAttributesCount, at, 'droppedAttributesCount');
+    values[9] = str(lr.eventName, at, 'eventName');
+    const attrText = this.noteTypes(shared, first);
+    if (this.rows === 0 || time < this.minTime) this.minTime = time;
+    if (this.rows === 0 || time > this.maxTime) this.maxTime = time;
+    this.write(time, observed, traceId.hex, spanId.hex, attrText);
+    this.rows++;
+  }
+
+  private startScope(shared: Shared): void {
+    this.scope = shared;
+    this.scopeKeys = new Set();
+    let scopeText = '';
+    if (shared.attributes[OVERFLOW] !== undefined) throw BAIL;
+    for (const key in shared.attributes) {
+      if (!plainKey(key)) throw BAIL;
+      this.scopeKeys.add(key);
+      scopeText += `,${JSON.stringify(key)}:${valueText(shared.attributes[key])}`;
+    }
+    for (const key of FIXED_COLUMNS) scopeText += `,"${key}":${valueText(shared.fixed[key])}`;
+    this.scopeBytes = Buffer.from(`${scopeText}${this.stampText}}\n`);
+  }
+
+  /**
+   * The summary, in the order of the row's keys: shared attributes, the record's, the fixed columns, the
+   * record columns, p_timestamp (what a scope shares is noted at its first record). Returns the record's
+   * attributes as JSON text.
+   */
+  private noteTypes(shared: Shared, first: boolean): string {
+    const { types, keys, cells } = this;
+    if (first) for (const key of this.scopeKeys) note(types, key, inferType(shared.attributes[key])!);
+    let attrText = '';
+    for (let i = 0; i < keys.length; i++) {
+      // A record's attribute names repeat from record to record: checked and quoted once per request.
+      let quoted = this.keyText.get(keys[i]);
+      if (quoted === undefined) {
+        if (!plainKey(keys[i])) throw BAIL;
+        this.keyText.set(keys[i], (quoted = `,${JSON.stringify(keys[i])}:`));
+      }
+      note(types, keys[i], inferType(cells[i])!);
+      attrText += quoted + valueText(cells[i]);
+    }
+    if (first) for (const key of FIXED_COLUMNS) if (shared.fixed[key] !== null) note(types, key, COMMON_KNOWN_TYPES[key]);
+    for (let c = 0; c < RECORD_COLUMNS.length; c++) {
+      const name = RECORD_COLUMNS[c];
+      if (this.values[c] !== null && !this.noted.has(name)) {
+        this.noted.add(name);
+        note(types, name, LOGS_KNOWN_TYPES[name]);
+      }
+    }
+    if (this.rows === 0) note(types, 'p_timestamp', 'TIMESTAMP');
+    return attrText;
+  }
+
+  private write(time: string, observed: string | null, traceId: string | null, spanId: string | null, attrText: string): void {
+    const v = this.values;
+    // Times and ids are plain ASCII (ISO text, lowercase hex): quoted as they are.
+    this.out.write(
+      `{"time_unix_nano":"${time}","observed_time_unix_nano":${textOrNull(observed, true)}` +
+        `,"severity_number":${v[2]},"severity_text":${textOrNull(v[3] as string | null)}` +
+        `,"body":${textOrNull(v[4] as string | null)}` +
+        `,"trace_id":${textOrNull(traceId, true)},"span_id":${textOrNull(spanId, true)}` +
+        `,"flags":${v[7]},"dropped_attributes_count":${v[8]},"event_name":${textOrNull(v[9] as string | null)}` +
+        attrText,
+    );
+    this.out.copy(this.scopeBytes);
+  }
+}
+
 /**
  * The lines of an ExportLogsServiceRequest, or undefined when the row path must take it. `receivedAt`:
  * the receive time as `nanosToIso` writes it (the time of a record with none); `stamp`: `p_timestamp`.
  */
 export function logLines(request: Msg, receivedAt: string, stamp: string, maxNames: number, sizeHint: number): LogLines | undefined {
-  const types: TypeSummary = new Map();
-  const out = new Utf8Out(Math.max(64 * 1024, Math.ceil(sizeHint * 1.5)));
-  const stampText = `,"p_timestamp":${JSON.stringify(stamp)}`;
+  const w = new LogLineWriter(receivedAt, stamp, sizeHint);
   const rejections = new Rejections();
-  let rows = 0;
-  let minTime = '';
-  let maxTime = '';
-  // The scope being written: its shared text and attribute names, made at its first record.
-  let scope: Shared | undefined;
-  let scopeText = '';
-  let scopeBytes = Buffer.alloc(0);
-  let scopeKeys = new Set<string>();
-  // Record columns already in the summary (their types never change).
-  const noted = new Set<string>();
-  const keys: string[] = [];
-  const keyText = new Map<string, string>();
-  const cells: (string | number | boolean)[] = [];
-  const values: FlatValue[] = new Array(RECORD_COLUMNS.length);
   try {
-    forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, rejections, (lr, shared, at) => {
-      const first = shared !== scope;
-      if (first) {
-        scope = shared;
-        scopeKeys = new Set();
-        scopeText = '';
-        if (shared.attributes[OVERFLOW] !== undefined) throw BAIL;
-        for (const key in shared.attributes) {
-          if (!plainKey(key)) throw BAIL;
-          scopeKeys.add(key);
-          scopeText += `,${JSON.stringify(key)}:${valueText(shared.attributes[key])}`;
-        }
-        for (const key of FIXED_COLUMNS) scopeText += `,"${key}":${valueText(shared.fixed[key])}`;
-        scopeText += stampText;
-        scopeBytes = Buffer.from(`${scopeText}}\n`);
-      }
-      // The row path's reads in its order (any error, or a rejected record, sends the request there).
-      const traceId = lowerHex(lr.traceId, 32) ?? id(lr.traceId, 16, 'trace_id');
-      const spanId = lowerHex(lr.spanId, 16) ?? id(lr.spanId, 8, 'span_id');
-      if (traceId.error !== undefined || spanId.error !== undefined) throw BAIL;
-      const observed = timeColumn(lr.observedTimeUnixNano, at, 'observedTimeUnixNano');
-      const own = timeColumn(lr.timeUnixNano, at, 'timeUnixNano');
-      // The record's attributes, as putAttributes reads them.
-      keys.length = 0;
-      cells.length = 0;
-      const attrs = lr.attributes;
-      if (attrs !== null && attrs !== undefined) {
-        const kvs = list(attrs, at, 'attributes');
-        if (kvs.length > 0) checkFieldCount(kvs.length);
-        for (let i = 0; i < kvs.length; i++) {
-          const kv = msg(kvs[i], at, i);
-          if (kv === null) continue;
-          const key = kv.key;
-          if (typeof key !== 'string') {
-            if (key !== null && key !== undefined) throw BAIL;
-            continue;
-          }
-          const value = anyValueToCell(kv.value, at, i);
-          if (value === null) continue;
-          if (scopeKeys.has(key) || keys.includes(key)) throw BAIL;
-          keys.push(key);
-          cells.push(value);
-        }
-      }
-      const time = own ?? observed ?? receivedAt;
-      values[0] = time;
-      values[1] = observed;
-      values[2] = enumNumber(lr.severityNumber, SEVERITY_NAMES, at, 'severityNumber');
-      values[3] = str(lr.severityText, at, 'severityText');
-      values[4] = bodyCell(lr.body, at, 'body');
-      values[5] = traceId.hex;
-      values[6] = spanId.hex;
-      values[7] = int(lr.flags, at, 'flags');
-      values[8] = int(lr.droppedAttributesCount, at, 'droppedAttributesCount');
-      values[9] = str(lr.eventName, at, 'eventName');
-
-      // The summary, in the order of the row's keys: shared attributes, the record's, the fixed
-      // columns, the record columns, p_timestamp (what a scope shares is noted at its first record).
-      if (first) for (const key of scopeKeys) note(types, key, inferType(shared.attributes[key])!);
-      let attrText = '';
-      for (let i = 0; i < keys.length; i++) {
-        // A record's attribute names repeat from record to record: checked and quoted once per request.
-        let quoted = keyText.get(keys[i]);
-        if (quoted === undefined) {
-          if (!plainKey(keys[i])) throw BAIL;
-          keyText.set(keys[i], (quoted = `,${JSON.stringify(keys[i])}:`));
-        }
-        note(types, keys[i], inferType(cells[i])!);
-        attrText += quoted + valueText(cells[i]);
-      }
-      if (first) for (const key of FIXED_COLUMNS) if (shared.fixed[key] !== null) note(types, key, COMMON_KNOWN_TYPES[key]);
-      for (let c = 0; c < RECORD_COLUMNS.length; c++) {
-        const name = RECORD_COLUMNS[c];
-        if (values[c] !== null && !noted.has(name)) {
-          noted.add(name);
-          note(types, name, LOGS_KNOWN_TYPES[name]);
-        }
-      }
-      if (rows === 0) note(types, 'p_timestamp', 'TIMESTAMP');
-
-      if (rows === 0 || time < minTime) minTime = time;
-      if (rows === 0 || time > maxTime) maxTime = time;
-      const { 3: severityText, 4: body, 9: eventName } = values;
-      // Times and ids are plain ASCII (ISO text, lowercase hex): quoted as they are.
-      out.write(
-        `{"time_unix_nano":"${time}","observed_time_unix_nano":${observed === null ? 'null' : `"${observed}"`}` +
-        `,"severity_number":${values[2]},"severity_text":${severityText === null ? 'null' : JSON.stringify(severityText)}` +
-        `,"body":${body === null ? 'null' : JSON.stringify(body)}` +
-        `,"trace_id":${traceId.hex === null ? 'null' : `"${traceId.hex}"`},"span_id":${spanId.hex === null ? 'null' : `"${spanId.hex}"`}` +
-        `,"flags":${values[7]},"dropped_attributes_count":${values[8]},"event_name":${eventName === null ? 'null' : JSON.stringify(eventName)}` +
-        attrText,
-      );
-      out.copy(scopeBytes);
-      rows++;
-    }, false);
+    forEachRecord(request, { resources: 'resourceLogs', scopes: 'scopeLogs', records: 'logRecords' }, rejections, (lr, shared, at) => w.record(lr, shared, at), false);
   } catch {
     // Invalid input (a 400, a limit) is reported by the row path, in its words and order.
     return undefined;
   }
-  if (rejections.count > 0 || types.size > maxNames) return undefined;
-  const written = out.bytes();
+  if (rejections.count > 0 || w.types.size > maxNames) return undefined;
+  const written = w.out.bytes();
   // Every string written is well-formed (the readers make values so, and a key that is not sends the
   // batch to the row path: placement cleans it), so JSON.stringify wrote no lone-surrogate escape; the
   // WAL's rule is checked all the same, on the bytes, which is cheap.
   const lines = written.indexOf(LONE_SURROGATE_START) === -1 ? written : ownBytes(fixLoneSurrogates(written.toString('utf8')));
+  const { rows, types, minTime, maxTime } = w;
   return { lines, rows, types, timeRange: rows === 0 ? undefined : { minMs: isoMs(minTime), maxMs: isoMs(maxTime) } };
 }
