@@ -99,6 +99,30 @@ function addType(types: TypeSummary, name: string, type: ColumnType): void {
   else if (!seen.includes(type)) seen.push(type);
 }
 
+/** The common case, plain samples: the labels' JSON is built once for the whole series. */
+function appendPlainSamples(lines: NonNullable<SeriesSink['lines']>, base: FlatRow, samples: DecodedSample[]): void {
+  const prefix = `${JSON.stringify(base).slice(0, -1)},"time_unix_nano":"`;
+  let text = '';
+  for (const s of samples) {
+    text += `${prefix}${isoMs(toNumber(s.timestamp))}","data_point_value":${jsonNumber(s.value)},"is_stale_marker":${s.stale}}\n`;
+  }
+  lines.text += text;
+  lines.count += samples.length;
+  for (const name in base) {
+    const type = KNOWN[name] ?? inferType(base[name]);
+    if (type) addType(lines.types, name, type);
+  }
+  for (const [name, type] of SAMPLE_TYPES) addType(lines.types, name, type);
+}
+
+function seriesRows(base: FlatRow, samples: DecodedSample[], histograms: NativeHistogram[], ex: unknown[] | undefined): FlatRow[] {
+  const rows: FlatRow[] = [];
+  for (const s of samples) rows.push(sampleRow(base, s));
+  for (const h of histograms) rows.push(histogramRow(base, h));
+  if (ex?.length) rows[0].data_point_exemplars = JSON.stringify(ex);
+  return rows;
+}
+
 /**
  * One row per sample and per native histogram sample of a series. Exemplars ride on the series' first
  * row; a series with exemplars but no samples (how Prometheus' 1.0 sender ships them) has no row to
@@ -118,26 +142,8 @@ export function appendSeries(
   const ex = exemplars();
   if (ex?.length) totals.exemplars += ex.length;
   const lines = sink.lines;
-  if (lines && !histograms?.length && !ex?.length) {
-    // The common case, plain samples: the labels' JSON is built once for the whole series.
-    const prefix = `${JSON.stringify(base).slice(0, -1)},"time_unix_nano":"`;
-    let text = '';
-    for (const s of samples!) {
-      text += `${prefix}${isoMs(toNumber(s.timestamp))}","data_point_value":${jsonNumber(s.value)},"is_stale_marker":${s.stale}}\n`;
-    }
-    lines.text += text;
-    lines.count += samples!.length;
-    for (const name in base) {
-      const type = KNOWN[name] ?? inferType(base[name]);
-      if (type) addType(lines.types, name, type);
-    }
-    for (const [name, type] of SAMPLE_TYPES) addType(lines.types, name, type);
-    return;
-  }
-  const rows: FlatRow[] = [];
-  for (const s of samples ?? []) rows.push(sampleRow(base, s));
-  for (const h of histograms ?? []) rows.push(histogramRow(base, h));
-  if (ex?.length) rows[0].data_point_exemplars = JSON.stringify(ex);
+  if (lines && !histograms?.length && !ex?.length) return appendPlainSamples(lines, base, samples!);
+  const rows = seriesRows(base, samples ?? [], histograms ?? [], ex);
   if (!lines) {
     for (const r of rows) sink.rows.push(r);
     return;
