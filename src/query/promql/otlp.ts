@@ -255,11 +255,65 @@ export interface MapOptions {
  */
 export function otlpSeriesView(relation: string, schema: Record<string, string>, opts: MapOptions): MappedView | undefined {
   if (schema[OTLP_MARKER_COLUMN] === undefined) return undefined;
-  const has = (c: string) => schema[c] !== undefined;
-  const col = (c: string, cast = '') => (has(c) ? `${q(c)}${cast}` : `NULL${cast || '::VARCHAR'}`);
+  const sql = new ViewSql(schema);
   const otlp = `${q(OTLP_MARKER_COLUMN)} IS NOT NULL`;
+  const labels = viewLabels(schema, opts, sql);
+  const sorted = [...labels.names].sort();
+  const expanded = expandedOtlpRows(relation, sql, otlp);
 
-  // Labels: remote-write rows by their text columns, OTLP rows by their attributes (any scalar type).
+  const otlpStale = `((${q(OTLP_MARKER_COLUMN)} & 1) = 1)`;
+  const times = (opts.spanColumns ?? [opts.timeColumn]).map((c) => q(c));
+  const otlpOut = [
+    `__promql_name AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${labels.otlpLabel(label)} AS ${q(labelColumn(label))}`),
+    ...times,
+    `CASE WHEN ${otlpStale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
+    `${otlpStale} AS ${q(STALE_COLUMN)}`,
+  ];
+  const rwOut = [
+    `${q(METRIC_NAME_COLUMN)} AS ${q(labelColumn('__name__'))}`,
+    ...sorted.map((label) => `${labels.rw.has(label) ? q(labels.rw.get(label)!) : 'NULL::VARCHAR'} AS ${q(labelColumn(label))}`),
+    ...times,
+    `${sql.value} AS ${q(VALUE_COLUMN)}`,
+    `${sql.has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} AS ${q(STALE_COLUMN)}`,
+  ];
+  const histogramColumns = addNativeHistograms(sql, opts, otlpOut, rwOut);
+  // Every remote-write row has the staleness column: a dataset without it has only OTLP points.
+  const parts = [`SELECT ${otlpOut.join(', ')} FROM (${expanded})`];
+  if (opts.remoteWriteRows ?? sql.has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
+  const labelList = [{ label: '__name__', column: labelColumn('__name__') }, ...sorted.map((label) => ({ label, column: labelColumn(label) }))];
+  return { sql: parts.join(' UNION ALL '), labels: labelList, histogramColumns };
+}
+
+/** Column references of one relation's schema; a column the relation lacks reads as NULL. */
+class ViewSql {
+  readonly type: string;
+  readonly value: string;
+  readonly count: string;
+  readonly sum: string;
+  constructor(private readonly schema: Record<string, string>) {
+    this.type = this.col('metric_type');
+    this.value = this.col(VALUE_COLUMN, '::DOUBLE');
+    this.count = this.col('data_point_count', '::DOUBLE');
+    this.sum = this.col('data_point_sum', '::DOUBLE');
+  }
+  readonly has = (c: string) => this.schema[c] !== undefined;
+  col(c: string, cast = ''): string {
+    return this.has(c) ? `${q(c)}${cast}` : `NULL${cast || '::VARCHAR'}`;
+  }
+}
+
+interface ViewLabels {
+  /** Remote-write rows' label → column. */
+  rw: Map<string, string>;
+  names: Set<string>;
+  /** An OTLP row's value of a label, as SQL. */
+  otlpLabel: (label: string) => string;
+}
+
+/** Labels: remote-write rows by their text columns, OTLP rows by their attributes (any scalar type). */
+function viewLabels(schema: Record<string, string>, opts: MapOptions, sql: ViewSql): ViewLabels {
+  const { has } = sql;
   const rw = new Map(labelColumns(schema, opts.prometheusColumns).map((l) => [l.label, l.column]));
   rw.delete('__name__');
   const attrs = new Map<string, string[]>();
@@ -269,18 +323,18 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     if (label === '' || label === '__name__') continue;
     attrs.set(label, [...(attrs.get(label) ?? []), column]);
   }
-  const name = has('service.name') ? valueText('service.name', schema['service.name']) : undefined;
-  const namespace = has('service.namespace') ? valueText('service.namespace', schema['service.namespace']) : undefined;
+  const text = (c: string) => (has(c) ? valueText(c, schema[c]) : undefined);
+  const name = text('service.name');
+  const namespace = text('service.namespace');
   const job = name && (namespace ? `CASE WHEN ${namespace} IS NULL THEN ${name} ELSE ${namespace} || '/' || ${name} END` : name);
-  const instance = has('service.instance.id') ? valueText('service.instance.id', schema['service.instance.id']) : undefined;
   const special: Record<string, string | undefined> = {
     job,
-    instance,
+    instance: text('service.instance.id'),
     otel_scope_name: has('scope_name') ? q('scope_name') : undefined,
     otel_scope_version: has('scope_version') ? q('scope_version') : undefined,
     otel_scope_schema_url: has('scope_schema_url') ? q('scope_schema_url') : undefined,
   };
-  const labelNames = new Set<string>([...rw.keys(), ...attrs.keys(), ...Object.keys(special).filter((k) => special[k] !== undefined), 'le', 'quantile']);
+  const names = new Set<string>([...rw.keys(), ...attrs.keys(), ...Object.keys(special).filter((k) => special[k] !== undefined), 'le', 'quantile']);
   const otlpLabel = (label: string): string => {
     const fromAttrs = attrs.get(label);
     const joined = fromAttrs
@@ -293,16 +347,15 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
     if (label === 'le' || label === 'quantile') return `CASE WHEN __promql_p.k = ${s(label)} THEN __promql_p.lv ELSE ${joined} END`;
     return joined;
   };
-  const sorted = [...labelNames].sort();
+  return { rw, names, otlpLabel };
+}
 
-  // Each OTLP row's samples, one struct per Prometheus series it feeds: name suffix, the le/quantile label and value.
-  const type = col('metric_type');
-  const value = col(VALUE_COLUMN, '::DOUBLE');
-  const count = col('data_point_count', '::DOUBLE');
-  const sum = col('data_point_sum', '::DOUBLE');
+/** Each OTLP row's samples, one struct per Prometheus series it feeds: name suffix, the le/quantile label and value. */
+function otlpSamples(sql: ViewSql): string {
+  const { has, type, count, sum } = sql;
   const point = (suffix: string, k: string, lv: string, v: string) => `{'s': ${s(suffix)}, 'k': ${k}, 'lv': ${lv}, 'v': ${v}}`;
   const none = 'NULL::VARCHAR';
-  const plain = `[${point('', none, none, value)}]`;
+  const plain = `[${point('', none, none, sql.value)}]`;
   // A histogram without a sum has no _sum series; a relation without the column (a series index) cannot tell.
   const sumCount = has('data_point_sum')
     ? `list_concat([${point('_count', none, none, count)}], CASE WHEN ${sum} IS NULL THEN [] ELSE [${point('_sum', none, none, sum)}] END)`
@@ -319,21 +372,27 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   const quantiles = has('data_point_quantile_values')
     ? `list_transform(coalesce(from_json(${q('data_point_quantile_values')}, '[{"quantile":"DOUBLE","value":"DOUBLE"}]'), []), x -> ${point('', `'quantile'`, floatLabelSql('x.quantile'), 'x.value')})`
     : '[]';
-  const samples =
+  return (
     `CASE WHEN ${type} = 'histogram' THEN list_concat(${buckets}, ${sumCount}) ` +
     `WHEN ${type} = 'summary' THEN list_concat(${quantiles}, ${sumCount}) ` +
     `WHEN ${type} = 'exponential_histogram' THEN [${point('', none, none, 'NULL::DOUBLE')}] ` +
-    `ELSE ${plain} END`;
+    `ELSE ${plain} END`
+  );
+}
 
-  // The names, computed once per distinct (name, unit, type, monotonic) rather than per point, with
-  // every suffix the type feeds: a selector's name then narrows this small side of a join, and only
-  // the points of matching metrics are expanded and labelled.
-  const keep = keepSql(has, otlp);
+/**
+ * The OTLP rows joined with their names and expanded into one row per sample. The names are computed once
+ * per distinct (name, unit, type, monotonic) rather than per point, with every suffix the type feeds: a
+ * selector's name then narrows this small side of a join, and only the points of matching metrics are
+ * expanded and labelled.
+ */
+function expandedOtlpRows(relation: string, sql: ViewSql, otlp: string): string {
+  const keep = keepSql(sql.has, otlp);
   const key: [string, string][] = [
-    [METRIC_NAME_COLUMN, `coalesce(${col(METRIC_NAME_COLUMN)}, '')`],
-    ['metric_unit', `coalesce(${col('metric_unit')}, '')`],
-    ['metric_type', `coalesce(${type}, '')`],
-    ['is_monotonic', `coalesce(${col('is_monotonic', '::BOOLEAN')}, false)`],
+    [METRIC_NAME_COLUMN, `coalesce(${sql.col(METRIC_NAME_COLUMN)}, '')`],
+    ['metric_unit', `coalesce(${sql.col('metric_unit')}, '')`],
+    ['metric_type', `coalesce(${sql.type}, '')`],
+    ['is_monotonic', `coalesce(${sql.col('is_monotonic', '::BOOLEAN')}, false)`],
   ];
   const distinct = `(SELECT DISTINCT ${key.map(([c, e]) => `${e} AS ${q(c)}`).join(', ')} FROM ${relation} WHERE ${otlp} AND (${keep}))`;
   const suffixes =
@@ -344,60 +403,43 @@ export function otlpSeriesView(relation: string, schema: Record<string, string>,
   const joined =
     `SELECT __promql_r.*, __promql_n.__promql_name, __promql_n.__promql_suffix FROM (SELECT * FROM ${relation} WHERE ${otlp} AND (${keep})) __promql_r ` +
     `JOIN (${names}) __promql_n ON ${key.map(([, e], i) => `${e.replaceAll(/"([^"]+)"/g, (_m, c: string) => `__promql_r.${q(c)}`)} = __promql_n.__promql_k${i}`).join(' AND ')}`;
-  const expanded = `SELECT * FROM (SELECT *, unnest(${samples}) AS __promql_p FROM (${joined})) WHERE __promql_p.s = __promql_suffix`;
+  return `SELECT * FROM (SELECT *, unnest(${otlpSamples(sql)}) AS __promql_p FROM (${joined})) WHERE __promql_p.s = __promql_suffix`;
+}
 
-  const otlpStale = `((${q(OTLP_MARKER_COLUMN)} & 1) = 1)`;
-  const times = (opts.spanColumns ?? [opts.timeColumn]).map((c) => q(c));
-  const otlpOut = [
-    `__promql_name AS ${q(labelColumn('__name__'))}`,
-    ...sorted.map((label) => `${otlpLabel(label)} AS ${q(labelColumn(label))}`),
-    ...times,
-    `CASE WHEN ${otlpStale} THEN NULL ELSE __promql_p.v END AS ${q(VALUE_COLUMN)}`,
-    `${otlpStale} AS ${q(STALE_COLUMN)}`,
-  ];
-  const rwOut = [
-    `${q(METRIC_NAME_COLUMN)} AS ${q(labelColumn('__name__'))}`,
-    ...sorted.map((label) => `${rw.has(label) ? q(rw.get(label)!) : 'NULL::VARCHAR'} AS ${q(labelColumn(label))}`),
-    ...times,
-    `${value} AS ${q(VALUE_COLUMN)}`,
-    `${has(STALE_COLUMN) ? `coalesce(${q(STALE_COLUMN)}, false)` : 'false'} AS ${q(STALE_COLUMN)}`,
-  ];
-
-  // Native histograms: remote-write rows' own columns, OTLP exponential histograms converted.
-  const histograms = has('data_point_scale');
-  const histogramColumns = histograms ? [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'] : [];
-  if (histograms) {
-    const scale = col('data_point_scale', '::BIGINT');
-    const pos = nativeSide('data_point_positive_offset', 'data_point_positive_bucket_counts', has);
-    const neg = nativeSide('data_point_negative_offset', 'data_point_negative_bucket_counts', has);
-    const exp: Record<string, string> = {
-      data_point_count: count,
-      data_point_scale: `least(${scale}, ${MAX_SCALE})`,
-      // An unset (0) zero threshold is Prometheus' default for converted histograms, as the exporter sets it.
-      data_point_zero_threshold: `coalesce(nullif(${col('data_point_zero_threshold', '::DOUBLE')}, 0), ${DEFAULT_ZERO_THRESHOLD})`,
-      data_point_zero_count: col('data_point_zero_count', '::DOUBLE'),
-      data_point_positive_spans: pos.spans,
-      data_point_negative_spans: neg.spans,
-      data_point_positive_deltas: 'NULL::BIGINT[]',
-      data_point_negative_deltas: 'NULL::BIGINT[]',
-      data_point_positive_counts: pos.counts,
-      data_point_negative_counts: neg.counts,
-      data_point_custom_values: 'NULL::DOUBLE[]',
-      data_point_reset_hint: 'NULL::BIGINT',
-      data_point_sum: sum,
-    };
-    for (const c of histogramColumns) {
-      // An OTLP point that is not an exponential histogram has none of them (a classic histogram's
-      // count and sum are series of their own); a remote-write row keeps its own.
-      const t = opts.prometheusColumns.get(c);
-      if (t === undefined) throw new Error(`the remote-write columns have no type for ${c}`);
-      otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${t} END AS ${q(c)}`);
-      rwOut.push(`${has(c) ? `${q(c)}::${t}` : `NULL::${t}`} AS ${q(c)}`);
-    }
+/**
+ * Native histograms: remote-write rows' own columns, OTLP exponential histograms converted; appended to
+ * both sides' outputs. Returns the columns added.
+ */
+function addNativeHistograms(sql: ViewSql, opts: MapOptions, otlpOut: string[], rwOut: string[]): string[] {
+  if (!sql.has('data_point_scale')) return [];
+  const { has, type, count, sum } = sql;
+  const histogramColumns = [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'];
+  const scale = sql.col('data_point_scale', '::BIGINT');
+  const pos = nativeSide('data_point_positive_offset', 'data_point_positive_bucket_counts', has);
+  const neg = nativeSide('data_point_negative_offset', 'data_point_negative_bucket_counts', has);
+  const exp: Record<string, string> = {
+    data_point_count: count,
+    data_point_scale: `least(${scale}, ${MAX_SCALE})`,
+    // An unset (0) zero threshold is Prometheus' default for converted histograms, as the exporter sets it.
+    data_point_zero_threshold: `coalesce(nullif(${sql.col('data_point_zero_threshold', '::DOUBLE')}, 0), ${DEFAULT_ZERO_THRESHOLD})`,
+    data_point_zero_count: sql.col('data_point_zero_count', '::DOUBLE'),
+    data_point_positive_spans: pos.spans,
+    data_point_negative_spans: neg.spans,
+    data_point_positive_deltas: 'NULL::BIGINT[]',
+    data_point_negative_deltas: 'NULL::BIGINT[]',
+    data_point_positive_counts: pos.counts,
+    data_point_negative_counts: neg.counts,
+    data_point_custom_values: 'NULL::DOUBLE[]',
+    data_point_reset_hint: 'NULL::BIGINT',
+    data_point_sum: sum,
+  };
+  for (const c of histogramColumns) {
+    // An OTLP point that is not an exponential histogram has none of them (a classic histogram's
+    // count and sum are series of their own); a remote-write row keeps its own.
+    const t = opts.prometheusColumns.get(c);
+    if (t === undefined) throw new Error(`the remote-write columns have no type for ${c}`);
+    otlpOut.push(`CASE WHEN ${type} = 'exponential_histogram' THEN (${exp[c]})::${t} END AS ${q(c)}`);
+    rwOut.push(`${has(c) ? `${q(c)}::${t}` : `NULL::${t}`} AS ${q(c)}`);
   }
-  // Every remote-write row has the staleness column: a dataset without it has only OTLP points.
-  const parts = [`SELECT ${otlpOut.join(', ')} FROM (${expanded})`];
-  if (opts.remoteWriteRows ?? has(STALE_COLUMN)) parts.push(`SELECT ${rwOut.join(', ')} FROM ${relation} WHERE NOT (${otlp})`);
-  const labels = [{ label: '__name__', column: labelColumn('__name__') }, ...[...labelNames].sort().map((label) => ({ label, column: labelColumn(label) }))];
-  return { sql: parts.join(' UNION ALL '), labels, histogramColumns };
+  return histogramColumns;
 }
