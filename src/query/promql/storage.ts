@@ -214,16 +214,7 @@ export function encodeSeries(labelNames: string[], result: DuckDBMaterializedRes
         push(samples.v.slice(8 * first, 8 * (first + n)));
         const kinds = samples.k.slice(first, first + n);
         push(kinds);
-        if (samples.h) {
-          for (let i = 0; i < n; i++) {
-            if (kinds[i] !== SAMPLE_HISTOGRAM) continue;
-            const json = encoder.encode(String(samples.h.getItem(first + i) ?? ''));
-            const len = new Uint8Array(4);
-            new DataView(len.buffer).setUint32(0, json.length, true);
-            push(len);
-            push(json);
-          }
-        }
+        if (samples.h) pushHistograms(samples.h, kinds, first, push);
       }
       series++;
       if (bytes > MAX_ANSWER_BYTES) throw tooLarge(`a selector selected more than ${MAX_ANSWER_BYTES / 2 ** 30} GiB of samples: narrow it (labels, time range)`);
@@ -231,6 +222,18 @@ export function encodeSeries(labelNames: string[], result: DuckDBMaterializedRes
   }
   new DataView(count.buffer).setUint32(0, series, true);
   return parts;
+}
+
+/** Each native histogram sample's JSON, with its u32 length, in the order of the samples. */
+function pushHistograms(h: { getItem(i: number): unknown }, kinds: Uint8Array, first: number, push: (b: Uint8Array) => void): void {
+  for (let i = 0; i < kinds.length; i++) {
+    if (kinds[i] !== SAMPLE_HISTOGRAM) continue;
+    const json = encoder.encode(String(h.getItem(first + i) ?? ''));
+    const len = new Uint8Array(4);
+    new DataView(len.buffer).setUint32(0, json.length, true);
+    push(len);
+    push(json);
+  }
 }
 
 /** A frame to the engine has a u32 length. */
