@@ -64,20 +64,7 @@ export function Traces({ params }: { params: Record<string, string> }) {
   useEffect(() => {
     if (!dataset) return;
     const ctl = new AbortController();
-    const conds: string[] = [];
-    if (search.service && hasService) conds.push(`"service.name" = ${literal(search.service)}`);
-    if (search.name) conds.push(`span_name ILIKE ${literal(`%${search.name}%`)}`);
-    if (search.minMs && Number(search.minMs) > 0) conds.push(`span_duration_ns >= ${Math.round(Number(search.minMs) * 1e6)}`);
-    if (STATUS[search.status]) conds.push(`span_status_code = ${STATUS[search.status]}`);
-    const ds = ident(dataset);
-    const svc = hasService ? '"service.name"' : 'NULL';
-    const query = `SELECT span_trace_id AS trace_id, min(span_start_time_unix_nano) AS started,
-  epoch_ns(max(span_end_time_unix_nano)) - epoch_ns(min(span_start_time_unix_nano)) AS duration_ns,
-  count(*) AS spans, arg_min(span_name, span_start_time_unix_nano) AS root_name,
-  arg_min(${svc}, span_start_time_unix_nano) AS root_service, max(span_status_code = 2)::INT AS errors
-FROM ${ds}
-WHERE span_trace_id IN (SELECT span_trace_id FROM ${ds}${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''})
-GROUP BY span_trace_id ORDER BY started DESC LIMIT 100`;
+    const query = traceSearchSql(dataset, search, hasService);
     setError('');
     s.api.query({ query, ...req() }, ctl.signal).then(
       (r) => setTraces(r.records),
@@ -96,72 +83,103 @@ GROUP BY span_trace_id ORDER BY started DESC LIMIT 100`;
         <DatasetSelect value={dataset} kinds={['otel-traces']} onChange={(d) => navigate('traces', { dataset: d, from: range.from, to: range.to })} />
         <TimeRangePicker value={range} onChange={(r) => go({ from: r.from, to: r.to })} />
       </div>
-      <form class="toolbar search" onSubmit={(e) => (e.preventDefault(), setVersion((v) => v + 1))} aria-label="Search traces">
-        {hasService && (
-          <span class="field">
-            <label for="trace-service">Service</label>
-            <select id="trace-service" value={search.service} onChange={(e) => setSearch({ ...search, service: (e.target as HTMLSelectElement).value })}>
-              <option value="">any</option>
-              {services.map((x) => <option key={x}>{x}</option>)}
-            </select>
-          </span>
-        )}
-        <span class="field">
-          <label for="trace-name">Span name contains</label>
-          <input id="trace-name" value={search.name} onInput={(e) => setSearch({ ...search, name: (e.target as HTMLInputElement).value })} />
-        </span>
-        <span class="field">
-          <label for="trace-min">Min duration (ms)</label>
-          <input id="trace-min" type="number" min="0" step="any" value={search.minMs} onInput={(e) => setSearch({ ...search, minMs: (e.target as HTMLInputElement).value })} />
-        </span>
-        <span class="field">
-          <label for="trace-status">Status</label>
-          <select id="trace-status" value={search.status} onChange={(e) => setSearch({ ...search, status: (e.target as HTMLSelectElement).value })}>
-            <option value="">any</option>
-            <option value="error">error</option>
-            <option value="ok">ok</option>
-            <option value="unset">unset</option>
-          </select>
-        </span>
-        <button type="submit">Search</button>
-      </form>
+      <SearchForm search={search} setSearch={setSearch} services={hasService ? services : undefined} onSubmit={() => setVersion((v) => v + 1)} />
       {error && <pre class="error" role="alert">{error}</pre>}
       <div class="traces-layout">
-        <div class="table-wrap trace-list">
-          <table data-testid="trace-list">
-            <thead>
-              <tr>
-                <th scope="col">Start (UTC)</th>
-                <th scope="col">Root span</th>
-                <th scope="col" class="num">Duration</th>
-                <th scope="col" class="num">Spans</th>
-              </tr>
-            </thead>
-            <tbody>
-              {(traces ?? []).map((t) => (
-                <tr key={String(t.trace_id)} class={params.trace === t.trace_id ? 'selected' : ''}>
-                  <td>{formatTime(parseTimestamp(t.started) ?? 0, true)}</td>
-                  <td>
-                    <a href="#" onClick={(e) => (e.preventDefault(), go({ trace: String(t.trace_id) }))} data-testid="trace-link">
-                      {t.root_service ? <span class="muted">{String(t.root_service)} · </span> : null}
-                      {String(t.root_name ?? t.trace_id)}
-                    </a>
-                    {Number(t.errors) > 0 && <span class="badge error-badge">error</span>}
-                  </td>
-                  <td class="num">{formatDurationNs(Number(t.duration_ns))}</td>
-                  <td class="num">{String(t.spans)}</td>
-                </tr>
-              ))}
-              {traces && traces.length === 0 && (
-                <tr>
-                  <td colSpan={4} class="muted">No traces match in this time range.</td>
-                </tr>
-              )}
-            </tbody>
-          </table>
-        </div>
+        <TraceList traces={traces} selected={params.trace} onPick={(trace) => go({ trace })} />
         {params.trace && <Waterfall key={`${dataset}:${params.trace}`} dataset={dataset} traceId={params.trace} spanId={params.span} range={range} onClose={() => go({ trace: undefined, span: undefined })} />}
       </div>
     </section>
+  );
+}
+
+/** The search over the last traces: every span matching the conditions, its whole trace summarised. */
+function traceSearchSql(dataset: string, search: Search, hasService: boolean): string {
+  const conds: string[] = [];
+  if (search.service && hasService) conds.push(`"service.name" = ${literal(search.service)}`);
+  if (search.name) conds.push(`span_name ILIKE ${literal(`%${search.name}%`)}`);
+  if (search.minMs && Number(search.minMs) > 0) conds.push(`span_duration_ns >= ${Math.round(Number(search.minMs) * 1e6)}`);
+  if (STATUS[search.status]) conds.push(`span_status_code = ${STATUS[search.status]}`);
+  const ds = ident(dataset);
+  const svc = hasService ? '"service.name"' : 'NULL';
+  return `SELECT span_trace_id AS trace_id, min(span_start_time_unix_nano) AS started,
+  epoch_ns(max(span_end_time_unix_nano)) - epoch_ns(min(span_start_time_unix_nano)) AS duration_ns,
+  count(*) AS spans, arg_min(span_name, span_start_time_unix_nano) AS root_name,
+  arg_min(${svc}, span_start_time_unix_nano) AS root_service, max(span_status_code = 2)::INT AS errors
+FROM ${ds}
+WHERE span_trace_id IN (SELECT span_trace_id FROM ${ds}${conds.length ? ` WHERE ${conds.join(' AND ')}` : ''})
+GROUP BY span_trace_id ORDER BY started DESC LIMIT 100`;
+}
+
+/** The search form; `services` is undefined when the dataset has no `service.name` column. */
+function SearchForm({ search, setSearch, services, onSubmit }: { search: Search; setSearch: (s: Search) => void; services?: string[]; onSubmit: () => void }) {
+  return (
+    <form class="toolbar search" onSubmit={(e) => (e.preventDefault(), onSubmit())} aria-label="Search traces">
+      {services && (
+        <span class="field">
+          <label for="trace-service">Service</label>
+          <select id="trace-service" value={search.service} onChange={(e) => setSearch({ ...search, service: (e.target as HTMLSelectElement).value })}>
+            <option value="">any</option>
+            {services.map((x) => <option key={x}>{x}</option>)}
+          </select>
+        </span>
+      )}
+      <span class="field">
+        <label for="trace-name">Span name contains</label>
+        <input id="trace-name" value={search.name} onInput={(e) => setSearch({ ...search, name: (e.target as HTMLInputElement).value })} />
+      </span>
+      <span class="field">
+        <label for="trace-min">Min duration (ms)</label>
+        <input id="trace-min" type="number" min="0" step="any" value={search.minMs} onInput={(e) => setSearch({ ...search, minMs: (e.target as HTMLInputElement).value })} />
+      </span>
+      <span class="field">
+        <label for="trace-status">Status</label>
+        <select id="trace-status" value={search.status} onChange={(e) => setSearch({ ...search, status: (e.target as HTMLSelectElement).value })}>
+          <option value="">any</option>
+          <option value="error">error</option>
+          <option value="ok">ok</option>
+          <option value="unset">unset</option>
+        </select>
+      </span>
+      <button type="submit">Search</button>
+    </form>
+  );
+}
+
+function TraceList({ traces, selected, onPick }: { traces: Row[] | null; selected?: string; onPick: (trace: string) => void }) {
+  return (
+    <div class="table-wrap trace-list">
+      <table data-testid="trace-list">
+        <thead>
+          <tr>
+            <th scope="col">Start (UTC)</th>
+            <th scope="col">Root span</th>
+            <th scope="col" class="num">Duration</th>
+            <th scope="col" class="num">Spans</th>
+          </tr>
+        </thead>
+        <tbody>
+          {(traces ?? []).map((t) => (
+            <tr key={String(t.trace_id)} class={selected === t.trace_id ? 'selected' : ''}>
+              <td>{formatTime(parseTimestamp(t.started) ?? 0, true)}</td>
+              <td>
+                <a href="#" onClick={(e) => (e.preventDefault(), onPick(String(t.trace_id)))} data-testid="trace-link">
+                  {t.root_service ? <span class="muted">{String(t.root_service)} · </span> : null}
+                  {String(t.root_name ?? t.trace_id)}
+                </a>
+                {Number(t.errors) > 0 && <span class="badge error-badge">error</span>}
+              </td>
+              <td class="num">{formatDurationNs(Number(t.duration_ns))}</td>
+              <td class="num">{String(t.spans)}</td>
+            </tr>
+          ))}
+          {traces && traces.length === 0 && (
+            <tr>
+              <td colSpan={4} class="muted">No traces match in this time range.</td>
+            </tr>
+          )}
+        </tbody>
+      </table>
+    </div>
   );
 }
