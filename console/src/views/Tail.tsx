@@ -27,24 +27,39 @@ interface Line {
   row: Row;
 }
 
-/**
- * Live tail by long polling `POST /api/v1/tail`: each request waits on the server until the dataset
- * has new rows (or 25 s pass), then answers the rows at or after the newest one already shown. The
- * server runs one query per arrival, not one per second per viewer. Rows at that exact instant are
- * told apart by their content, so none shows twice.
- */
-export function Tail({ params }: { params: Record<string, string> }) {
+/** Where the tail stands: the newest time shown, the rows shown at exactly that time, the server's cursor. */
+interface Cursor {
+  ms: number;
+  seen: Set<string>;
+  token?: string;
+}
+
+/** An answer's rows not shown yet, newest first, and the cursor after them. */
+function freshRows(a: Answer, cursor: Cursor, nextId: () => number): { fresh: Line[]; cursor: Cursor } {
+  const fresh: Line[] = [];
+  let newest = cursor.ms;
+  for (const r of a.rows) {
+    const t = parseTimestamp(r[a.timeColumn]) ?? 0;
+    const key = JSON.stringify(r);
+    if (t === cursor.ms && cursor.seen.has(key)) continue;
+    fresh.push({ id: nextId(), t, row: r });
+    if (t > newest) newest = t;
+  }
+  const seen = newest === cursor.ms ? cursor.seen : new Set<string>();
+  for (const f of fresh) if (f.t === newest) seen.add(JSON.stringify(f.row));
+  fresh.sort((x, y) => y.t - x.t);
+  return { fresh, cursor: { ms: newest, seen, token: a.cursor } };
+}
+
+/** The long-poll loop and what it has shown, restarted when the dataset or the filter changes. */
+function useTail(dataset: string, applied: string, paused: boolean) {
   const s = useSession();
-  const dataset = params.dataset ?? s.datasets[0]?.name ?? '';
-  const [filter, setFilter] = useState(params.where ?? '');
-  const [applied, setApplied] = useState(params.where ?? '');
-  const [paused, setPaused] = useState(false);
   const [lines, setLines] = useState<Line[]>([]);
   const [fields, setFields] = useState<string[]>([]);
   const [timeColumn, setTimeColumn] = useState<string | undefined>();
   const [error, setError] = useState('');
   const [arrivals, setArrivals] = useState<{ at: number; n: number }[]>([]);
-  const cursor = useRef<{ ms: number; seen: Set<string>; token?: string }>({ ms: Date.now() - 5 * 60_000, seen: new Set() });
+  const cursor = useRef<Cursor>({ ms: Date.now() - 5 * 60_000, seen: new Set() });
   const nextId = useRef(0);
   const firstAnswer = useRef(true);
 
@@ -60,6 +75,18 @@ export function Tail({ params }: { params: Record<string, string> }) {
     if (paused || !dataset) return;
     let live = true;
     const ctl = new AbortController();
+    const onAnswer = (a: Answer) => {
+      setError('');
+      setTimeColumn(a.timeColumn);
+      const { fresh, cursor: next } = freshRows(a, cursor.current, () => nextId.current++);
+      cursor.current = next;
+      if (fresh.length) {
+        setLines((prev) => [...fresh, ...prev].slice(0, KEEP));
+        // What was there when the tail opened is history, not arrivals.
+        if (!firstAnswer.current) setArrivals((prev) => [...prev.filter((x) => x.at > Date.now() - RATE_WINDOW_MS), { at: Date.now(), n: fresh.length }]);
+      }
+      firstAnswer.current = false;
+    };
     (async () => {
       while (live) {
         try {
@@ -70,27 +97,7 @@ export function Tail({ params }: { params: Record<string, string> }) {
             body: JSON.stringify({ dataset, where: applied.trim() || undefined, after: new Date(cursor.current.ms).toISOString(), cursor: cursor.current.token }),
           });
           if (!live) return;
-          setError('');
-          setTimeColumn(a.timeColumn);
-          const fresh: Line[] = [];
-          let newest = cursor.current.ms;
-          for (const r of a.rows) {
-            const t = parseTimestamp(r[a.timeColumn]) ?? 0;
-            const key = JSON.stringify(r);
-            if (t === cursor.current.ms && cursor.current.seen.has(key)) continue;
-            fresh.push({ id: nextId.current++, t, row: r });
-            if (t > newest) newest = t;
-          }
-          const seen = newest === cursor.current.ms ? cursor.current.seen : new Set<string>();
-          for (const f of fresh) if (f.t === newest) seen.add(JSON.stringify(f.row));
-          cursor.current = { ms: newest, seen, token: a.cursor };
-          if (fresh.length) {
-            fresh.sort((x, y) => y.t - x.t);
-            setLines((prev) => [...fresh, ...prev].slice(0, KEEP));
-            // What was there when the tail opened is history, not arrivals.
-            if (!firstAnswer.current) setArrivals((prev) => [...prev.filter((x) => x.at > Date.now() - RATE_WINDOW_MS), { at: Date.now(), n: fresh.length }]);
-          }
-          firstAnswer.current = false;
+          onAnswer(a);
         } catch (e) {
           if (!live) return;
           setError((e as Error).message);
@@ -103,6 +110,22 @@ export function Tail({ params }: { params: Record<string, string> }) {
       ctl.abort();
     };
   }, [dataset, applied, paused]);
+  return { lines, fields, timeColumn, error, arrivals };
+}
+
+/**
+ * Live tail by long polling `POST /api/v1/tail`: each request waits on the server until the dataset
+ * has new rows (or 25 s pass), then answers the rows at or after the newest one already shown. The
+ * server runs one query per arrival, not one per second per viewer. Rows at that exact instant are
+ * told apart by their content, so none shows twice.
+ */
+export function Tail({ params }: { params: Record<string, string> }) {
+  const s = useSession();
+  const dataset = params.dataset ?? s.datasets[0]?.name ?? '';
+  const [filter, setFilter] = useState(params.where ?? '');
+  const [applied, setApplied] = useState(params.where ?? '');
+  const [paused, setPaused] = useState(false);
+  const { lines, fields, timeColumn, error, arrivals } = useTail(dataset, applied, paused);
 
   // The rate is recomputed each second, so it falls back to zero when nothing arrives.
   const [now, setNow] = useState(Date.now());
