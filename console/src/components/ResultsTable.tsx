@@ -20,22 +20,13 @@ interface Props {
 }
 
 const ROW_HEIGHT = 30;
-/**
- * A table that renders only the rows in view (virtual scrolling with @tanstack/virtual-core), so 100k
- * rows scroll as smoothly as 100. Columns are as wide as their values (the last one takes the room
- * left) and can be resized by dragging their header's edge. A row opens to its full JSON, where each
- * value can be copied.
- */
-export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout = {}, traceHref }: Props) {
-  const scroller = useRef<HTMLDivElement>(null);
-  const [, rerender] = useReducer((n: number) => n + 1, 0);
-  const [open, setOpen] = useState<Set<number>>(() => new Set());
-  const [copied, setCopied] = useState<string | null>(null);
-  const [resized, setResized] = useState<Record<string, number>>({});
 
+/** The virtualizer of the rows in `scroller`: closed rows are ROW_HEIGHT, open ones measured. */
+function useRowVirtualizer(count: number, scroller: { current: HTMLDivElement | null }, open: Set<number>) {
+  const [, rerender] = useReducer((n: number) => n + 1, 0);
   const virt = useRef<Virtualizer<HTMLDivElement, HTMLDivElement> | null>(null);
   const options = {
-    count: rows.length,
+    count,
     getScrollElement: () => scroller.current,
     estimateSize: (i: number) => (open.has(i) ? ROW_HEIGHT + 200 : ROW_HEIGHT),
     overscan: 12,
@@ -50,6 +41,21 @@ export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout
   const v = virt.current;
   useLayoutEffect(() => v._didMount(), []);
   useLayoutEffect(() => v._willUpdate());
+  return v;
+}
+/**
+ * A table that renders only the rows in view (virtual scrolling with @tanstack/virtual-core), so 100k
+ * rows scroll as smoothly as 100. Columns are as wide as their values (the last one takes the room
+ * left) and can be resized by dragging their header's edge. A row opens to its full JSON, where each
+ * value can be copied.
+ */
+export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout = {}, traceHref }: Props) {
+  const scroller = useRef<HTMLDivElement>(null);
+  const [open, setOpen] = useState<Set<number>>(() => new Set());
+  const [copied, setCopied] = useState<string | null>(null);
+  const [resized, setResized] = useState<Record<string, number>>({});
+
+  const v = useRowVirtualizer(rows.length, scroller, open);
 
   // Sized once the first rows are in (not again as more stream in: columns must not jump).
   const sized = rows.length > 0;
@@ -94,28 +100,7 @@ export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout
   return (
     <div class={`results${logs ? ' logs' : ''}`} role="table" aria-label="Query results" aria-rowcount={rows.length + 1}>
       <div class="results-scroll" ref={scroller} tabIndex={0} data-testid="results-scroll">
-        {!logs && (
-          <div class="results-head" role="row" style={{ gridTemplateColumns: template, ...sizeStyle }}>
-            <span role="columnheader" class="cell">
-              <span class="sr-only">Expand</span>
-            </span>
-            {columns.map((c) => (
-              <span role="columnheader" class="cell" title={c} key={c} data-testid="column-header">
-                <span class="col-name">{c}</span>
-                <span
-                  class="col-resize"
-                  role="separator"
-                  aria-orientation="vertical"
-                  aria-label={`Resize ${c}`}
-                  tabIndex={0}
-                  data-testid={`resize-${c}`}
-                  onPointerDown={(e) => startResize(c, e as unknown as PointerEvent)}
-                  onKeyDown={(e) => (e.key === 'ArrowLeft' ? resizeBy(c, -20) : e.key === 'ArrowRight' ? resizeBy(c, 20) : undefined)}
-                />
-              </span>
-            ))}
-          </div>
-        )}
+        {!logs && <HeaderRow columns={columns} style={{ gridTemplateColumns: template, ...sizeStyle }} startResize={startResize} resizeBy={resizeBy} />}
         <div class="results-body" style={{ height: `${v.getTotalSize()}px`, ...sizeStyle }}>
           {v.getVirtualItems().map((item) => {
             const row = rows[item.index];
@@ -133,53 +118,113 @@ export function ResultsTable({ columns, rows, timeColumn, mode = 'table', layout
                 aria-rowindex={item.index + 2}
                 data-testid="result-row"
               >
-                {logs ? (
-                  <LogLine row={row} columns={columns} layout={layout} traceHref={traceHref} onDblClick={() => toggle(item.index)}>
-                    <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${item.index + 1}`} onClick={() => toggle(item.index)}>
-                      {isOpen ? '▾' : '▸'}
-                    </button>
-                  </LogLine>
-                ) : (
-                  <div class="row-cells" style={{ gridTemplateColumns: template }}>
-                    <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${item.index + 1}`} onClick={() => toggle(item.index)}>
-                      {isOpen ? '▾' : '▸'}
-                    </button>
-                    {columns.map((c) => (
-                      <span role="cell" class="cell" key={c} title={cellText(row[c])} onDblClick={() => toggle(item.index)}>
-                        {value(row, c)}
-                      </span>
-                    ))}
-                  </div>
-                )}
-                {isOpen && (
-                  <div class="row-json" data-testid="row-json">
-                    <div class="row-json-actions">
-                      <button class="small" onClick={() => copy(`row-${item.index}`, row)}>
-                        {copied === `row-${item.index}` ? 'Copied' : 'Copy row as JSON'}
-                      </button>
-                    </div>
-                    <dl>
-                      {Object.entries(row)
-                        .filter(([, val]) => val !== null && val !== undefined)
-                        .map(([k, val]) => (
-                          <div class="kv" key={k}>
-                            <dt>{k}</dt>
-                            <dd>
-                              <code>{typeof val === 'string' ? value(row, k) : JSON.stringify(val)}</code>
-                              <button class="link small" aria-label={`Copy ${k}`} onClick={() => copy(`${item.index}:${k}`, val)}>
-                                {copied === `${item.index}:${k}` ? 'copied' : 'copy'}
-                              </button>
-                            </dd>
-                          </div>
-                        ))}
-                    </dl>
-                  </div>
-                )}
+                <RowLine row={row} index={item.index} isOpen={isOpen} toggle={toggle} logs={logs} columns={columns} layout={layout} traceHref={traceHref} template={template} value={value} />
+                {isOpen && <RowJson row={row} index={item.index} copied={copied} copy={copy} value={value} />}
               </div>
             );
           })}
         </div>
       </div>
+    </div>
+  );
+}
+
+function HeaderRow({ columns, style, startResize, resizeBy }: { columns: string[]; style: Record<string, string | undefined>; startResize: (col: string, e: PointerEvent) => void; resizeBy: (col: string, d: number) => void }) {
+  return (
+    <div class="results-head" role="row" style={style}>
+      <span role="columnheader" class="cell">
+        <span class="sr-only">Expand</span>
+      </span>
+      {columns.map((c) => (
+        <span role="columnheader" class="cell" title={c} key={c} data-testid="column-header">
+          <span class="col-name">{c}</span>
+          <span
+            class="col-resize"
+            role="separator"
+            aria-orientation="vertical"
+            aria-label={`Resize ${c}`}
+            tabIndex={0}
+            data-testid={`resize-${c}`}
+            onPointerDown={(e) => startResize(c, e as unknown as PointerEvent)}
+            onKeyDown={(e) => (e.key === 'ArrowLeft' ? resizeBy(c, -20) : e.key === 'ArrowRight' ? resizeBy(c, 20) : undefined)}
+          />
+        </span>
+      ))}
+    </div>
+  );
+}
+
+interface RowJsonProps {
+  row: Row;
+  index: number;
+  copied: string | null;
+  copy: (label: string, value: unknown) => void;
+  value: (row: Row, c: string) => ReturnType<typeof cellValue>;
+}
+
+/** An open row: its full JSON, each value with a copy button. */
+function RowJson({ row, index, copied, copy, value }: RowJsonProps) {
+  return (
+    <div class="row-json" data-testid="row-json">
+      <div class="row-json-actions">
+        <button class="small" onClick={() => copy(`row-${index}`, row)}>
+          {copied === `row-${index}` ? 'Copied' : 'Copy row as JSON'}
+        </button>
+      </div>
+      <dl>
+        {Object.entries(row)
+          .filter(([, val]) => val !== null && val !== undefined)
+          .map(([k, val]) => (
+            <div class="kv" key={k}>
+              <dt>{k}</dt>
+              <dd>
+                <code>{typeof val === 'string' ? value(row, k) : JSON.stringify(val)}</code>
+                <button class="link small" aria-label={`Copy ${k}`} onClick={() => copy(`${index}:${k}`, val)}>
+                  {copied === `${index}:${k}` ? 'copied' : 'copy'}
+                </button>
+              </dd>
+            </div>
+          ))}
+      </dl>
+    </div>
+  );
+}
+
+interface RowLineProps {
+  row: Row;
+  index: number;
+  isOpen: boolean;
+  toggle: (i: number) => void;
+  logs: boolean;
+  columns: string[];
+  layout: LogLayout;
+  traceHref?: TraceHref;
+  template: string;
+  value: (row: Row, c: string) => ReturnType<typeof cellValue>;
+}
+
+/** A row's visible line: a log line, or the cells of the table's columns. */
+function RowLine({ row, index, isOpen, toggle, logs, columns, layout, traceHref, template, value }: RowLineProps) {
+  const expand = (
+    <button class="expand" aria-expanded={isOpen} aria-label={`${isOpen ? 'Close' : 'Open'} row ${index + 1}`} onClick={() => toggle(index)}>
+      {isOpen ? '▾' : '▸'}
+    </button>
+  );
+  if (logs) {
+    return (
+      <LogLine row={row} columns={columns} layout={layout} traceHref={traceHref} onDblClick={() => toggle(index)}>
+        {expand}
+      </LogLine>
+    );
+  }
+  return (
+    <div class="row-cells" style={{ gridTemplateColumns: template }}>
+      {expand}
+      {columns.map((c) => (
+        <span role="cell" class="cell" key={c} title={cellText(row[c])} onDblClick={() => toggle(index)}>
+          {value(row, c)}
+        </span>
+      ))}
     </div>
   );
 }
