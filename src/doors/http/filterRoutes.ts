@@ -9,6 +9,32 @@ import type { AppEnv, Services } from '../shared/context.ts';
 import { formatIssues, requires } from './middleware.ts';
 
 /**
+ * A JSON array written one item at a time, so a listing never holds every body at once. The first item is
+ * read before the answer starts, so an unreachable store is still a proper error status; a failure later
+ * aborts the response (the client sees a broken body, never a shortened list).
+ */
+async function jsonArrayStream<T>(next: () => Promise<T | undefined>, cancel: () => Promise<unknown>): Promise<ReadableStream<Uint8Array>> {
+  let pending = await next();
+  let first = true;
+  const encoder = new TextEncoder();
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (pending === undefined) {
+        controller.enqueue(encoder.encode(first ? '[]' : ']'));
+        controller.close();
+        return;
+      }
+      controller.enqueue(encoder.encode(`${first ? '[' : ','}${JSON.stringify(pending)}`));
+      first = false;
+      pending = await next();
+    },
+    async cancel() {
+      await cancel();
+    },
+  });
+}
+
+/**
  * Saved queries, Parseable's `/api/v1/filters` (what `pb query save` / `pb query list` and the
  * console use). Any key that may read may save; a key sees the filters of datasets it may read, and
  * changes or deletes its own (an admin key: any). Each filter is at most P_FILTER_MAX_BYTES and a key
@@ -47,9 +73,6 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Ser
     return f;
   }
 
-  // A JSON array written one filter at a time: the listing never holds every body at once. The first
-  // filter is read before the answer starts, so an unreachable store is still a proper error status;
-  // a failure later aborts the response (the client sees a broken body, never a shortened list).
   app.get('/api/v1/filters', requires('read'), async (c) => {
     const p = c.get('principal');
     const it = filters.list();
@@ -57,24 +80,7 @@ export function registerFilterRoutes(app: Hono<AppEnv>, { storage, config }: Ser
       for (let r = await it.next(); !r.done; r = await it.next()) if (visible(p, r.value)) return r.value;
       return undefined;
     };
-    let pending = await nextVisible();
-    let first = true;
-    const encoder = new TextEncoder();
-    const body = new ReadableStream<Uint8Array>({
-      async pull(controller) {
-        if (pending === undefined) {
-          controller.enqueue(encoder.encode(first ? '[]' : ']'));
-          controller.close();
-          return;
-        }
-        controller.enqueue(encoder.encode(`${first ? '[' : ','}${JSON.stringify(pending)}`));
-        first = false;
-        pending = await nextVisible();
-      },
-      async cancel() {
-        await it.return(undefined);
-      },
-    });
+    const body = await jsonArrayStream(nextVisible, () => it.return(undefined));
     return c.body(body, 200, { 'Content-Type': 'application/json' });
   });
 
