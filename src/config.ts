@@ -226,6 +226,25 @@ const memorySettings = {
   P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
 };
 
+/**
+ * Fault injection for the test suite, read where it strikes (src/failpoint.ts, on each arrival, so an
+ * in-process test may change it between steps). Never for a service that holds data: the start log warns.
+ */
+const testOnlySettings = {
+  P_FAILPOINT: z
+    .string()
+    .optional()
+    .describe(
+      'Test only (the crash tests): the process kills itself (SIGKILL, as a power cut) on reaching this step: `flush-after-upload`, `flush-after-manifest`, `compaction-after-upload`, `compaction-after-manifest`.',
+    ),
+  P_FAULT: z
+    .string()
+    .optional()
+    .describe(
+      'Test only (the resource-error tests): `<point>:<fault>:<times>`, several joined by commas. The first `<times>` arrivals at `<point>` (`flush-unit`, `flush-parquet`, `flush-upload`, `flush-schema`, `flush-manifest`, `salvage-read`, `salvage-bad-lines`, `salvage-rewrite`, `salvage-set-aside`) fail with `<fault>` (`oom`, `duckdb-emfile`, `duckdb-enospc`, `emfile`, `enfile`, `enospc`, `eio`, `enomem`) instead of going on.',
+    ),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
@@ -236,10 +255,12 @@ export const settingGroups = [
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+  { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
 
 export const envSchema = z.object({
   ...serverSettings,
+  ...testOnlySettings,
   ...memorySettings,
   ...ingestSettings,
   ...storageSettings,
@@ -290,6 +311,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     apiKeys: e.P_API_KEYS,
     nodeId: e.P_NODE_ID,
     logLevel: e.P_LOG_LEVEL,
+    /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */
+    faultInjection: Object.entries({ P_FAILPOINT: e.P_FAILPOINT, P_FAULT: e.P_FAULT }).filter(([, v]) => v),
     promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
     /** The HTTP server's group: its connections and the body limit of every route. */
     server: {

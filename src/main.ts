@@ -57,6 +57,7 @@ async function main(): Promise<void> {
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { recursive: true });
 
+  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
   const { idleMs: duckIdleMs, ...duckSettings } = config.storageDuckDB;
