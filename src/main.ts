@@ -147,7 +147,13 @@ async function main(): Promise<void> {
   const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } });
-  const port = await listening(server as import('node:http').Server, `${config.host}:${config.port}`);
+
+  // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
+  // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
+  const http = server as import('node:http').Server;
+  http.keepAliveTimeout = 65_000;
+  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
+  const port = await listening(http, `${config.host}:${config.port}`);
   // One line with every port bound, for whoever asked for port 0 (the test helpers read it): at every level.
   log.announce('listening', {
     addr: `${config.host}:${port}`,
@@ -160,12 +166,6 @@ async function main(): Promise<void> {
     storage: config.storage,
     dataDir: config.dataDir,
   });
-
-  // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
-  // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
-  const http = server as import('node:http').Server;
-  http.keepAliveTimeout = 65_000;
-  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
 
   let stopping = false;
   const shutdown = async (signal: string) => {
