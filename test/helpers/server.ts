@@ -140,10 +140,9 @@ interface ListeningLine {
 
 /** The service's `listening` log line (src/main.ts), once it is out: every port it bound. */
 function listeningLine(output: string): ListeningLine | undefined {
-  for (const line of output.split('\n')) {
-    if (!line.includes('"msg":"listening"')) continue;
-    const parsed = JSON.parse(line) as ListeningLine;
-    return parsed;
+  // Whole lines only: the last piece may be a line still being written.
+  for (const line of output.split('\n').slice(0, -1)) {
+    if (line.includes('"msg":"listening"')) return JSON.parse(line) as ListeningLine;
   }
   return undefined;
 }
