@@ -30,9 +30,7 @@ export function renderConfigDocs(): string {
     'Every setting is an environment variable, read once at start. Durations take `ms`, `s`, `m`, `h`, `d`',
     '(a plain number is milliseconds); sizes take `KiB`, `MiB`, `GiB` (or `KB`, `MB`, `GB`: the same powers',
     'of 1024; a plain number is bytes). An invalid value stops the service at start with a message naming the',
-    'variable. Tests also use `P_FAILPOINT` (the process kills itself at a named step of a flush or',
-    'compaction: `flush-after-upload`, `flush-after-manifest`, `compaction-after-upload`,',
-    '`compaction-after-manifest`).',
+    'variable. The last group, test only, is fault injection for the test suite.',
   ];
   const table = (settings: Record<string, z.ZodType>) => {
     out.push('', '| variable | default | what it does |', '|---|---|---|');

@@ -70,7 +70,7 @@ const int = (fallback: number) => z.coerce.number().int().positive().default(fal
 
 /** The HTTP server, keys, logs and this worker's identity. */
 const serverSettings = {
-  P_ADDR: z.string().default('0.0.0.0:8000').describe('`host:port` the HTTP server listens on.'),
+  P_ADDR: z.string().default('0.0.0.0:8000').describe('`host:port` the HTTP server listens on. Port `0`: any free port; the ports bound are in the `listening` log line (`port`, `grpcPort`, `pgPort`).'),
   P_DATA_DIR: z.string().default('./data').describe('Where everything local is kept: the WAL, the local object store, the S3 file cache, the generated key and node id.'),
   P_API_KEYS: z.string().default('').describe('API keys, comma-separated `key[:role[:dataset|dataset…]]` (roles `admin`, `writer`, `reader`; see docs/http-api.md#authentication). Empty: an admin key is generated on first start and kept in `P_DATA_DIR/api-key`, so the service never runs open.'),
   P_NODE_ID: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional().describe("This worker's name in object keys (1–64 letters, digits, `_`, `-`). Unset: one is generated on first start and kept in `P_DATA_DIR/node-id`; each worker on a shared bucket needs its own."),
@@ -196,7 +196,7 @@ const otlpGrpcSettings = {
   P_OTLP_GRPC_ADDR: z
     .string()
     .default('0.0.0.0:4317')
-    .describe('host:port of the OTLP/gRPC server (logs, traces, metrics, grpc.health.v1), or `off`. Default: OTLP\'s registered gRPC port, where Collectors and SDKs send by default.'),
+    .describe('host:port of the OTLP/gRPC server (logs, traces, metrics, grpc.health.v1), or `off`. Port `0`: any free port (`grpcPort` in the `listening` log line). Default: OTLP\'s registered gRPC port, where Collectors and SDKs send by default.'),
   P_OTLP_GRPC_MAX_CONNECTION_AGE: duration('5m').describe(
     'An OTLP/gRPC connection is closed (with a GOAWAY; clients reconnect) after this long, so long-lived HTTP/2 connections spread over the workers behind a load balancer. Default 5m: a Collector moves to another worker within minutes at the cost of one reconnect.',
   ),
@@ -210,7 +210,7 @@ const pgSettingsGroup = {
   P_PG_ADDR: z
     .string()
     .default('0.0.0.0:5432')
-    .describe('host:port of the PostgreSQL wire protocol front door, or `off`. 5432 because every PostgreSQL client defaults to it.'),
+    .describe('host:port of the PostgreSQL wire protocol front door, or `off`. Port `0`: any free port (`pgPort` in the `listening` log line). 5432 because every PostgreSQL client defaults to it.'),
   P_PG_TLS_CERT: z.string().optional().describe('PEM certificate file for TLS on the PostgreSQL port (SSLRequest); none by default, so clients with sslmode=prefer use plain TCP.'),
   P_PG_TLS_KEY: z.string().optional().describe('PEM private key file matching P_PG_TLS_CERT.'),
   P_PG_REQUIRE_TLS: z
@@ -226,6 +226,25 @@ const memorySettings = {
   P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
 };
 
+/**
+ * Fault injection for the test suite, read where it strikes (src/failpoint.ts, on each arrival, so an
+ * in-process test may change it between steps). Never for a service that holds data: the start log warns.
+ */
+const testOnlySettings = {
+  P_FAILPOINT: z
+    .string()
+    .optional()
+    .describe(
+      'Test only (the crash tests): the process kills itself (SIGKILL, as a power cut) on reaching this step: `flush-after-upload`, `flush-after-manifest`, `compaction-after-upload`, `compaction-after-manifest`.',
+    ),
+  P_FAULT: z
+    .string()
+    .optional()
+    .describe(
+      'Test only (the resource-error tests): `<point>:<fault>:<times>`, several joined by commas. The first `<times>` arrivals at `<point>` (`flush-unit`, `flush-parquet`, `flush-upload`, `flush-schema`, `flush-manifest`, `salvage-read`, `salvage-bad-lines`, `salvage-rewrite`, `salvage-set-aside`) fail with `<fault>` (`oom`, `duckdb-emfile`, `duckdb-enospc`, `emfile`, `enfile`, `enospc`, `eio`, `enomem`) instead of going on.',
+    ),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
@@ -236,10 +255,12 @@ export const settingGroups = [
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+  { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
 
 export const envSchema = z.object({
   ...serverSettings,
+  ...testOnlySettings,
   ...memorySettings,
   ...ingestSettings,
   ...storageSettings,
@@ -290,6 +311,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     apiKeys: e.P_API_KEYS,
     nodeId: e.P_NODE_ID,
     logLevel: e.P_LOG_LEVEL,
+    /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */
+    faultInjection: Object.entries({ P_FAILPOINT: e.P_FAILPOINT, P_FAULT: e.P_FAULT }).filter(([, v]) => v),
     promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
     /** The HTTP server's group: its connections and the body limit of every route. */
     server: {

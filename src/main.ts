@@ -1,8 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
 import * as path from 'node:path';
 import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
+import { listenError, StartupError } from './errors.ts';
 import { createApp } from './doors/http/app.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
 import { connectionCap, limitConnections } from './doors/shared/connections.ts';
@@ -55,6 +57,7 @@ async function main(): Promise<void> {
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { recursive: true });
 
+  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
   const id = await nodeId(config);
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
   const { idleMs: duckIdleMs, ...duckSettings } = config.storageDuckDB;
@@ -143,22 +146,26 @@ async function main(): Promise<void> {
   const grpcAddr = config.otlpGrpc.addr;
   const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
-  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
-    log.info('listening', {
-      addr: `${config.host}:${config.port}`,
-      console: `http://${browseHost.includes(':') ? `[${browseHost}]` : browseHost}:${config.port}/`,
-      keys: keys.keyFile ? `admin key in ${keys.keyFile}` : 'from P_API_KEYS',
-      nodeId: id,
-      storage: config.storage,
-      dataDir: config.dataDir,
-    }),
-  );
+  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } });
 
   // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
   limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
+  const port = await listening(http, `${config.host}:${config.port}`);
+  // One line with every port bound, for whoever asked for port 0 (the test helpers read it): at every level.
+  log.announce('listening', {
+    addr: `${config.host}:${port}`,
+    port,
+    grpcPort: grpcServer?.port ?? null,
+    pgPort: pgServer ? (pgServer.address() as AddressInfo).port : null,
+    console: `http://${browseHost.includes(':') ? `[${browseHost}]` : browseHost}:${port}/`,
+    keys: keys.keyFile ? `admin key in ${keys.keyFile}` : 'from P_API_KEYS',
+    nodeId: id,
+    storage: config.storage,
+    dataDir: config.dataDir,
+  });
 
   let stopping = false;
   const shutdown = async (signal: string) => {
@@ -178,7 +185,23 @@ async function main(): Promise<void> {
   process.on('SIGINT', () => void shutdown('SIGINT'));
 }
 
+/** Resolves with the HTTP port bound once the server listens; a port taken is one line naming P_ADDR. */
+function listening(server: import('node:http').Server, addr: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const port = () => (server.address() as AddressInfo).port;
+    if (server.listening) return resolve(port());
+    const fail = (err: Error) => reject(listenError('HTTP', addr, 'P_ADDR', err, false));
+    server.once('error', fail);
+    server.once('listening', () => {
+      server.off('error', fail);
+      resolve(port());
+    });
+  });
+}
+
 main().catch((err) => {
-  log.error('fatal', { error: err as Error });
+  // A setting to change is said in one line; anything else keeps its stack.
+  if (err instanceof StartupError) log.error(err.message);
+  else log.error('fatal', { error: err as Error });
   process.exit(1);
 });

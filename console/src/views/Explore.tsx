@@ -91,6 +91,11 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
   useEffect(() => () => running.current?.abort(), []);
 
   const setRoute = (p: Record<string, string | undefined>) => navigate('explore', { dataset, q: params.q, from: range.from, to: range.to, ...p }, true);
+  // A saved query runs over its own dataset: its hit count and field list are that dataset's.
+  const loadSaved = (q: string, r: TimeRange | undefined, d: string) => {
+    if (d && d !== dataset) zooms.current = [];
+    setRoute({ q, ...(r ?? {}), ...(d ? { dataset: d } : {}) });
+  };
 
   async function run(text = sql) {
     running.current?.abort();
@@ -271,7 +276,7 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
           Zoom out
         </button>
         <span class="spacer" />
-        {s.caps.filters && <SavedQueries dataset={dataset} sql={() => typed.current} range={range} onLoad={(q, r) => setRoute({ q, ...(r ?? {}) })} />}
+        {s.caps.filters && <SavedQueries dataset={dataset} sql={() => typed.current} range={range} onLoad={(q, r, d) => loadSaved(q, r, d)} />}
       </div>
       <div class="editor-row">
         <SqlEditor value={sql} onChange={(t) => (typed.current = t)} onRun={onRun} schema={completion} defaultTable={dataset} />

@@ -19,17 +19,49 @@ const TOP_SERIES = 10;
 
 const fmt = (v: number) => (Math.abs(v) >= 1000 || v === 0 ? v.toLocaleString('en-US', { maximumFractionDigits: 0 }) : v.toPrecision(3));
 
+interface MetricCatalog {
+  dataset: string;
+  columns: Set<string>;
+  allLabels: string[];
+  metrics: MetricInfo[];
+}
+const NONE: Omit<MetricCatalog, 'dataset'> = { columns: new Set(), allLabels: [], metrics: [] };
+
+/**
+ * What is known of the shown dataset (its columns, label columns, metrics), set in one step once all of
+ * it is in, and given out only while that dataset is shown: after a switch nothing of the previous
+ * dataset's (a metric name, its labels) is queried against the new one — that query could only fail.
+ */
+function useMetricCatalog(dataset: string, range: TimeRange, setError: (e: string) => void): Omit<MetricCatalog, 'dataset'> {
+  const s = useSession();
+  const [catalog, setCatalog] = useState<MetricCatalog | null>(null);
+  useEffect(() => {
+    if (!dataset) return;
+    const b = resolveRange(range);
+    const req = { startTime: new Date(b.startMs).toISOString(), endTime: new Date(b.endMs).toISOString() };
+    s.schema(dataset).then(async (sc) => {
+      const cols = new Set(sc.fields.map((f) => f.name));
+      // What Prometheus sent as metadata on its own (a server without the endpoint: none).
+      const [{ records }, families] = await Promise.all([
+        s.api.query({ query: catalogSql(dataset, (c) => cols.has(c)), ...req }),
+        s.api.json<FamilyMetadata>(`/api/v1/logstream/${encodeURIComponent(dataset)}/metric-metadata`).catch((): FamilyMetadata => ({})),
+      ]);
+      const metrics = records.map((r) => withFamilyMetadata(toMetricInfo(r), families));
+      setCatalog({ dataset, columns: cols, allLabels: sc.fields.map((f) => f.name).filter(isLabelColumn), metrics });
+    }).catch((e) => setError((e as Error).message));
+  }, [dataset, range.from, range.to]);
+  return catalog?.dataset === dataset ? catalog : NONE;
+}
+
 export function Metrics({ params, theme }: { params: Record<string, string>; theme: string }) {
   const s = useSession();
   const sets = s.datasets.filter((d) => d.kind === 'otel-metrics');
   const dataset = params.dataset && s.kindOf(params.dataset) === 'otel-metrics' ? params.dataset : sets[0]?.name ?? '';
   const range: TimeRange = { from: params.from ?? '1h', to: params.to ?? 'now' };
-  const [metrics, setMetrics] = useState<MetricInfo[]>([]);
-  const [allLabels, setAllLabels] = useState<string[]>([]);
-  const [labels, setLabels] = useState<{ metric: string; list: string[] } | null>(null);
-  const [columns, setColumns] = useState<Set<string>>(new Set());
-  const [lines, setLines] = useState<Lines | null>(null);
   const [error, setError] = useState('');
+  const { metrics, allLabels, columns } = useMetricCatalog(dataset, range, setError);
+  const [labelState, setLabels] = useState<{ dataset: string; metric: string; list: string[] } | null>(null);
+  const [lines, setLines] = useState<Lines | null>(null);
   const [showAll, setShowAll] = useState(false);
   // A legend click overrides the top-N rule for that series (shown or hidden), until the lines change.
   const [overrides, setOverrides] = useState<Map<string, boolean>>(new Map());
@@ -41,10 +73,11 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const plot = useRef<uPlot | null>(null);
   const [focused, setFocused] = useState('');
   const metric = metrics.find((m) => m.name === params.metric) ?? metrics[0];
+  const labels = labelState && labelState.dataset === dataset && labelState.metric === metric?.name ? labelState : null;
   const kind = metric ? metricKind(metric) : 'gauge';
   const agg = aggregationOf(kind);
   // Group-by offers the chosen metric's own labels (a histogram's `le` is its buckets, not a label).
-  const metricLabels = labels && labels.metric === metric?.name ? labels.list.filter((l) => !(kind === 'prom-histogram' && l === 'le')) : [];
+  const metricLabels = labels ? labels.list.filter((l) => !(kind === 'prom-histogram' && l === 'le')) : [];
   const group = params.by && metricLabels.includes(params.by) ? params.by : kind === 'prom-summary' && metricLabels.includes('quantile') && !params.by ? 'quantile' : '';
   const quantile = Number(params.q ?? '0.9');
 
@@ -56,33 +89,18 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   };
 
   useEffect(() => {
-    if (!dataset) return;
-    s.schema(dataset).then(async (sc) => {
-      const cols = new Set(sc.fields.map((f) => f.name));
-      setColumns(cols);
-      setAllLabels(sc.fields.map((f) => f.name).filter(isLabelColumn));
-      // What Prometheus sent as metadata on its own (a server without the endpoint: none).
-      const [{ records }, families] = await Promise.all([
-        s.api.query({ query: catalogSql(dataset, (c) => cols.has(c)), ...req() }),
-        s.api.json<FamilyMetadata>(`/api/v1/logstream/${encodeURIComponent(dataset)}/metric-metadata`).catch((): FamilyMetadata => ({})),
-      ]);
-      setMetrics(records.map((r) => withFamilyMetadata(toMetricInfo(r), families)));
-    }).catch((e) => setError((e as Error).message));
-  }, [dataset, range.from, range.to]);
-
-  useEffect(() => {
     if (!metric) return;
-    if (!allLabels.length) return setLabels({ metric: metric.name, list: [] });
+    if (!allLabels.length) return setLabels({ dataset, metric: metric.name, list: [] });
     const ctl = new AbortController();
     s.api.query({ query: labelsSql(dataset, metric.name, allLabels), ...req() }, ctl.signal).then(
-      ({ records }) => setLabels({ metric: metric.name, list: labelsOf(records[0], allLabels) }),
+      ({ records }) => setLabels({ dataset, metric: metric.name, list: labelsOf(records[0], allLabels) }),
       (e) => !ctl.signal.aborted && setError((e as Error).message),
     );
     return () => ctl.abort();
-  }, [metric?.name, allLabels, range.from, range.to]);
+  }, [dataset, metric?.name, allLabels, range.from, range.to]);
 
   useEffect(() => {
-    if (!expression && (!metric || !labels || labels.metric !== metric.name)) return;
+    if (!expression && (!metric || !labels)) return;
     const ctl = new AbortController();
     setError('');
     setLines(null);
@@ -109,7 +127,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
       failed,
     );
     return () => ctl.abort();
-  }, [metric?.name, labels, group, quantile, range.from, range.to, expression, columns]);
+  }, [dataset, metric?.name, labels, group, quantile, range.from, range.to, expression, columns]);
 
   const data = useMemo<uPlot.AlignedData>(() => (lines ? [lines.times, ...lines.series.map((x) => x.values)] : [[]]), [lines]);
   // Series ranked by their mean: the top ones are drawn unless the legend says otherwise.

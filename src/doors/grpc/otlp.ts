@@ -9,7 +9,7 @@ import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import protobuf from 'protobufjs';
 import type { Config } from '../../config.ts';
-import { DomainError } from '../../errors.ts';
+import { DomainError, listenError } from '../../errors.ts';
 import { encodeOtlpResponse, type OtlpSignal } from '../../ingest/otlp/index.ts';
 import type { IngestService } from '../../ingest/service.ts';
 import { log } from '../../log.ts';
@@ -93,6 +93,8 @@ function headersOf(metadata: grpc.Metadata): Headers {
 
 export interface OtlpGrpcServer {
   addr: string;
+  /** The port bound (P_OTLP_GRPC_ADDR may ask for port 0: any free one). */
+  port: number;
   close(): Promise<void>;
 }
 
@@ -148,12 +150,15 @@ export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: strin
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(Object.values(SERVICE).map((s) => [s, 'SERVING' as const])) });
   health.addToServer(server);
 
+  // grpc-js also prints a failed bind on stderr in its own words; the error it passes is said in one line.
+  grpc.setLogVerbosity(grpc.logVerbosity.NONE);
   const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(err) : resolve(bound))),
-  );
+    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(listenError('OTLP/gRPC', addr, 'P_OTLP_GRPC_ADDR', err, true)) : resolve(bound))),
+  ).finally(() => grpc.setLogVerbosity(grpc.logVerbosity.ERROR));
   log.info('OTLP/gRPC listening', { addr, port });
   return {
     addr,
+    port,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of ['', ...Object.values(SERVICE)]) health.setStatus(s, 'NOT_SERVING');

@@ -7,7 +7,7 @@ import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
-import { registerPromqlRoutes } from './promqlRoutes.ts';
+import { promqlError, registerPromqlRoutes } from './promqlRoutes.ts';
 import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
@@ -110,6 +110,10 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
+    // The PromQL API's clients (Grafana, vmalert, promtool) read errors in Prometheus' envelope, a
+    // rejected key included.
+    const promql = c.req.path.startsWith('/prometheus/') ? promqlError(c, err) : undefined;
+    if (promql) return promql;
     if (err instanceof DomainError) {
       const { status, headers, body } = errorResponse(err);
       for (const [k, v] of Object.entries(headers)) c.header(k, v);

@@ -1,6 +1,7 @@
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as tls from 'node:tls';
+import { listenError } from '../../errors.ts';
 import { log } from '../../log.ts';
 import type { Services } from '../shared/context.ts';
 import { canAccess } from '../shared/auth.ts';
@@ -78,15 +79,18 @@ export async function startPgServer(services: Services, settings: PgSettings): P
     });
     if (refused) session.refuse = `sorry, too many clients already (P_PG_MAX_CONNECTIONS=${settings.maxConnections})`;
   });
-  server.on('error', (err) => log.error('pg: server error', { error: err }));
   await new Promise<void>((resolve, reject) => {
-    const fail = (err: Error) => reject(new Error(`cannot listen for PostgreSQL clients on ${settings.host}:${settings.port} (P_PG_ADDR): ${err.message}`));
+    const fail = (err: Error) => reject(listenError('PostgreSQL clients', `${settings.host}:${settings.port}`, 'P_PG_ADDR', err, true));
     server.once('error', fail);
     server.listen(settings.port, settings.host, () => {
       server.off('error', fail);
       resolve();
     });
   });
-  log.info('listening for PostgreSQL clients', { addr: `${settings.host}:${settings.port}`, tls: Boolean(secureContext) });
+  // After listening: a failure to listen is the one line above, not also this.
+  server.on('error', (err) => log.error('pg: server error', { error: err }));
+  // The port bound (P_PG_ADDR may ask for port 0: any free one).
+  const port = (server.address() as net.AddressInfo).port;
+  log.info('listening for PostgreSQL clients', { addr: `${settings.host}:${port}`, port, tls: Boolean(secureContext) });
   return server;
 }

@@ -4,6 +4,7 @@ import type { QueryPool } from '../worker/pool.ts';
 import { linkName } from '../sql/executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
 import { otlpSeriesView } from './otlp.ts';
+import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -54,6 +55,8 @@ export class PromqlExecutor {
   async run(call: PromqlCall): Promise<string> {
     const meta = await this.source.resolve(call.dataset);
     if (!meta) throw notFound(`dataset "${call.dataset}" does not exist`);
+    // Said here, before a query worker is taken: the engine is a file of this install (built with Go).
+    if (!promqlBuilt()) throw new DomainError('unavailable', PROMQL_NOT_BUILT);
     const name = meta.name;
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
     const releases: (() => void)[] = [];
