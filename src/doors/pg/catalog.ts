@@ -6,6 +6,7 @@ import { pgSyntax } from './sqlText.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../../query/results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect } from './catalogRewrite.ts';
+import { parseTree, treeJson } from '../../query/sql/parseTree.ts';
 
 /**
  * Catalog introspection without data: clients ask `pg_catalog`, `information_schema` and catalog
@@ -210,14 +211,13 @@ export class CatalogDb {
 /** The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax error). */
 async function parse(conn: DuckDBConnection, sql: string): Promise<Node | undefined> {
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as Node;
+  const ast = parseTree(String(reader.getRowObjects()[0].ast));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
   return ast;
 }
 
 async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
-  // Source positions are optional to the deserialiser (and some do not survive JSON.parse exactly).
-  const json = JSON.stringify(ast, (k, v: unknown) => (k === 'query_location' ? undefined : v));
+  const json = treeJson(ast);
   const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [json]);
   return String(reader.getRowObjects()[0].sql);
 }
