@@ -1,8 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { CatalogDb, type DatasetSchema } from '../../src/doors/pg/catalog.ts';
-import { strptimeFormat } from '../../src/doors/pg/catalogRewrite.ts';
+import { CatalogDb, type DatasetSchema } from '../../src/query/catalog/catalogDb.ts';
+import { strptimeFormat } from '../../src/query/catalog/catalogRewrite.ts';
 import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
 
 /**
@@ -22,7 +22,7 @@ const datasets: DatasetSchema[] = [
 let db: CatalogDb;
 
 beforeAll(async () => {
-  db = await CatalogDb.open(() => datasets, { timeoutMs: 30_000, maxRows: 100_000 });
+  db = await CatalogDb.open(() => datasets, { timeoutMs: 30_000, maxRows: 100_000, maxDepth: 16 });
 });
 afterAll(() => db?.close());
 

@@ -8,19 +8,20 @@ import { PG } from '../../query/results/pg.ts';
 import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import { canAccess } from '../shared/auth.ts';
-import type { CatalogDb, Statement } from './catalog.ts';
+import type { DatasetSchema, Statement } from '../../query/catalog/catalogDb.ts';
+import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader, splitRows } from './messages.ts';
 import { parameterLiteral } from './params.ts';
-import { placeholderCount, replacePlaceholders, splitStatements } from './sqlText.ts';
-import { SQLSTATE } from './sqlstate.ts';
+import { placeholderCount, replacePlaceholders, splitStatements } from '../../query/catalog/sqlText.ts';
+import { PgError, SQLSTATE } from './sqlstate.ts';
 import { sessionCommand, type SessionSettings } from './sessionCommands.ts';
 
 /** What a session needs from the service. */
 export interface SessionDeps {
   keys: ApiKeys;
   queries: QueryExecutor;
-  /** The connection's catalog database (empty tables of the datasets this key may read). */
-  openCatalog: (principal: Principal) => Promise<CatalogDb>;
+  /** The datasets a key may read, with their columns: all its catalog statements may see. */
+  datasets: (principal: Principal) => DatasetSchema[];
   tls?: tls.SecureContext;
   requireTls: boolean;
   maxMessageBytes: number;
@@ -63,17 +64,6 @@ interface Portal {
   sent: number;
 }
 
-/** An error whose SQLSTATE is more precise than its kind's (protocol-level conditions). */
-class PgError extends DomainError {
-  constructor(
-    kind: ConstructorParameters<typeof DomainError>[0],
-    message: string,
-    readonly sqlstate: string,
-  ) {
-    super(kind, message);
-  }
-}
-
 export class QueryCancelled extends DomainError {
   constructor() {
     super('timeout', 'canceling statement due to user request');
@@ -92,7 +82,6 @@ export class Session {
   private phase: 'startup' | 'password' | 'ready' | 'closed' = 'startup';
   private params = new Map<string, string>();
   private principal?: Principal;
-  private catalog?: Promise<CatalogDb>;
   private statements = new Map<string, Prepared>();
   private portals = new Map<string, Portal>();
   private settings: SessionSettings;
@@ -249,8 +238,6 @@ export class Session {
     this.portals.clear();
     if (this.pid) this.deps.unregister(this.pid);
     this.pid = 0;
-    // The catalog database is shared; the server releases this connection's hold when the socket closes.
-    this.catalog = undefined;
     if (!this.socket.destroyed) this.socket.destroy();
   }
 
@@ -371,9 +358,9 @@ export class Session {
     await this.write(Buffer.concat(out));
   }
 
-  private catalogDb(): Promise<CatalogDb> {
-    this.catalog ??= this.deps.openCatalog(this.principal!);
-    return this.catalog;
+  /** A catalog job of this session's key (run on a query worker: query/catalog/client.ts). */
+  private catalogRequest(signal?: AbortSignal): CatalogRequest {
+    return { principalId: this.principal!.id, datasets: this.deps.datasets(this.principal!), signal };
   }
 
   private closePortals(): void {
@@ -462,7 +449,7 @@ export class Session {
         }
         if (nFormats > 1 && nFormats !== values.length) throw new PgError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`, '08P01');
         const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
-        if (needsInference && !prepared.inferred) prepared.inferred = await (await this.catalogDb()).parameterTypes(prepared.sql).catch(() => []);
+        if (needsInference && !prepared.inferred) prepared.inferred = await this.deps.queries.catalog.describe(this.catalogRequest(), prepared.sql).then((d) => d.params, () => []);
         prepared.classified ??= await this.prepareStatement(prepared.sql);
         const template = prepared.classified;
         const sql = values.length
@@ -522,14 +509,13 @@ export class Session {
   }
 
   private async describeStatement(prepared: Prepared): Promise<{ params: number[]; fields?: { name: string; type: PgType; format: number }[] }> {
-    const catalog = await this.catalogDb();
     const statement = await this.prepareStatement(prepared.sql);
     if (statement.kind === 'session') {
       const cmd = sessionCommand(statement.sql, this.settings, this.txn);
       return { params: [], fields: cmd.columns?.map((name) => ({ name, type: PG.text, format: 0 })) };
     }
     if (statement.kind === 'data') await this.deps.queries.plan(replacePlaceholders(statement.sql, () => 'NULL'));
-    const d = await catalog.describe(statement.sql);
+    const d = await this.deps.queries.catalog.describe(this.catalogRequest(), statement.sql);
     prepared.inferred ??= d.params;
     const params = Array.from({ length: prepared.params }, (_, i) => (prepared.paramTypes[i] > 0 ? prepared.paramTypes[i] : (d.paramTypes[i] ?? PG.text).oid));
     return { params, fields: d.columns.length ? d.columns.map((c) => ({ name: c.name, type: c.type, format: 0 })) : undefined };
@@ -605,7 +591,24 @@ export class Session {
     // catalog queries for the replay test (test/unit/pgCatalog.test.ts).
     log.debug('pg: statement', { application: this.settings.get('application_name'), sql });
     if (sessionCommand.recognises(sql)) return { kind: 'session', sql };
-    return (await this.catalogDb()).classify(sql);
+    return this.deps.queries.catalog.classify(this.catalogRequest(), sql);
+  }
+
+  /** Runs a catalog statement on a query worker; a CancelRequest or the client leaving stops it. */
+  private async openCatalog(sql: string, formats: number[]): Promise<Cursor> {
+    const abort = new AbortController();
+    const onClose = () => abort.abort();
+    this.socket.once('close', onClose);
+    this.active = { cancel: () => abort.abort() };
+    try {
+      return await catalogCursor(() => this.deps.queries.catalog.run(this.catalogRequest(abort.signal), sql, formats));
+    } catch (err) {
+      throw this.cancelled ? new QueryCancelled() : err;
+    } finally {
+      this.socket.off('close', onClose);
+      this.active = undefined;
+      this.cancelled = false;
+    }
   }
 
   /** Starts a statement: its columns are known once this resolves. */
@@ -629,10 +632,7 @@ export class Session {
         close: () => undefined,
       };
     }
-    if (statement.kind === 'catalog') {
-      const answer = await (await this.catalogDb()).run(statement.sql, formats);
-      return { ...answer, tag: (n) => `SELECT ${n}` };
-    }
+    if (statement.kind === 'catalog') return this.openCatalog(statement.sql, formats);
     const principal = this.principal!;
     const range = await this.deps.queries.timeRange(statement.sql);
     // Cancellable from the start (a CancelRequest, or the client leaving, while the worker still plans
@@ -672,6 +672,22 @@ export class Session {
       cancel: (reason) => answer.cancel(reason),
     };
   }
+}
+
+/** A cursor over a catalog statement's answer, run whole on a query worker (cancellable meanwhile). */
+async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data: Buffer; rows: number }>): Promise<Cursor> {
+  const answer = await run();
+  let rest: { data: Buffer; rows: number } | undefined = answer.rows ? { data: answer.data, rows: answer.rows } : undefined;
+  return {
+    fields: answer.fields,
+    next: async () => {
+      const out = rest;
+      rest = undefined;
+      return out;
+    },
+    tag: (n) => `SELECT ${n}`,
+    close: () => undefined,
+  };
 }
 
 function rowDescription(fields: { name: string; type: PgType; format: number }[]): Buffer {

@@ -1,4 +1,4 @@
-import type { ErrorKind } from '../../errors.ts';
+import { DomainError, type ErrorKind } from '../../errors.ts';
 
 /** The one map from a domain error's kind to a PostgreSQL SQLSTATE (the wire's counterpart of errors.ts' status map). */
 export const SQLSTATE: Record<ErrorKind, string> = {
@@ -14,3 +14,14 @@ export const SQLSTATE: Record<ErrorKind, string> = {
   storage: 'XX000', // internal_error
   unavailable: '57P03', // cannot_connect_now
 };
+
+/** An error whose SQLSTATE is more precise than its kind's (protocol-level and value conditions). */
+export class PgError extends DomainError {
+  constructor(
+    kind: ConstructorParameters<typeof DomainError>[0],
+    message: string,
+    readonly sqlstate: string,
+  ) {
+    super(kind, message);
+  }
+}

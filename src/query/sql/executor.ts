@@ -14,6 +14,7 @@ import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimit
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
 import { parseTree } from './parseTree.ts';
+import { CatalogQueries } from '../catalog/client.ts';
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -126,6 +127,8 @@ interface Started {
 
 export class QueryExecutor {
   private readonly plans: PlanCache;
+  /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
+  readonly catalog: CatalogQueries;
 
   constructor(
     private readonly duck: DuckDBSource,
@@ -135,6 +138,7 @@ export class QueryExecutor {
     planCacheBytes: number,
   ) {
     this.plans = new PlanCache(planCacheBytes);
+    this.catalog = new CatalogQueries(pool, limits);
   }
 
   async plan(sql: string): Promise<QueryPlan> {

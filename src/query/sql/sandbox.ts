@@ -269,6 +269,7 @@ export function expandedSize(statement: Node, costs: ReadonlyMap<string, MacroCo
 
 /** Costs of every macro a query worker has: DuckDB's own and the dialect's (read once, in a scratch instance). */
 const macros = readOnce(loadMacroCosts);
+export const macroCostsOfDialect = macros;
 
 async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
   const instance = await DuckDBInstance.create(':memory:');
@@ -357,6 +358,29 @@ export function rowBound(statement: Node, aggregateFunctions: ReadonlySet<string
   const noFrom = !from || from.type === 'EMPTY';
   if (noFrom || items.every((e) => has(e, (n) => aggregateFunctions.has(fn(n))))) bound = Math.min(bound ?? 1, 1);
   return bound;
+}
+
+/**
+ * The nesting limit alone, counted as `analyzeStatement` counts it: for catalog statements, whose
+ * names and functions the catalog database checks (catalogRewrite.ts), but whose depth costs the same.
+ */
+export function checkNesting(statement: Node, maxDepth: number): void {
+  const walk = (value: unknown, depth: number): void => {
+    if (Array.isArray(value)) {
+      for (const v of value) walk(v, depth);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    const query = typeof n.type === 'string' && QUERY_NODES.has(n.type);
+    const d = query ? depth + 1 : depth;
+    if (d > maxDepth) throw invalidInput(`queries are nested deeper than ${maxDepth} levels (P_QUERY_MAX_DEPTH)`);
+    for (const [k, v] of Object.entries(n)) {
+      // Both sides of a set operation are queries at its own level.
+      walk(v, query && n.type === 'SET_OPERATION_NODE' && (k === 'left' || k === 'right') ? d - 1 : d);
+    }
+  };
+  walk(statement.node ?? statement, 0);
 }
 
 /** The scope walk over one parsed statement (exported for table-driven tests). */

@@ -12,7 +12,7 @@ import type { WorkerCgroup, WorkerCgroups } from './cgroup.ts';
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** The message that ends a job's events. */
-const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql';
+const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql' || m.type === 'catalog';
 
 export interface QueryPoolSettings {
   /** Where worker directories live (wiped at start). */

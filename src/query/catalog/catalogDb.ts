@@ -1,21 +1,25 @@
 import { DuckDBInstance, quotedIdentifier, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
-import { DomainError, timedOut, tooLarge } from '../../errors.ts';
+import { DomainError, invalidInput, timedOut, tooLarge } from '../../errors.ts';
 import type { ColumnType } from '../../model.ts';
-import { DIALECT_SQL } from '../../query/sql/dialect.ts';
+import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
-import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../../query/results/pg.ts';
+import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect } from './catalogRewrite.ts';
-import { parseTree, treeJson } from '../../query/sql/parseTree.ts';
+import { parseTree, treeJson } from '../sql/parseTree.ts';
+import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
 /**
  * Catalog introspection without data: clients ask `pg_catalog`, `information_schema` and catalog
  * functions about tables and columns before any user query. Those statements run here, in a DuckDB of
  * their own that holds only EMPTY tables with the schemas of the datasets a key may read (in schema
- * `public`), DuckDB's own pg_catalog views, and the few views and macros clients need beyond them
- * (catalogSql.ts). It has no file access and no data, so whatever it is asked, it can answer only
- * names and types the key may see. One instance per set of readable datasets, shared by the
- * connections of keys with that scope, its tables brought up to date before each statement.
+ * `public`), DuckDB's own pg_catalog views, and the model of PostgreSQL 15's catalog for what we
+ * expose (catalogSql.ts, settings.ts). It has no file access and no data, so whatever it is asked, it
+ * can answer only names and types the key may see.
+ *
+ * It lives in a query worker process (worker.ts hands it `catalog` jobs; client.ts sends them), never
+ * in the service: a catalog statement is held to the same query slots, per-key limits, time limit and
+ * memory cap as a data statement, and to the same nesting and size checks (`parse` below).
  *
  * It also classifies statements (catalog or data), rewrites what DuckDB does not read as PostgreSQL
  * does (`x::regclass`, `pg_catalog.`-qualified macros, `public.`-qualified dataset names), and
@@ -36,8 +40,11 @@ export interface DatasetSchema {
 }
 
 export interface CatalogLimits {
+  /** DuckDB is interrupted past it (the service kills the worker soon after in any case). */
   timeoutMs: number;
   maxRows: number;
+  /** Deepest nesting of queries (P_QUERY_MAX_DEPTH), as for data statements. */
+  maxDepth: number;
 }
 
 
@@ -138,7 +145,7 @@ export class CatalogDb {
   private async classifyUncached(original: string): Promise<Statement> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql);
+      const ast = await parse(conn, sql, this.limits.maxDepth);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
       const found = inspect(ast, datasets, this.database);
@@ -158,7 +165,7 @@ export class CatalogDb {
   async describe(original: string): Promise<{ params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql);
+      const ast = await parse(conn, sql, this.limits.maxDepth);
       const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database).rewritten ? await deparse(conn, ast) : sql;
       const prepared = await conn.prepare(text);
       try {
@@ -181,6 +188,7 @@ export class CatalogDb {
   async run(sql: string, formats: number[]): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
     const result = await this.withConn(async (conn) => {
       try {
+        await parse(conn, sql, this.limits.maxDepth);
         return (await conn.run(sql)) as DuckDBMaterializedResult;
       } catch (err) {
         const message = (err as Error).message;
@@ -208,11 +216,20 @@ export class CatalogDb {
   }
 }
 
-/** The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax error). */
-async function parse(conn: DuckDBConnection, sql: string): Promise<Node | undefined> {
+/**
+ * The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax
+ * error), after the sandbox's checks of size: nesting depth and size once macros are expanded (deep
+ * scalar subqueries take DuckDB's optimiser minutes, nested macros millions of expressions).
+ */
+async function parse(conn: DuckDBConnection, sql: string, maxDepth: number): Promise<Node | undefined> {
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
   const ast = parseTree(String(reader.getRowObjects()[0].ast));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
+  const statement = (ast.statements as Node[])[0];
+  checkNesting(statement, maxDepth);
+  if (expandedSize(statement, await macroCosts(), MAX_EXPANDED_EXPRESSIONS) > MAX_EXPANDED_EXPRESSIONS) {
+    throw invalidInput(`the statement is too large once its macros are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions`);
+  }
   return ast;
 }
 
@@ -223,35 +240,3 @@ async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
 }
 
 
-/** Shares catalog databases between connections whose keys read the same datasets. */
-export class CatalogPool {
-  private byScope = new Map<string, Promise<CatalogDb>>();
-
-  constructor(
-    private readonly datasets: (canRead: (name: string) => boolean) => DatasetSchema[],
-    private readonly limits: CatalogLimits,
-  ) {}
-
-  async acquire(scope: string, canRead: (name: string) => boolean): Promise<{ db: CatalogDb; release: () => void }> {
-    let entry = this.byScope.get(scope);
-    if (!entry) {
-      entry = CatalogDb.open(() => this.datasets(canRead), this.limits);
-      this.byScope.set(scope, entry);
-      entry.catch(() => this.byScope.delete(scope));
-    }
-    const db = await entry;
-    db.refs++;
-    let released = false;
-    return {
-      db,
-      release: () => {
-        if (released) return;
-        released = true;
-        if (--db.refs === 0 && this.byScope.get(scope) === entry) {
-          this.byScope.delete(scope);
-          db.close();
-        }
-      },
-    };
-  }
-}

@@ -5,7 +5,7 @@
  * those of a server with one read-only role and no indexes, constraints, sequences or inheritance.
  */
 
-import { FIXED } from './sessionCommands.ts';
+import { FIXED } from './settings.ts';
 
 /** A table macro `__<name>()` answering these rows (each a select list). */
 const relation = (name: string, rows: string[]) => `CREATE MACRO __${name}() AS TABLE ${rows.map((r) => `SELECT ${r}`).join(' UNION ALL ')}`;
