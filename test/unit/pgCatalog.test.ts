@@ -1,6 +1,8 @@
 import * as fs from 'node:fs';
 import * as path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FIXED } from '../../src/query/catalog/settings.ts';
 import { CatalogDb, type DatasetSchema } from '../../src/query/catalog/catalogDb.ts';
 import { strptimeFormat } from '../../src/query/catalog/catalogRewrite.ts';
 import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
@@ -96,6 +98,32 @@ describe('catalog answers', () => {
   it('answers version() and session functions as PostgreSQL 15', async () => {
     const [[version]] = await rows('SELECT version()');
     expect(version).toMatch(/^PostgreSQL 15\.0 /);
+  });
+
+  it('discloses neither the engine nor its settings: version() and pg_settings (L2)', async () => {
+    const probe = await DuckDBInstance.create(':memory:');
+    const conn = await probe.connect();
+    const duckdbVersion = String((await conn.runAndReadAll('SELECT library_version AS v FROM pragma_version()')).getRowObjects()[0].v);
+    const duckdbSettings = new Set((await conn.runAndReadAll('SELECT name FROM duckdb_settings()')).getRowObjects().map((r) => String(r.name)));
+    conn.closeSync();
+    probe.closeSync();
+    const [[version]] = await rows('SELECT version()');
+    expect(version).not.toContain(duckdbVersion);
+    expect(version).not.toMatch(/duckdb/i);
+    const settings = await rows('SELECT name, setting, vartype FROM pg_catalog.pg_settings ORDER BY name');
+    // Exactly the PostgreSQL settings the server presents (SHOW answers the same), none of DuckDB's.
+    expect(settings.map(([name]) => name)).toEqual(Object.keys(FIXED).sort());
+    for (const [name, setting] of settings) expect(setting, name).toBe(FIXED[name]);
+    expect([...duckdbSettings].filter((name) => !(name in FIXED)).length).toBeGreaterThan(0);
+    expect(await rows(`SELECT setting FROM pg_settings WHERE name = 'max_index_keys'`)).toEqual([['32']]);
+  });
+
+  it('has pg_collation as PostgreSQL 15 (SQLAlchemy 2.1 reflection)', async () => {
+    expect(await rows('SELECT oid, collname, collprovider FROM pg_catalog.pg_collation ORDER BY oid')).toEqual([
+      ['100', 'default', 'd'],
+      ['950', 'C', 'c'],
+      ['951', 'POSIX', 'c'],
+    ]);
   });
 
   it('holds no data and reads no files', async () => {

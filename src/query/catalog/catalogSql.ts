@@ -127,7 +127,8 @@ export const CATALOG_SQL: string[] = [
   `CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = __pg_unqualify(x))`,
   `CREATE MACRO __pg_name(x) AS CAST(x AS VARCHAR)`,
   // Catalog functions DuckDB lacks.
-  `CREATE MACRO __pg_version() AS (SELECT 'PostgreSQL 15.0 (telemetry lakehouse; DuckDB ' || library_version || ')' FROM pragma_version())`,
+  // Clients parse "PostgreSQL <major>.<minor>" from it; nothing about the engine or the build behind it.
+  `CREATE MACRO __pg_version() AS 'PostgreSQL 15.0 (telemetry lakehouse)'`,
   `CREATE MACRO pg_get_userbyid(id) AS 'lakehouse'`,
   `CREATE MACRO pg_encoding_to_char(e) AS 'UTF8'`,
   `CREATE MACRO pg_get_indexdef(a) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR`,
@@ -159,6 +160,23 @@ export const CATALOG_SQL: string[] = [
     `1::BIGINT AS oid, 'lakehouse' AS datname, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, false AS datistemplate, true AS datallowconn,
      -1 AS datconnlimit, 0::BIGINT AS datfrozenxid, 0::BIGINT AS datminmxid, 0::BIGINT AS dattablespace, 'C' AS datcollate, 'C' AS datctype,
      NULL::VARCHAR AS daticulocale, NULL::VARCHAR AS daticurules, NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl`,
+  ]),
+  // PostgreSQL's settings as this server presents them (settings.ts), never DuckDB's: those name the
+  // service's directories, its memory and thread limits and its extensions.
+  relation(
+    'pg_settings',
+    Object.entries(FIXED).map(
+      ([name, value]) =>
+        `'${name}' AS name, '${value.replaceAll("'", "''")}' AS setting, NULL::VARCHAR AS unit, 'Preset Options' AS category, '' AS short_desc, NULL::VARCHAR AS extra_desc, 'internal' AS context, ` +
+        `${/^-?\d+$/.test(value) ? "'integer'" : /^(on|off)$/.test(value) ? "'bool'" : "'string'"} AS vartype, 'default' AS source, NULL::VARCHAR AS min_val, NULL::VARCHAR AS max_val, NULL::VARCHAR[] AS enumvals, ` +
+        `'${value.replaceAll("'", "''")}' AS boot_val, '${value.replaceAll("'", "''")}' AS reset_val, NULL::VARCHAR AS sourcefile, NULL::INTEGER AS sourceline, false AS pending_restart`,
+    ),
+  ),
+  // PostgreSQL 15's collations every database has (SQLAlchemy 2.1 joins pg_collation when it reflects columns).
+  relation('pg_collation', [
+    `100::BIGINT AS oid, 'default' AS collname, ${PG_CATALOG_NS}::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'd' AS collprovider, true AS collisdeterministic, -1 AS collencoding, NULL::VARCHAR AS collcollate, NULL::VARCHAR AS collctype, NULL::VARCHAR AS colliculocale, NULL::VARCHAR AS collversion`,
+    `950::BIGINT, 'C', ${PG_CATALOG_NS}::BIGINT, 10::BIGINT, 'c', true, -1, 'C', 'C', NULL, NULL`,
+    `951::BIGINT, 'POSIX', ${PG_CATALOG_NS}::BIGINT, 10::BIGINT, 'c', true, -1, 'POSIX', 'POSIX', NULL, NULL`,
   ]),
   relation('pg_roles', [
     `10::BIGINT AS oid, 'lakehouse' AS rolname, false AS rolsuper, true AS rolinherit, false AS rolcreaterole, false AS rolcreatedb, true AS rolcanlogin,

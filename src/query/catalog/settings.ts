@@ -27,4 +27,7 @@ export const FIXED: Record<string, string> = {
   statement_timeout: '0',
   extra_float_digits: '1',
   application_name: '',
+  max_index_keys: '32',
+  max_function_args: '100',
+  block_size: '8192',
 };
