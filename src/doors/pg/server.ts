@@ -6,6 +6,7 @@ import type { Services } from '../shared/context.ts';
 import { canAccess } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
 import { newBackendKey, Session } from './session.ts';
+import { KeyState } from './budget.ts';
 
 export interface PgSettings {
   host: string;
@@ -15,6 +16,9 @@ export interface PgSettings {
   requireTls: boolean;
   maxConnections: number;
   idleTimeoutMs: number;
+  maxPrepared: number;
+  maxSessionStateBytes: number;
+  maxKeyStateBytes: number;
 }
 
 /**
@@ -34,6 +38,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       .map((m) => ({ name: m.name, schema: storage.schemaOf(m.name).schema }))
       .sort((a, b) => a.name.localeCompare(b.name));
   const sessions = new Map<number, { session: Session; secret: number }>();
+  const keyState = new KeyState(settings.maxKeyStateBytes);
   let nextPid = 1;
   let open = 0;
 
@@ -55,6 +60,9 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       // A Bind carries the statement's parameters; a Parse the statement: room for both.
       maxMessageBytes: Math.max(1024 * 1024, 4 * config.queryLimits.maxSqlBytes),
       idleTimeoutMs: settings.idleTimeoutMs,
+      maxSqlBytes: config.queryLimits.maxSqlBytes,
+      stateLimits: { maxEntries: settings.maxPrepared, maxBytes: settings.maxSessionStateBytes },
+      keyState,
       register: (session) => {
         nextPid = nextPid >= 2 ** 31 - 1 ? 1 : nextPid + 1;
         const key = newBackendKey(nextPid);

@@ -14,6 +14,7 @@ import { Framer, msg, parseStartup, ProtocolViolation, Reader, splitRows } from 
 import { parameterLiteral } from './params.ts';
 import { placeholderCount, replacePlaceholders, splitStatements } from '../../query/catalog/sqlText.ts';
 import { PgError, SQLSTATE } from './sqlstate.ts';
+import { KeyState, SessionState, type SessionStateLimits } from './budget.ts';
 import { sessionCommand, type SessionSettings } from './sessionCommands.ts';
 
 /** What a session needs from the service. */
@@ -26,6 +27,11 @@ export interface SessionDeps {
   requireTls: boolean;
   maxMessageBytes: number;
   idleTimeoutMs: number;
+  /** Longest statement a Parse may carry (P_QUERY_MAX_SQL_BYTES): refused before it is kept. */
+  maxSqlBytes: number;
+  /** Bounds on prepared statements and portals, per session and (over its sessions) per key. */
+  stateLimits: SessionStateLimits;
+  keyState: KeyState;
   /** Registers the session for CancelRequests; returns its key data. */
   register: (session: Session) => { pid: number; secret: number };
   unregister: (pid: number) => void;
@@ -45,6 +51,8 @@ interface Cursor {
 
 interface Prepared {
   sql: string;
+  /** What it counts against the session's and key's state bounds. */
+  bytes: number;
   paramTypes: number[];
   /** Placeholders in the statement. */
   params: number;
@@ -56,6 +64,7 @@ interface Prepared {
 
 interface Portal {
   statement: Statement;
+  bytes: number;
   formats: number[];
   cursor?: Cursor;
   /** Rows fetched but not yet sent (a row limit cut a batch). */
@@ -85,6 +94,8 @@ export class Session {
   private statements = new Map<string, Prepared>();
   private portals = new Map<string, Portal>();
   private settings: SessionSettings;
+  /** Prepared statements' and portals' share of the bounds (set at login, when the key is known). */
+  private state?: SessionState;
   private txn: 'I' | 'T' | 'E' = 'I';
   /** After an error in the extended protocol, messages are skipped until Sync. */
   private skipping = false;
@@ -236,6 +247,8 @@ export class Session {
     clearTimeout(this.idleTimer);
     for (const p of this.portals.values()) p.cursor?.close();
     this.portals.clear();
+    this.statements.clear();
+    this.state?.close();
     if (this.pid) this.deps.unregister(this.pid);
     this.pid = 0;
     if (!this.socket.destroyed) this.socket.destroy();
@@ -334,6 +347,7 @@ export class Session {
       return;
     }
     this.principal = principal;
+    this.state = new SessionState(this.deps.stateLimits, this.deps.keyState, principal.id);
     const key = this.deps.register(this);
     this.pid = key.pid;
     this.phase = 'ready';
@@ -364,8 +378,22 @@ export class Session {
   }
 
   private closePortals(): void {
-    for (const p of this.portals.values()) p.cursor?.close();
-    this.portals.clear();
+    for (const name of [...this.portals.keys()]) this.dropPortal(name);
+  }
+
+  private dropPortal(name: string): void {
+    const p = this.portals.get(name);
+    if (!p) return;
+    p.cursor?.close();
+    this.portals.delete(name);
+    this.state?.give(p.bytes);
+  }
+
+  private dropStatement(name: string): void {
+    const p = this.statements.get(name);
+    if (!p) return;
+    this.statements.delete(name);
+    this.state?.give(p.bytes);
   }
 
   private async sendError(err: unknown): Promise<void> {
@@ -417,8 +445,14 @@ export class Session {
         for (let i = 0; i < n; i++) paramTypes.push(r.int32());
         r.end();
         if (name && this.statements.has(name)) throw new PgError('conflict', `prepared statement "${name}" already exists`, '42P05');
+        const size = Buffer.byteLength(sql);
+        if (size > this.deps.maxSqlBytes) throw new PgError('too_large', `the statement is ${size} bytes; at most ${this.deps.maxSqlBytes} are accepted (P_QUERY_MAX_SQL_BYTES)`, '54000');
         if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
-        this.statements.set(name, { sql, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+        // The unnamed statement is replaced by the next; its share is given back first.
+        this.dropStatement(name);
+        const bytes = SessionState.cost(sql);
+        this.state!.take(bytes, 'prepare another');
+        this.statements.set(name, { sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
         await this.write(msg.parseComplete());
         return;
       }
@@ -460,8 +494,10 @@ export class Session {
               return parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
             })
           : template.sql;
-        this.portals.get(portal)?.cursor?.close();
-        this.portals.set(portal, { statement: { kind: template.kind, sql }, formats: resultFormats, pendingRows: 0, sent: 0 });
+        this.dropPortal(portal);
+        const bytes = SessionState.cost(sql);
+        this.state!.take(bytes, 'bind another portal');
+        this.portals.set(portal, { statement: { kind: template.kind, sql }, bytes, formats: resultFormats, pendingRows: 0, sent: 0 });
         await this.write(msg.bindComplete());
         return;
       }
@@ -497,11 +533,9 @@ export class Session {
         const kind = String.fromCharCode(r.byte());
         const name = r.cstring();
         r.end();
-        if (kind === 'S') this.statements.delete(name);
-        else if (kind === 'P') {
-          this.portals.get(name)?.cursor?.close();
-          this.portals.delete(name);
-        } else throw new ProtocolViolation(`invalid CLOSE message subtype '${kind}'`);
+        if (kind === 'S') this.dropStatement(name);
+        else if (kind === 'P') this.dropPortal(name);
+        else throw new ProtocolViolation(`invalid CLOSE message subtype '${kind}'`);
         await this.write(msg.closeComplete());
         return;
       }
@@ -580,7 +614,7 @@ export class Session {
       this.active = undefined;
       this.cancelled = false;
       cursor.close();
-      if (portal) for (const [k, p] of this.portals) if (p === portal) this.portals.delete(k);
+      if (portal) for (const [k, p] of this.portals) if (p === portal) this.dropPortal(k);
       throw err;
     }
   }

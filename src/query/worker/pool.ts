@@ -435,6 +435,10 @@ export class QueryPool {
         if (finished) return;
         cutOff = true;
         push({ type: 'error', id, kind: reason.kind, message: reason.message });
+        // The slot and the key's admission go back now, not when the consumer next reads: a client
+        // that stops reading (a suspended PostgreSQL portal, a stalled HTTP stream) would otherwise
+        // hold them past the time limit. The consumer still reads the error.
+        finish();
       },
     };
   }
