@@ -147,3 +147,32 @@ describe('catalog answers', () => {
     expect(st.sql).not.toMatch(/public/);
   });
 });
+
+describe('nanosecond time columns compared with timestamptz (issue 36 #2)', () => {
+  // Rows on both sides of each bound; the expected rows follow from the bounds read in UTC.
+  const ROWS = ['2020-01-01 00:00:00', '2024-12-31 21:30:00', '2024-12-31 22:30:00', '2099-01-01 00:00:00'];
+  const cases: [string, string[]][] = [
+    ["SELECT trace_id FROM spans WHERE start > now() - interval '1 day' ORDER BY 1", ['2099-01-01 00:00:00']],
+    ["SELECT trace_id FROM spans WHERE start >= CAST('2025-01-01 00:00:00+02' AS TIMESTAMPTZ) ORDER BY 1", ['2024-12-31 22:30:00', '2099-01-01 00:00:00']],
+    ["SELECT trace_id FROM spans WHERE '2025-01-01 00:00:00+02'::timestamptz > start ORDER BY 1", ['2020-01-01 00:00:00', '2024-12-31 21:30:00']],
+    ["SELECT trace_id FROM spans WHERE start BETWEEN CAST('2024-12-31 23:00:00+01' AS TIMESTAMPTZ) AND now() ORDER BY 1", ['2024-12-31 22:30:00']],
+    ["SELECT trace_id FROM spans WHERE start < date_trunc('day', now() + INTERVAL '-30 day') ORDER BY 1", ['2020-01-01 00:00:00', '2024-12-31 21:30:00', '2024-12-31 22:30:00']],
+  ];
+  it.each(cases)('%s', async (sql, want) => {
+    const st = await db.classify(sql);
+    expect(st.kind).toBe('data');
+    const duck = await DuckDBInstance.create(':memory:');
+    const conn = await duck.connect();
+    try {
+      // A session zone far from UTC: the comparison must not depend on it.
+      await conn.run("SET TimeZone = 'America/Los_Angeles'");
+      await conn.run(`CREATE TABLE spans AS SELECT CAST(t AS VARCHAR) AS trace_id, 1.0 AS duration, CAST(t AS TIMESTAMP_NS) AS start FROM (VALUES ${ROWS.map((r) => `(TIMESTAMP '${r}')`).join(', ')}) v(t)`);
+      await expect(conn.run(sql), 'DuckDB refuses the statement as written').rejects.toThrow(/TIMESTAMP_NS/);
+      const got = (await conn.runAndReadAll(st.sql)).getRowObjectsJson().map((r) => String(r.trace_id));
+      expect(got).toEqual(want);
+    } finally {
+      conn.closeSync();
+      duck.closeSync();
+    }
+  });
+});

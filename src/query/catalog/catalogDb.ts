@@ -5,7 +5,7 @@ import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
-import { inspect } from './catalogRewrite.ts';
+import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
 import { parseTree, treeJson } from '../sql/parseTree.ts';
 import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
@@ -126,9 +126,9 @@ export class CatalogDb {
 
   /** Catalog or data, and the statement rewritten as it will run (remembered: clients repeat statements). */
   async classify(original: string): Promise<Statement> {
-    const names = this.datasets()
+    const names = `${this.datasets()
       .map((d) => d.name)
-      .join('\n');
+      .join('\n')}\u0000${[...nsColumns(this.datasets())].join(',')}`;
     if (names !== this.classifiedFor) {
       this.classified.clear();
       this.classifiedFor = names;
@@ -151,8 +151,10 @@ export class CatalogDb {
       const found = inspect(ast, datasets, this.database);
       if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
       if (sql !== original) return { kind: 'data', sql: original };
-      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`.
-      return { kind: 'data', sql: found.rewritten ? await deparse(conn, ast) : sql };
+      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
+      // columns compared with a timestamptz compare with its UTC wall-clock time.
+      const ns = nsComparableWithTimestamptz(ast, nsColumns(this.datasets()));
+      return { kind: 'data', sql: found.rewritten || ns ? await deparse(conn, ast) : sql };
     });
   }
 
@@ -239,4 +241,7 @@ async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
   return String(reader.getRowObjects()[0].sql);
 }
 
-
+/** Names (lower case) of the TIMESTAMP_NS columns of these datasets. */
+export function nsColumns(datasets: DatasetSchema[]): Set<string> {
+  return new Set(datasets.flatMap((d) => Object.entries(d.schema).filter(([, t]) => t === 'TIMESTAMP_NS').map(([n]) => n.toLowerCase())));
+}

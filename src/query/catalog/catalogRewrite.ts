@@ -184,3 +184,66 @@ const FUNCTION_RENAMES: Record<string, string> = {
 
 /** Macros of catalogSql.ts in `main` that clients call qualified with `pg_catalog.`. */
 const MAIN_MACROS = new Set(['pg_get_userbyid', 'pg_encoding_to_char', 'pg_get_indexdef', 'pg_get_partkeydef', 'pg_total_relation_size', 'pg_relation_size', 'pg_table_size', 'pg_get_function_identity_arguments', 'pg_get_serial_sequence', 'pg_get_statisticsobjdef_columns', 'pg_get_triggerdef', 'pg_get_ruledef', 'pg_backend_pid', 'pg_is_in_recovery', 'pg_get_function_result', 'pg_get_function_arguments', 'quote_ident', 'pg_relation_is_publishable']);
+
+/** Expressions DuckDB types TIMESTAMP WITH TIME ZONE whatever their operands: a cast to it, now(), and arithmetic or truncation of those. */
+function surelyTimestamptz(value: unknown): boolean {
+  if (value === null || typeof value !== 'object') return false;
+  const n = value as Node;
+  if (n.class === 'CAST') return String((n.cast_type as Node | undefined)?.id ?? '') === 'TIMESTAMP WITH TIME ZONE';
+  if (n.class !== 'FUNCTION') return false;
+  const name = String(n.function_name ?? '').toLowerCase();
+  const args = (n.children as unknown[] | undefined) ?? [];
+  if (['now', 'current_timestamp', 'get_current_timestamp', 'transaction_timestamp', 'statement_timestamp'].includes(name)) return args.length === 0;
+  if ((name === '+' || name === '-') && n.is_operator) return surelyTimestamptz(args[0]);
+  if (name === 'date_trunc' || name === 'time_bucket') return surelyTimestamptz(args[1]);
+  return false;
+}
+
+/** `timezone('UTC', x)`: a TIMESTAMP WITH TIME ZONE as the UTC wall-clock TIMESTAMP (the time columns' meaning). */
+function utcWallClock(child: unknown): Node {
+  return {
+    class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: 'timezone', schema: '', catalog: '',
+    children: [{ class: 'CONSTANT', type: 'VALUE_CONSTANT', alias: '', value: { type: { id: 'VARCHAR', type_info: null }, is_null: false, value: 'UTC' } }, child],
+    filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+  };
+}
+
+/**
+ * DuckDB cannot compare a TIMESTAMP_NS column (OTLP and remote-write time columns) with a TIMESTAMP
+ * WITH TIME ZONE, which PostgreSQL clients compare them with all the time: `now() - interval '1 day'`,
+ * psycopg's and pgjdbc's time-zone-aware parameters (`CAST('…' AS TIMESTAMPTZ)` here), Metabase's date
+ * filters. In a comparison or BETWEEN of such a column, the side that is surely a TIMESTAMPTZ becomes
+ * its UTC wall-clock TIMESTAMP, which DuckDB compares with TIMESTAMP_NS as PostgreSQL compares a
+ * timestamp with a timestamptz in a UTC session. Reports whether it rewrote anything.
+ */
+export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<string>): boolean {
+  let rewritten = false;
+  const isNsColumn = (v: unknown) => {
+    const n = v as Node | null;
+    const names = n?.class === 'COLUMN_REF' ? (n.column_names as string[]) : undefined;
+    return Boolean(names?.length && nsColumns.has(names[names.length - 1].toLowerCase()));
+  };
+  const fix = (n: Node, keys: string[]) => {
+    for (const k of keys) {
+      if (surelyTimestamptz(n[k])) {
+        n[k] = utcWallClock(n[k]);
+        rewritten = true;
+      }
+    }
+  };
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      value.forEach(visit);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    if (n.class === 'COMPARISON') {
+      if (isNsColumn(n.left)) fix(n, ['right']);
+      if (isNsColumn(n.right)) fix(n, ['left']);
+    } else if (n.class === 'BETWEEN' && isNsColumn(n.input)) fix(n, ['lower', 'upper']);
+    for (const v of Object.values(n)) visit(v);
+  };
+  visit(ast);
+  return rewritten;
+}

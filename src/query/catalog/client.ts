@@ -11,7 +11,7 @@ import type { PgType } from '../results/pg.ts';
 import { checkSqlText, type SandboxLimits } from '../sql/sandbox.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { CatalogJob, FromWorker } from '../worker/protocol.ts';
-import type { DatasetSchema, Statement } from './catalogDb.ts';
+import { nsColumns, type DatasetSchema, type Statement } from './catalogDb.ts';
 
 export interface CatalogRequest {
   /** Who asks (admission control counts per key). */
@@ -50,7 +50,8 @@ export class CatalogQueries {
 
   /** Catalog, data (or session: not asked here), and the statement rewritten as it will run. */
   async classify(req: CatalogRequest, sql: string): Promise<Statement> {
-    const key = `${req.datasets.map((d) => d.name).join('\n')}\u0000${sql}`;
+    // A classification depends on the dataset names and their nanosecond columns (catalogDb.ts).
+    const key = `${req.datasets.map((d) => d.name).join('\n')}\u0000${[...nsColumns(req.datasets)].join(',')}\u0000${sql}`;
     const known = this.classified.get(key);
     if (known) return known;
     const m = await this.job(req, { op: 'classify', sql });
