@@ -1,7 +1,10 @@
+import { execFile } from 'node:child_process';
 import * as net from 'node:net';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { psql, startPgServer, type PgTestServer } from './helpers/pg.ts';
+import { PG_CLIENTS, psql, requireTool, startPgServer, type PgTestServer } from './helpers/pg.ts';
 import { ADMIN_KEY } from './helpers/server.ts';
 
 /**
@@ -11,6 +14,7 @@ import { ADMIN_KEY } from './helpers/server.ts';
  * a short time limit, so that the limits are reached with small statements.
  */
 
+const run = promisify(execFile);
 const READER_A = 'reader-a-key-0123456789';
 const READER_B = 'reader-b-key-0123456789';
 let server: PgTestServer;
@@ -139,6 +143,16 @@ describe('issue 36 #1: nanosecond time columns with unflushed rows, over any ran
     const res = await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT count(*) AS n FROM otel', startTime: '1600-01-01T00:00:00Z', endTime: '2500-01-01T00:00:00Z' } });
     expect(res.status, await res.clone().text()).toBe(200);
     expect(await res.json()).toEqual([{ n: 2 }]);
+  });
+});
+
+describe('issue 36 #2: nanosecond time columns compared with timestamptz', () => {
+  it("psycopg's time-zone-aware parameters (text and binary) and now() - interval select the rows", async () => {
+    const python = requireTool(path.join(PG_CLIENTS, 'venv/bin/python'), 'the Python venv with psycopg');
+    const script = path.join(import.meta.dirname, 'fixtures/pg/tzparams.py');
+    const { stdout } = await run(python, [script, String(server.pgPort), server.apiKey, 'otel'], { timeout: 120_000 });
+    // Both records were sent a moment ago: after a day ago, before tomorrow.
+    expect(JSON.parse(stdout)).toEqual({ param_day_ago: 2, param_tomorrow: 0, binary_param: 2, now_interval: 2 });
   });
 });
 

@@ -491,7 +491,10 @@ export class Session {
               const i = n - 1;
               if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
               const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i];
-              return parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
+              const literal = parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
+              // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
+              const utc = values[i] !== null && prepared.paramTypes[i] === PG.timestamptz.oid && template.utcParams?.includes(n);
+              return utc ? `timezone('UTC', ${literal})` : literal;
             })
           : template.sql;
         this.dropPortal(portal);

@@ -32,6 +32,11 @@ export interface Statement {
   kind: 'session' | 'catalog' | 'data';
   /** The statement as it will run (rewritten where needed). */
   sql: string;
+  /**
+   * Placeholders (`$n`) compared with a nanosecond time column: a timestamptz bound to one is sent as
+   * its UTC wall-clock time (see nsComparableWithTimestamptz).
+   */
+  utcParams?: number[];
 }
 
 export interface DatasetSchema {
@@ -154,7 +159,8 @@ export class CatalogDb {
       // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
       // columns compared with a timestamptz compare with its UTC wall-clock time.
       const ns = nsComparableWithTimestamptz(ast, nsColumns(this.datasets()));
-      return { kind: 'data', sql: found.rewritten || ns ? await deparse(conn, ast) : sql };
+      const rewritten = found.rewritten || ns.rewritten ? await deparse(conn, ast) : sql;
+      return { kind: 'data', sql: rewritten, ...(ns.params.length ? { utcParams: ns.params } : {}) };
     });
   }
 

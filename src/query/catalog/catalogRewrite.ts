@@ -214,10 +214,13 @@ function utcWallClock(child: unknown): Node {
  * psycopg's and pgjdbc's time-zone-aware parameters (`CAST('…' AS TIMESTAMPTZ)` here), Metabase's date
  * filters. In a comparison or BETWEEN of such a column, the side that is surely a TIMESTAMPTZ becomes
  * its UTC wall-clock TIMESTAMP, which DuckDB compares with TIMESTAMP_NS as PostgreSQL compares a
- * timestamp with a timestamptz in a UTC session. Reports whether it rewrote anything.
+ * timestamp with a timestamptz in a UTC session. Reports whether it rewrote anything, and the
+ * placeholders compared with such a column (a timestamptz parameter bound there is made the same way
+ * when it is bound: its type is known only then).
  */
-export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<string>): boolean {
+export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<string>): { rewritten: boolean; params: number[] } {
   let rewritten = false;
+  const params = new Set<number>();
   const isNsColumn = (v: unknown) => {
     const n = v as Node | null;
     const names = n?.class === 'COLUMN_REF' ? (n.column_names as string[]) : undefined;
@@ -225,6 +228,8 @@ export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<st
   };
   const fix = (n: Node, keys: string[]) => {
     for (const k of keys) {
+      const side = n[k] as Node | null;
+      if (side?.class === 'PARAMETER' && /^\d+$/.test(String(side.identifier))) params.add(Number(side.identifier));
       if (surelyTimestamptz(n[k])) {
         n[k] = utcWallClock(n[k]);
         rewritten = true;
@@ -245,5 +250,5 @@ export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<st
     for (const v of Object.values(n)) visit(v);
   };
   visit(ast);
-  return rewritten;
+  return { rewritten, params: [...params] };
 }

@@ -114,7 +114,7 @@ export type FromWorker =
    */
   | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
   /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
-  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] } }
+  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[] }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] } }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
   | { type: 'promql'; id: number; json: string }
   /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */
