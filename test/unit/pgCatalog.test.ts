@@ -118,6 +118,26 @@ describe('catalog answers', () => {
     expect(await rows(`SELECT setting FROM pg_settings WHERE name = 'max_index_keys'`)).toEqual([['32']]);
   });
 
+  it('answers information_schema.columns with PostgreSQL type names and udt_name (issue 36 #3)', async () => {
+    // What PostgreSQL 15 answers for columns of these types (text, bigint, timestamp, double precision, text[]).
+    expect(
+      await rows(`SELECT column_name, data_type, udt_name, numeric_precision, datetime_precision, is_nullable FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'logs' ORDER BY ordinal_position`),
+    ).toEqual([
+      ['level', 'text', 'text', 'NULL', 'NULL', 'YES'],
+      ['n', 'bigint', 'int8', '64', 'NULL', 'YES'],
+      ['msg', 'text', 'text', 'NULL', 'NULL', 'YES'],
+      ['p_timestamp', 'timestamp without time zone', 'timestamp', 'NULL', '6', 'YES'],
+      ['ratio', 'double precision', 'float8', '53', 'NULL', 'YES'],
+      ['tags', 'ARRAY', '_text', 'NULL', 'NULL', 'YES'],
+    ]);
+    // Grafana's query builder's statement (its PostgreSQL data source).
+    expect(await rows(`SELECT column_name, data_type FROM information_schema.columns WHERE table_name = 'spans' ORDER BY column_name`)).toEqual([
+      ['duration', 'double precision'],
+      ['start', 'timestamp without time zone'],
+      ['trace_id', 'text'],
+    ]);
+  });
+
   it('has pg_collation as PostgreSQL 15 (SQLAlchemy 2.1 reflection)', async () => {
     expect(await rows('SELECT oid, collname, collprovider FROM pg_catalog.pg_collation ORDER BY oid')).toEqual([
       ['100', 'default', 'd'],

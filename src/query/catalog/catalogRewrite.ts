@@ -55,12 +55,14 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
       }
       if (CATALOG_SCHEMAS.has(schema) || (!schema && name.startsWith('pg_') && !datasets.has(name))) {
         catalog = true;
-        if (RELATION_MACROS.has(name) && (schema === 'pg_catalog' || !schema)) {
+        // information_schema views DuckDB answers with its own type names: `information_schema_<name>`.
+        const macro = schema === 'information_schema' ? `information_schema_${name}` : name;
+        if (RELATION_MACROS.has(macro) && (schema === 'pg_catalog' || schema === 'information_schema' || !schema)) {
           const alias = String(n.alias || name);
           for (const k of Object.keys(n)) delete n[k];
           Object.assign(n, {
             type: 'TABLE_FUNCTION', alias, sample: null, column_name_alias: [], with_ordinality: 'WITHOUT_ORDINALITY',
-            function: { class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: `__${name}`, schema: '', children: [], filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false, catalog: '' },
+            function: { class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: `__${macro}`, schema: '', children: [], filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false, catalog: '' },
           });
           rewritten = true;
           return;

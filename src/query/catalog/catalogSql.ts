@@ -172,6 +172,28 @@ export const CATALOG_SQL: string[] = [
         `'${value.replaceAll("'", "''")}' AS boot_val, '${value.replaceAll("'", "''")}' AS reset_val, NULL::VARCHAR AS sourcefile, NULL::INTEGER AS sourceline, false AS pending_restart`,
     ),
   ),
+  // information_schema.columns as PostgreSQL 15 answers it: its SQL type names (`data_type`, ARRAY for
+  // arrays) and `udt_name` (the pg_type name), which Metabase's column sync and Grafana's query builder
+  // read to tell times and numbers from text. DuckDB's own view has its type names and no udt_name.
+  `CREATE MACRO __information_schema_columns() AS TABLE
+     SELECT 'lakehouse' AS table_catalog, schema_name AS table_schema, table_name, column_name, column_index::INTEGER AS ordinal_position,
+       NULL::VARCHAR AS column_default, CASE WHEN is_nullable THEN 'YES' ELSE 'NO' END AS is_nullable,
+       CASE WHEN data_type LIKE '%[]' THEN 'ARRAY' ELSE __pg_format_type(__pg_type_oid(data_type), -1) END AS data_type,
+       NULL::INTEGER AS character_maximum_length, CASE WHEN __pg_type_oid(data_type) = 25 THEN 1073741824 END::INTEGER AS character_octet_length,
+       CASE __pg_type_oid(data_type) WHEN 21 THEN 16 WHEN 23 THEN 32 WHEN 20 THEN 64 WHEN 700 THEN 24 WHEN 701 THEN 53 END::INTEGER AS numeric_precision,
+       CASE WHEN __pg_type_oid(data_type) IN (21, 23, 20, 700, 701) THEN 2 WHEN __pg_type_oid(data_type) = 1700 THEN 10 END::INTEGER AS numeric_precision_radix,
+       CASE WHEN __pg_type_oid(data_type) IN (21, 23, 20) THEN 0 END::INTEGER AS numeric_scale,
+       CASE WHEN __pg_type_oid(data_type) = 1082 THEN 0 WHEN __pg_type_oid(data_type) IN (1083, 1114, 1184, 1186) THEN 6 END::INTEGER AS datetime_precision,
+       NULL::VARCHAR AS interval_type, NULL::INTEGER AS interval_precision,
+       NULL::VARCHAR AS character_set_catalog, NULL::VARCHAR AS character_set_schema, NULL::VARCHAR AS character_set_name,
+       NULL::VARCHAR AS collation_catalog, NULL::VARCHAR AS collation_schema, NULL::VARCHAR AS collation_name,
+       NULL::VARCHAR AS domain_catalog, NULL::VARCHAR AS domain_schema, NULL::VARCHAR AS domain_name,
+       'lakehouse' AS udt_catalog, 'pg_catalog' AS udt_schema, (SELECT typname FROM __pg_type() WHERE oid = __pg_type_oid(data_type)) AS udt_name,
+       NULL::VARCHAR AS scope_catalog, NULL::VARCHAR AS scope_schema, NULL::VARCHAR AS scope_name, NULL::INTEGER AS maximum_cardinality,
+       CAST(column_index AS VARCHAR) AS dtd_identifier, 'NO' AS is_self_referencing, 'NO' AS is_identity, NULL::VARCHAR AS identity_generation,
+       NULL::VARCHAR AS identity_start, NULL::VARCHAR AS identity_increment, NULL::VARCHAR AS identity_maximum, NULL::VARCHAR AS identity_minimum,
+       'NO' AS identity_cycle, 'NEVER' AS is_generated, NULL::VARCHAR AS generation_expression, 'NO' AS is_updatable
+     FROM duckdb_columns() WHERE schema_name = 'public'`,
   // PostgreSQL 15's collations every database has (SQLAlchemy 2.1 joins pg_collation when it reflects columns).
   relation('pg_collation', [
     `100::BIGINT AS oid, 'default' AS collname, ${PG_CATALOG_NS}::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'd' AS collprovider, true AS collisdeterministic, -1 AS collencoding, NULL::VARCHAR AS collcollate, NULL::VARCHAR AS collctype, NULL::VARCHAR AS colliculocale, NULL::VARCHAR AS collversion`,
@@ -213,6 +235,6 @@ export const CATALOG_SQL: string[] = [
 ];
 
 for (const stmt of CATALOG_SQL) {
-  const m = /^CREATE MACRO __(pg_\w+)\(\) AS TABLE/.exec(stmt);
+  const m = /^CREATE MACRO __((?:pg|information_schema)_\w+)\(\) AS TABLE/.exec(stmt);
   if (m) RELATION_MACROS.add(m[1]);
 }
