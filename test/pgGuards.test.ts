@@ -156,6 +156,23 @@ describe('issue 36 #2: nanosecond time columns compared with timestamptz', () =>
   });
 });
 
+describe('issue 36 #4: SQLAlchemy reflection, the newest of each line users install', () => {
+  it.each(['1.4', '2.0', '2.1'])('SQLAlchemy %s reflects a dataset (inspector, Table(autoload_with=…)) and counts its rows', async (line) => {
+    const python = requireTool(path.join(PG_CLIENTS, `venv-sqlalchemy-${line}/bin/python`), `the Python venv with SQLAlchemy ${line}`);
+    const script = path.join(import.meta.dirname, 'fixtures/pg/sqlalchemy_reflect.py');
+    const { stdout } = await run(python, [script, String(server.pgPort), READER_A, 'app'], { timeout: 120_000 });
+    const out = JSON.parse(stdout) as { version: string; columns: string[][]; autoload: string[]; count: number };
+    expect(out.version.startsWith(`${line}.`)).toBe(true);
+    // The dataset's columns as its schema lists them (the service adds p_ columns of its own).
+    const schema = (await (await server.request('/api/v1/logstream/app/schema')).json()) as { fields: { name: string }[] };
+    const names = schema.fields.map((f) => f.name).sort();
+    expect(out.columns.map(([name]) => name)).toEqual(names);
+    expect(out.columns).toEqual(expect.arrayContaining([['level', 'TEXT'], ['n', 'BIGINT'], ['p_timestamp', 'TIMESTAMP']]));
+    expect(out.autoload).toEqual(names);
+    expect(out.count).toBe(1);
+  });
+});
+
 describe('L2: nothing about the engine behind the door', () => {
   it('version() and pg_settings name PostgreSQL 15 and its settings only', async () => {
     const version = await psql(server, 'SELECT version()', { password: READER_A, extra: ['-A', '-t'] });

@@ -127,6 +127,18 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
         rewritten = true;
       }
     }
+    const list = anyOfList(n);
+    if (list) {
+      // `x = ANY(array)`: DuckDB reads it as a subquery over unnest(array), which it cannot join outside
+      // an inner join (SQLAlchemy 1.4's get_indexes: `left outer join pg_attribute a on … a.attnum =
+      // ANY(ix.indkey)`). As PostgreSQL means it: is x in the array.
+      for (const k of Object.keys(n)) delete n[k];
+      Object.assign(n, {
+        class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: 'list_contains', schema: '', catalog: '', children: [list.array, list.value],
+        filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+      });
+      rewritten = true;
+    }
     if (n.class === 'CAST') {
       const info = (n.cast_type as Node | undefined)?.type_info as Node | null | undefined;
       const typeName = String(info?.name ?? '').toLowerCase();
@@ -253,4 +265,16 @@ export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<st
   };
   visit(ast);
   return { rewritten, params: [...params] };
+}
+
+/** `value = ANY(array)` as DuckDB parses it (a subquery selecting unnest(array) and nothing else): its parts. */
+function anyOfList(n: Node): { value: unknown; array: unknown } | undefined {
+  if (n.class !== 'SUBQUERY' || n.subquery_type !== 'ANY' || n.comparison_type !== 'COMPARE_EQUAL') return undefined;
+  const q = (n.subquery as Node | undefined)?.node as Node | undefined;
+  const items = (q?.select_list as Node[] | undefined) ?? [];
+  const from = q?.from_table as Node | undefined;
+  const plain = q?.type === 'SELECT_NODE' && from?.type === 'EMPTY' && !q.where_clause && !(q.modifiers as unknown[]).length && !(q.group_expressions as unknown[]).length;
+  const fn = items[0];
+  if (!plain || items.length !== 1 || fn.class !== 'FUNCTION' || String(fn.function_name).toLowerCase() !== 'unnest' || (fn.children as unknown[]).length !== 1) return undefined;
+  return { value: n.child, array: (fn.children as unknown[])[0] };
 }
