@@ -389,6 +389,18 @@ export class Session {
     this.state?.give(p.bytes);
   }
 
+  /** A parsed statement kept under its name, within the session's and key's bounds. */
+  private keepStatement(name: string, sql: string, paramTypes: number[]): void {
+    const size = Buffer.byteLength(sql);
+    if (size > this.deps.maxSqlBytes) throw new PgError('too_large', `the statement is ${size} bytes; at most ${this.deps.maxSqlBytes} are accepted (P_QUERY_MAX_SQL_BYTES)`, '54000');
+    if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
+    // The unnamed statement is replaced by the next; its share is given back first.
+    this.dropStatement(name);
+    const bytes = SessionState.cost(sql);
+    this.state!.take(bytes, 'prepare another');
+    this.statements.set(name, { sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+  }
+
   private dropStatement(name: string): void {
     const p = this.statements.get(name);
     if (!p) return;
@@ -445,14 +457,7 @@ export class Session {
         for (let i = 0; i < n; i++) paramTypes.push(r.int32());
         r.end();
         if (name && this.statements.has(name)) throw new PgError('conflict', `prepared statement "${name}" already exists`, '42P05');
-        const size = Buffer.byteLength(sql);
-        if (size > this.deps.maxSqlBytes) throw new PgError('too_large', `the statement is ${size} bytes; at most ${this.deps.maxSqlBytes} are accepted (P_QUERY_MAX_SQL_BYTES)`, '54000');
-        if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
-        // The unnamed statement is replaced by the next; its share is given back first.
-        this.dropStatement(name);
-        const bytes = SessionState.cost(sql);
-        this.state!.take(bytes, 'prepare another');
-        this.statements.set(name, { sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+        this.keepStatement(name, sql, paramTypes);
         await this.write(msg.parseComplete());
         return;
       }
@@ -491,10 +496,7 @@ export class Session {
               const i = n - 1;
               if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
               const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i];
-              const literal = parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
-              // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
-              const utc = values[i] !== null && prepared.paramTypes[i] === PG.timestamptz.oid && template.utcParams?.includes(n);
-              return utc ? `timezone('UTC', ${literal})` : literal;
+              return boundLiteral(prepared, template, n, values[i], format);
             })
           : template.sql;
         this.dropPortal(portal);
@@ -725,6 +727,15 @@ async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data
     tag: (n) => `SELECT ${n}`,
     close: () => undefined,
   };
+}
+
+/** Parameter `$n` of a Bind as the literal that replaces it. */
+function boundLiteral(prepared: Prepared, template: Statement, n: number, value: Buffer | null, format: number): string {
+  const i = n - 1;
+  const literal = parameterLiteral(value, format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
+  // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
+  const utc = value !== null && prepared.paramTypes[i] === PG.timestamptz.oid && template.utcParams?.includes(n);
+  return utc ? `timezone('UTC', ${literal})` : literal;
 }
 
 function rowDescription(fields: { name: string; type: PgType; format: number }[]): Buffer {

@@ -127,18 +127,7 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
         rewritten = true;
       }
     }
-    const list = anyOfList(n);
-    if (list) {
-      // `x = ANY(array)`: DuckDB reads it as a subquery over unnest(array), which it cannot join outside
-      // an inner join (SQLAlchemy 1.4's get_indexes: `left outer join pg_attribute a on … a.attnum =
-      // ANY(ix.indkey)`). As PostgreSQL means it: is x in the array.
-      for (const k of Object.keys(n)) delete n[k];
-      Object.assign(n, {
-        class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: 'list_contains', schema: '', catalog: '', children: [list.array, list.value],
-        filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
-      });
-      rewritten = true;
-    }
+    if (anyOfListAsContains(n)) rewritten = true;
     if (n.class === 'CAST') {
       const info = (n.cast_type as Node | undefined)?.type_info as Node | null | undefined;
       const typeName = String(info?.name ?? '').toLowerCase();
@@ -265,6 +254,22 @@ export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<st
   };
   visit(ast);
   return { rewritten, params: [...params] };
+}
+
+/**
+ * `x = ANY(array)`: DuckDB reads it as a subquery over unnest(array), which it cannot join outside an
+ * inner join (SQLAlchemy 1.4's get_indexes: `left outer join pg_attribute a on … a.attnum =
+ * ANY(ix.indkey)`). Rewritten in place as PostgreSQL means it: is x in the array (list_contains).
+ */
+function anyOfListAsContains(n: Node): boolean {
+  const list = anyOfList(n);
+  if (!list) return false;
+  for (const k of Object.keys(n)) delete n[k];
+  Object.assign(n, {
+    class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: 'list_contains', schema: '', catalog: '', children: [list.array, list.value],
+    filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+  });
+  return true;
 }
 
 /** `value = ANY(array)` as DuckDB parses it (a subquery selecting unnest(array) and nothing else): its parts. */
