@@ -22,7 +22,7 @@ let server: PgTestServer;
 beforeAll(async () => {
   server = await startPgServer({
     P_API_KEYS: `${ADMIN_KEY}:admin,${READER_A}:reader:app,${READER_B}:reader`,
-    P_QUERY_TIMEOUT: '6s',
+    P_QUERY_TIMEOUT: '10s',
     P_QUERY_CONCURRENCY: '2',
     P_QUERY_CONCURRENCY_PER_KEY: '1',
     P_QUERY_WORKER_MAX_MEMORY: '256MiB',
