@@ -138,6 +138,18 @@ describe('catalog answers', () => {
     ]);
   });
 
+  it('names one identity everywhere: the database and role of pg_database and pg_roles (issue 36 #5)', async () => {
+    const [[datname]] = await rows('SELECT datname FROM pg_catalog.pg_database');
+    const [[rolname]] = await rows('SELECT rolname FROM pg_catalog.pg_roles');
+    expect(await rows('SELECT current_database(), current_catalog, current_user, session_user, user')).toEqual([[datname, datname, rolname, rolname, rolname]]);
+    // Column names as PostgreSQL gives them.
+    const st = await db.classify('SELECT current_database(), current_user, version()');
+    expect((await db.run(st.sql, [])).fields.map((f) => f.name)).toEqual(['current_database', 'current_user', 'version']);
+    // Each schema once.
+    expect(await rows('SELECT schema_name FROM information_schema.schemata ORDER BY 1')).toEqual([['information_schema'], ['pg_catalog'], ['public']]);
+    expect(await rows('SELECT pg_terminate_backend(1), pg_catalog.pg_cancel_backend(1), pg_catalog.pg_get_functiondef(1) IS NULL')).toEqual([['f', 'f', 't']]);
+  });
+
   it('has pg_collation as PostgreSQL 15 (SQLAlchemy 2.1 reflection)', async () => {
     expect(await rows('SELECT oid, collname, collprovider FROM pg_catalog.pg_collation ORDER BY oid')).toEqual([
       ['100', 'default', 'd'],

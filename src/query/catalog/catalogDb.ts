@@ -153,7 +153,7 @@ export class CatalogDb {
       const ast = await parse(conn, sql, this.limits.maxDepth);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
-      const found = inspect(ast, datasets, this.database);
+      const found = inspect(ast, datasets, this.database, allColumns(this.datasets()));
       if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
       if (sql !== original) return { kind: 'data', sql: original };
       // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
@@ -174,7 +174,7 @@ export class CatalogDb {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
       const ast = await parse(conn, sql, this.limits.maxDepth);
-      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database).rewritten ? await deparse(conn, ast) : sql;
+      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets())).rewritten ? await deparse(conn, ast) : sql;
       const prepared = await conn.prepare(text);
       try {
         const params: string[] = [];
@@ -250,4 +250,9 @@ async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
 /** Names (lower case) of the TIMESTAMP_NS columns of these datasets. */
 export function nsColumns(datasets: DatasetSchema[]): Set<string> {
   return new Set(datasets.flatMap((d) => Object.entries(d.schema).filter(([, t]) => t === 'TIMESTAMP_NS').map(([n]) => n.toLowerCase())));
+}
+
+/** Names (lower case) of every column of these datasets. */
+function allColumns(datasets: DatasetSchema[]): Set<string> {
+  return new Set(datasets.flatMap((d) => Object.keys(d.schema).map((n) => n.toLowerCase())));
 }

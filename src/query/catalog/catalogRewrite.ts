@@ -35,7 +35,8 @@ const REG_CASTS: Record<string, string> = {
  * Walks a parse tree: does it touch the catalog, and rewrites in place what DuckDB reads differently
  * (reports whether it did).
  */
-export function inspect(ast: Node, datasets: ReadonlySet<string>, database: string): { catalog: boolean; rewritten: boolean } {
+export function inspect(ast: Node, datasets: ReadonlySet<string>, database: string, columns: ReadonlySet<string> = new Set()): { catalog: boolean; rewritten: boolean } {
+  const renamedFrom = new WeakMap<Node, string>();
   let catalog = false;
   let rewritten = false;
   const visit = (value: unknown): void => {
@@ -78,6 +79,11 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
       if (names.length >= 3 && (CATALOG_SCHEMAS.has(names[0].toLowerCase()) || names[0].toLowerCase() === 'public')) {
         n.column_names = names.slice(1);
         rewritten = true;
+      }
+      const keyword = keywordFunction(n, columns);
+      if (keyword) {
+        renamedFrom.set(n, keyword);
+        catalog = rewritten = true;
       }
     }
     if (n.type === 'TABLE_FUNCTION' && n.alias && !(n.column_name_alias as unknown[] | undefined)?.length) {
@@ -124,6 +130,7 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
       if (renamed && (schema === '' || schema === 'pg_catalog')) {
         n.function_name = renamed;
         n.schema = '';
+        renamedFrom.set(n, name);
         rewritten = true;
       }
     }
@@ -146,6 +153,7 @@ export function inspect(ast: Node, datasets: ReadonlySet<string>, database: stri
     for (const v of Object.values(n)) visit(v);
   };
   visit(ast);
+  nameRenamedColumns(ast, renamedFrom);
   return { catalog, rewritten };
 }
 
@@ -181,12 +189,17 @@ const SCALAR_IN_FROM = new Set(['string_to_array', 'current_schemas', 'regexp_sp
 const FUNCTION_RENAMES: Record<string, string> = {
   format_type: '__pg_format_type',
   version: '__pg_version',
+  current_database: '__pg_current_database',
+  current_catalog: '__pg_current_database',
+  current_user: '__pg_current_user',
+  session_user: '__pg_current_user',
+  user: '__pg_current_user',
   json_build_object: 'json_object',
   jsonb_build_object: 'json_object',
 };
 
 /** Macros of catalogSql.ts in `main` that clients call qualified with `pg_catalog.`. */
-const MAIN_MACROS = new Set(['pg_get_userbyid', 'pg_encoding_to_char', 'pg_get_indexdef', 'pg_get_partkeydef', 'pg_total_relation_size', 'pg_relation_size', 'pg_table_size', 'pg_get_function_identity_arguments', 'pg_get_serial_sequence', 'pg_get_statisticsobjdef_columns', 'pg_get_triggerdef', 'pg_get_ruledef', 'pg_backend_pid', 'pg_is_in_recovery', 'pg_get_function_result', 'pg_get_function_arguments', 'quote_ident', 'pg_relation_is_publishable']);
+const MAIN_MACROS = new Set(['pg_get_userbyid', 'pg_encoding_to_char', 'pg_get_indexdef', 'pg_get_partkeydef', 'pg_total_relation_size', 'pg_relation_size', 'pg_table_size', 'pg_get_function_identity_arguments', 'pg_get_serial_sequence', 'pg_get_statisticsobjdef_columns', 'pg_get_triggerdef', 'pg_get_ruledef', 'pg_backend_pid', 'pg_is_in_recovery', 'pg_get_function_result', 'pg_get_function_arguments', 'quote_ident', 'pg_relation_is_publishable', 'pg_terminate_backend', 'pg_cancel_backend', 'pg_get_functiondef']);
 
 /** Expressions DuckDB types TIMESTAMP WITH TIME ZONE whatever their operands: a cast to it, now(), and arithmetic or truncation of those. */
 function surelyTimestamptz(value: unknown): boolean {
@@ -282,4 +295,50 @@ function anyOfList(n: Node): { value: unknown; array: unknown } | undefined {
   const fn = items[0];
   if (!plain || items.length !== 1 || fn.class !== 'FUNCTION' || String(fn.function_name).toLowerCase() !== 'unnest' || (fn.children as unknown[]).length !== 1) return undefined;
   return { value: n.child, array: (fn.children as unknown[])[0] };
+}
+
+/** SQL's parameterless functions written without brackets, which DuckDB parses as column names. */
+const KEYWORD_FUNCTIONS: Record<string, string> = {
+  current_catalog: '__pg_current_database',
+  current_user: '__pg_current_user',
+  current_role: '__pg_current_user',
+  session_user: '__pg_current_user',
+  user: '__pg_current_user',
+};
+
+/**
+ * `current_user` and the like as the catalog's identity (unless a dataset has a column of that name),
+ * rewritten in place; returns the name written.
+ */
+function keywordFunction(n: Node, columns: ReadonlySet<string>): string | undefined {
+  const names = n.column_names as string[];
+  const macro = names.length === 1 ? KEYWORD_FUNCTIONS[names[0].toLowerCase()] : undefined;
+  if (!macro || columns.has(names[0].toLowerCase())) return undefined;
+  const alias = String(n.alias ?? '');
+  for (const k of Object.keys(n)) delete n[k];
+  Object.assign(n, {
+    class: 'FUNCTION', type: 'FUNCTION', alias, function_name: macro, schema: '', catalog: '', children: [],
+    filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+  });
+  return names[0].toLowerCase();
+}
+
+/**
+ * A select item calling a renamed function (`version()` → `__pg_version()`) keeps PostgreSQL's column
+ * name, the function's (clients read `SELECT version()`'s column as `version`).
+ */
+function nameRenamedColumns(value: unknown, renamedFrom: WeakMap<Node, string>): void {
+  if (Array.isArray(value)) {
+    for (const v of value) nameRenamedColumns(v, renamedFrom);
+    return;
+  }
+  if (value === null || typeof value !== 'object') return;
+  const n = value as Node;
+  if (n.type === 'SELECT_NODE') {
+    for (const item of (n.select_list as Node[] | undefined) ?? []) {
+      const original = renamedFrom.get(item);
+      if (original && !item.alias) item.alias = original;
+    }
+  }
+  for (const v of Object.values(n)) nameRenamedColumns(v, renamedFrom);
 }

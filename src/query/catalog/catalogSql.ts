@@ -130,6 +130,14 @@ export const CATALOG_SQL: string[] = [
   // Clients parse "PostgreSQL <major>.<minor>" from it; nothing about the engine or the build behind it.
   `CREATE MACRO __pg_version() AS 'PostgreSQL 15.0 (telemetry lakehouse)'`,
   `CREATE MACRO pg_get_userbyid(id) AS 'lakehouse'`,
+  // The identity the catalog names everywhere (pg_database, pg_roles, getCatalogs()), not DuckDB's
+  // `memory` and `duckdb`.
+  `CREATE MACRO __pg_current_database() AS 'lakehouse'`,
+  `CREATE MACRO __pg_current_user() AS 'lakehouse'`,
+  // No backend can be signalled or function shown: PostgreSQL's answers for a role without the right.
+  `CREATE MACRO pg_terminate_backend(pid) AS false, (pid, timeout) AS false`,
+  `CREATE MACRO pg_cancel_backend(pid) AS false`,
+  `CREATE MACRO pg_get_functiondef(oid) AS NULL::VARCHAR`,
   `CREATE MACRO pg_encoding_to_char(e) AS 'UTF8'`,
   `CREATE MACRO pg_get_indexdef(a) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR`,
   `CREATE MACRO pg_get_partkeydef(a) AS NULL::VARCHAR`,
@@ -194,6 +202,14 @@ export const CATALOG_SQL: string[] = [
        NULL::VARCHAR AS identity_start, NULL::VARCHAR AS identity_increment, NULL::VARCHAR AS identity_maximum, NULL::VARCHAR AS identity_minimum,
        'NO' AS identity_cycle, 'NEVER' AS is_generated, NULL::VARCHAR AS generation_expression, 'NO' AS is_updatable
      FROM duckdb_columns() WHERE schema_name = 'public'`,
+  // The schemas of this database, once each (DuckDB lists `main` of each of its catalogs).
+  relation(
+    'information_schema_schemata',
+    ['public', 'pg_catalog', 'information_schema'].map(
+      (name) =>
+        `'lakehouse' AS catalog_name, '${name}' AS schema_name, 'lakehouse' AS schema_owner, NULL::VARCHAR AS default_character_set_catalog, NULL::VARCHAR AS default_character_set_schema, NULL::VARCHAR AS default_character_set_name, NULL::VARCHAR AS sql_path`,
+    ),
+  ),
   // PostgreSQL 15's collations every database has (SQLAlchemy 2.1 joins pg_collation when it reflects columns).
   relation('pg_collation', [
     `100::BIGINT AS oid, 'default' AS collname, ${PG_CATALOG_NS}::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'd' AS collprovider, true AS collisdeterministic, -1 AS collencoding, NULL::VARCHAR AS collcollate, NULL::VARCHAR AS collctype, NULL::VARCHAR AS colliculocale, NULL::VARCHAR AS collversion`,
