@@ -173,6 +173,14 @@ describe('issue 36 #4: SQLAlchemy reflection, the newest of each line users inst
   });
 });
 
+describe('issue 36 #5: type errors are not syntax errors', () => {
+  it('answers the SQLSTATEs PostgreSQL gives (node-postgres)', async () => {
+    expect((await attempt(READER_A, "SELECT 'abc'::INTEGER AS n")).code).toBe('22P02');
+    expect((await attempt(READER_A, 'SELECT nope FROM app')).code).toBe('42703');
+    expect((await attempt(READER_A, 'SELEC 1')).code).toBe('42601');
+  });
+});
+
 describe('L2: nothing about the engine behind the door', () => {
   it('version() and pg_settings name PostgreSQL 15 and its settings only', async () => {
     const version = await psql(server, 'SELECT version()', { password: READER_A, extra: ['-A', '-t'] });

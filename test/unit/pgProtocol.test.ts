@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { Framer, parseStartup, ProtocolViolation, splitRows } from '../../src/doors/pg/messages.ts';
 import { parameterLiteral } from '../../src/doors/pg/params.ts';
 import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
+import { invalidSqlstate } from '../../src/doors/pg/sqlstate.ts';
 import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/query/catalog/sqlText.ts';
 import { dataRowEncoder, RowWriter, timestampText } from '../../src/query/results/pg.ts';
 
@@ -255,3 +256,18 @@ function readRow(buf: Buffer): (Buffer | null)[] {
   }
   return out;
 }
+
+describe('invalidSqlstate: DuckDB error classes as PostgreSQL SQLSTATEs (issue 36 #5)', () => {
+  // Messages as DuckDB words them; SQLSTATEs PostgreSQL 15 gives the same mistake.
+  const cases: [string, string][] = [
+    ["Conversion Error: Could not convert string 'abc' to INT32", '22P02'],
+    ['Conversion Error: Type INT64 with value 99999999999 can\'t be cast because the value is out of range for the destination type INT32', '22003'],
+    ['Binder Error: Referenced column "nope" not found in FROM clause!', '42703'],
+    ['Binder Error: Cannot compare values of type TIMESTAMP_NS and type TIMESTAMP WITH TIME ZONE - an explicit cast is required', '42804'],
+    ['Binder Error: No function matches the given name and argument types \'lower(INTEGER)\'.', '42883'],
+    ['Catalog Error: Scalar Function with name nope does not exist!', '42883'],
+    ['Parser Error: syntax error at or near "SELEC"', '42601'],
+    ['only read-only SELECT statements are allowed', '42601'],
+  ];
+  it.each(cases)('%s → %s', (message, code) => expect(invalidSqlstate(message)).toBe(code));
+});

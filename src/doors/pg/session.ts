@@ -13,7 +13,7 @@ import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader, splitRows } from './messages.ts';
 import { parameterLiteral } from './params.ts';
 import { placeholderCount, replacePlaceholders, splitStatements } from '../../query/catalog/sqlText.ts';
-import { PgError, SQLSTATE } from './sqlstate.ts';
+import { invalidSqlstate, PgError, SQLSTATE } from './sqlstate.ts';
 import { KeyState, SessionState, type SessionStateLimits } from './budget.ts';
 import { sessionCommand, type SessionSettings } from './sessionCommands.ts';
 
@@ -416,7 +416,7 @@ export class Session {
       code = '57014';
       text = err.message;
     } else if (isDomainError(err)) {
-      code = err instanceof PgError ? err.sqlstate : /read-only/i.test(err.message) ? '25006' : SQLSTATE[err.kind];
+      code = err instanceof PgError ? err.sqlstate : /read-only/i.test(err.message) ? '25006' : err.kind === 'invalid' ? invalidSqlstate(err.message) : SQLSTATE[err.kind];
       text = err.message;
     } else {
       log.warn('pg: statement failed', { error: err as Error });
