@@ -181,6 +181,19 @@ describe('issue 36 #5: type errors are not syntax errors', () => {
   });
 });
 
+describe('issue 36 #5: COPY (SELECT …) TO STDOUT is a read (psql \\copy)', () => {
+  it('sends the rows as COPY data, in text and CSV format', async () => {
+    // COPY's text format: tab-separated, backslash escapes, \N for NULL; CSV quotes what it must.
+    const query = "SELECT n, level, 'a' || chr(9) || 'b' AS t, NULL AS z, 'x,\"y' AS q FROM app";
+    const text = await psql(server, `\\copy (${query}) to stdout`, { password: READER_A });
+    expect(text).toBe('1\tinfo\ta\\tb\t\\N\tx,"y\n');
+    const csv = await psql(server, `COPY (${query}) TO STDOUT WITH (FORMAT csv, HEADER)`, { password: READER_A });
+    expect(csv).toBe('n,level,t,z,q\n1,info,a\tb,,"x,""y"\n');
+    // A COPY into a dataset stays refused.
+    await expect(psql(server, 'COPY app FROM STDIN', { password: READER_A })).rejects.toThrow(/ERROR/);
+  });
+});
+
 describe('L2: nothing about the engine behind the door', () => {
   it('version() and pg_settings name PostgreSQL 15 and its settings only', async () => {
     const version = await psql(server, 'SELECT version()', { password: READER_A, extra: ['-A', '-t'] });

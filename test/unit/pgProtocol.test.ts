@@ -4,6 +4,7 @@ import { Framer, parseStartup, ProtocolViolation, splitRows } from '../../src/do
 import { parameterLiteral } from '../../src/doors/pg/params.ts';
 import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
 import { invalidSqlstate } from '../../src/doors/pg/sqlstate.ts';
+import { copyOut } from '../../src/doors/pg/copy.ts';
 import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/query/catalog/sqlText.ts';
 import { dataRowEncoder, RowWriter, timestampText } from '../../src/query/results/pg.ts';
 
@@ -270,4 +271,21 @@ describe('invalidSqlstate: DuckDB error classes as PostgreSQL SQLSTATEs (issue 3
     ['only read-only SELECT statements are allowed', '42601'],
   ];
   it.each(cases)('%s → %s', (message, code) => expect(invalidSqlstate(message)).toBe(code));
+});
+
+describe('copyOut: which COPY statements are reads', () => {
+  const cases: [string, ReturnType<typeof copyOut>][] = [
+    ['COPY (SELECT 1) TO STDOUT', { query: 'SELECT 1', csv: false, header: false }],
+    [' copy ( select a, (b) from t ) to stdout;', { query: ' select a, (b) from t ', csv: false, header: false }],
+    ['COPY (SELECT 1) TO STDOUT WITH (FORMAT csv, HEADER)', { query: 'SELECT 1', csv: true, header: true }],
+    ["COPY (SELECT 1) TO STDOUT (FORMAT 'csv', HEADER false)", { query: 'SELECT 1', csv: true, header: false }],
+    ['COPY t TO STDOUT', undefined],
+    ['COPY t FROM STDIN', undefined],
+    ["COPY (SELECT 1) TO '/tmp/x'", undefined],
+  ];
+  it.each(cases)('%s', (sql, want) => expect(copyOut(sql)).toEqual(want));
+  it('refuses formats and options it does not write', () => {
+    expect(() => copyOut('COPY (SELECT 1) TO STDOUT (FORMAT binary)')).toThrow(/not supported/);
+    expect(() => copyOut("COPY (SELECT 1) TO STDOUT (DELIMITER '|')")).toThrow(/not supported/);
+  });
 });

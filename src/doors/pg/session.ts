@@ -12,7 +12,8 @@ import type { DatasetSchema, Statement } from '../../query/catalog/catalogDb.ts'
 import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader, splitRows } from './messages.ts';
 import { parameterLiteral } from './params.ts';
-import { placeholderCount, replacePlaceholders, splitStatements } from '../../query/catalog/sqlText.ts';
+import { placeholderCount, replacePlaceholders, splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
+import { copyLines, copyOut, headerLine, type CopyOut } from './copy.ts';
 import { invalidSqlstate, PgError, SQLSTATE } from './sqlstate.ts';
 import { KeyState, SessionState, type SessionStateLimits } from './budget.ts';
 import { sessionCommand, type SessionSettings } from './sessionCommands.ts';
@@ -431,6 +432,11 @@ export class Session {
     if (!statements.length) await this.write(msg.emptyQuery());
     for (const text of statements) {
       try {
+        const copy = copyOut(stripComments(text));
+        if (copy) {
+          await this.copyOutQuery(copy);
+          continue;
+        }
         const statement = await this.prepareStatement(text);
         const cursor = await this.open(statement, []);
         if (cursor.fields) await this.write(rowDescription(cursor.fields));
@@ -442,6 +448,27 @@ export class Session {
     }
     // A failed statement in an implicit transaction leaves the session idle.
     await this.write(msg.readyForQuery(this.txn));
+  }
+
+  /** `COPY (query) TO STDOUT`: the query's rows as COPY data (copy.ts). */
+  private async copyOutQuery(copy: CopyOut): Promise<void> {
+    const statement = await this.prepareStatement(copy.query);
+    if (statement.kind === 'session') throw new DomainError('invalid', 'COPY needs a query');
+    const cursor = await this.open(statement, []);
+    const names = (cursor.fields ?? []).map((f) => f.name);
+    await this.write(msg.copyOutResponse(names.length));
+    if (copy.header) await this.write(msg.copyData(copy.csv ? headerLine(names) : `${names.join('\t')}\n`));
+    let rows = 0;
+    try {
+      for (let batch = await cursor.next(); batch; batch = await cursor.next()) {
+        rows += batch.rows;
+        const wait = this.write(Buffer.concat(copyLines(batch.data, copy.csv).map((line) => msg.copyData(line))));
+        if (wait) await wait;
+      }
+    } finally {
+      cursor.close();
+    }
+    await this.write(Buffer.concat([msg.copyDone(), msg.commandComplete(`COPY ${rows}`)]));
   }
 
   // ---- extended query ----
