@@ -218,6 +218,13 @@ const pgSettingsGroup = {
     .default('false')
     .describe('Refuse passwords (API keys) over plain TCP on the PostgreSQL port. Off by default because TLS needs a certificate the operator provides.'),
   P_PG_MAX_CONNECTIONS: z.coerce.number().int().positive().default(100).describe('Most PostgreSQL connections at once (PostgreSQL\'s own default); more are refused with SQLSTATE 53300.'),
+  P_PG_MAX_PREPARED: int(1000).describe(
+    'Most prepared statements and portals one PostgreSQL connection may hold together (pgjdbc caches 256 statements per connection by default); past it Parse and Bind fail with SQLSTATE 54000.',
+  ),
+  P_PG_MAX_SESSION_STATE: bytes('16MiB').describe('Most bytes of statement text one PostgreSQL connection may hold in prepared statements and portals; past it Parse and Bind fail with SQLSTATE 54000.'),
+  P_PG_MAX_KEY_STATE: bytes('64MiB').describe(
+    'Most bytes of statement text all PostgreSQL connections of one API key may hold in prepared statements and portals together, so more connections do not buy a key more memory; past it SQLSTATE 54000.',
+  ),
   P_PG_IDLE_TIMEOUT: duration('10m').describe('A PostgreSQL connection idle this long (no query running) is closed, like idle_session_timeout; long enough for a BI tool\'s pooled connections.'),
 };
 
@@ -285,6 +292,9 @@ function pgSettings(e: z.infer<typeof envSchema>) {
     requireTls: e.P_PG_REQUIRE_TLS === 'true',
     maxConnections: e.P_PG_MAX_CONNECTIONS,
     idleTimeoutMs: e.P_PG_IDLE_TIMEOUT,
+    maxPrepared: e.P_PG_MAX_PREPARED,
+    maxSessionStateBytes: e.P_PG_MAX_SESSION_STATE,
+    maxKeyStateBytes: e.P_PG_MAX_KEY_STATE,
   };
 }
 

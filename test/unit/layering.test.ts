@@ -51,9 +51,11 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   storage: below('storage'),
   ingest: below('ingest', 'storage'),
   // Queries reach storage only through the scan seam; SQL planning and PromQL run on the worker pool.
-  'query/sql': (t) => ['query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  'query/sql': (t) => ['query/sql', 'query/worker', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   'query/promql': (t) => ['query/promql', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
-  'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
+  'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,

@@ -192,6 +192,10 @@ export const msg = {
   closeComplete: () => message('3', Buffer.alloc(0)),
   noData: () => message('n', Buffer.alloc(0)),
   portalSuspended: () => message('s', Buffer.alloc(0)),
+  /** CopyOutResponse: text (0) for the whole copy and each of `columns`. */
+  copyOutResponse: (columns: number) => message('H', Buffer.concat([Buffer.from([0]), i16(columns), ...Array.from({ length: columns }, () => i16(0))])),
+  copyData: (text: string) => message('d', Buffer.from(text, 'utf8')),
+  copyDone: () => message('c', Buffer.alloc(0)),
   parameterDescription: (oids: number[]) => message('t', Buffer.concat([i16(oids.length), ...oids.map(i32)])),
   rowDescription: (fields: { name: string; oid: number; size: number; format: number }[]) =>
     message(

@@ -5,8 +5,9 @@ import { listenError } from '../../errors.ts';
 import { log } from '../../log.ts';
 import type { Services } from '../shared/context.ts';
 import { canAccess } from '../shared/auth.ts';
-import { CatalogPool, type CatalogDb, type DatasetSchema } from './catalog.ts';
+import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
 import { newBackendKey, Session } from './session.ts';
+import { KeyState } from './budget.ts';
 
 export interface PgSettings {
   host: string;
@@ -16,6 +17,9 @@ export interface PgSettings {
   requireTls: boolean;
   maxConnections: number;
   idleTimeoutMs: number;
+  maxPrepared: number;
+  maxSessionStateBytes: number;
+  maxKeyStateBytes: number;
 }
 
 /**
@@ -34,8 +38,8 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       .filter((m) => canRead(m.name))
       .map((m) => ({ name: m.name, schema: storage.schemaOf(m.name).schema }))
       .sort((a, b) => a.name.localeCompare(b.name));
-  const catalogs = new CatalogPool(datasets, { timeoutMs: config.queryLimits.timeoutMs, maxRows: config.queryLimits.maxRows });
   const sessions = new Map<number, { session: Session; secret: number }>();
+  const keyState = new KeyState(settings.maxKeyStateBytes);
   let nextPid = 1;
   let open = 0;
 
@@ -48,23 +52,18 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       socket.once('close', () => open--);
     }
     socket.setNoDelay(true);
-    const releases: (() => void)[] = [];
-    socket.once('close', () => releases.splice(0).forEach((r) => r()));
     const session = new Session(socket, {
       keys,
       queries,
-      openCatalog: async (principal): Promise<CatalogDb> => {
-        const scope = principal.datasets ? [...principal.datasets].sort().join('\n') : '*';
-        const { db, release } = await catalogs.acquire(scope, (name) => canAccess(principal, name));
-        if (socket.destroyed) release();
-        else releases.push(release);
-        return db;
-      },
+      datasets: (principal) => datasets((name) => canAccess(principal, name)),
       tls: secureContext,
       requireTls: settings.requireTls,
       // A Bind carries the statement's parameters; a Parse the statement: room for both.
       maxMessageBytes: Math.max(1024 * 1024, 4 * config.queryLimits.maxSqlBytes),
       idleTimeoutMs: settings.idleTimeoutMs,
+      maxSqlBytes: config.queryLimits.maxSqlBytes,
+      stateLimits: { maxEntries: settings.maxPrepared, maxBytes: settings.maxSessionStateBytes },
+      keyState,
       register: (session) => {
         nextPid = nextPid >= 2 ** 31 - 1 ? 1 : nextPid + 1;
         const key = newBackendKey(nextPid);

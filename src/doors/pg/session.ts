@@ -8,23 +8,31 @@ import { PG } from '../../query/results/pg.ts';
 import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import { canAccess } from '../shared/auth.ts';
-import type { CatalogDb, Statement } from './catalog.ts';
+import type { DatasetSchema, Statement } from '../../query/catalog/catalogDb.ts';
+import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader, splitRows } from './messages.ts';
 import { parameterLiteral } from './params.ts';
-import { placeholderCount, replacePlaceholders, splitStatements } from './sqlText.ts';
-import { SQLSTATE } from './sqlstate.ts';
+import { placeholderCount, replacePlaceholders, splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
+import { copyLines, copyOut, headerLine, type CopyOut } from './copy.ts';
+import { invalidSqlstate, PgError, SQLSTATE } from './sqlstate.ts';
+import { KeyState, SessionState, type SessionStateLimits } from './budget.ts';
 import { sessionCommand, type SessionSettings } from './sessionCommands.ts';
 
 /** What a session needs from the service. */
 export interface SessionDeps {
   keys: ApiKeys;
   queries: QueryExecutor;
-  /** The connection's catalog database (empty tables of the datasets this key may read). */
-  openCatalog: (principal: Principal) => Promise<CatalogDb>;
+  /** The datasets a key may read, with their columns: all its catalog statements may see. */
+  datasets: (principal: Principal) => DatasetSchema[];
   tls?: tls.SecureContext;
   requireTls: boolean;
   maxMessageBytes: number;
   idleTimeoutMs: number;
+  /** Longest statement a Parse may carry (P_QUERY_MAX_SQL_BYTES): refused before it is kept. */
+  maxSqlBytes: number;
+  /** Bounds on prepared statements and portals, per session and (over its sessions) per key. */
+  stateLimits: SessionStateLimits;
+  keyState: KeyState;
   /** Registers the session for CancelRequests; returns its key data. */
   register: (session: Session) => { pid: number; secret: number };
   unregister: (pid: number) => void;
@@ -44,6 +52,8 @@ interface Cursor {
 
 interface Prepared {
   sql: string;
+  /** What it counts against the session's and key's state bounds. */
+  bytes: number;
   paramTypes: number[];
   /** Placeholders in the statement. */
   params: number;
@@ -55,23 +65,13 @@ interface Prepared {
 
 interface Portal {
   statement: Statement;
+  bytes: number;
   formats: number[];
   cursor?: Cursor;
   /** Rows fetched but not yet sent (a row limit cut a batch). */
   pending?: Buffer;
   pendingRows: number;
   sent: number;
-}
-
-/** An error whose SQLSTATE is more precise than its kind's (protocol-level conditions). */
-class PgError extends DomainError {
-  constructor(
-    kind: ConstructorParameters<typeof DomainError>[0],
-    message: string,
-    readonly sqlstate: string,
-  ) {
-    super(kind, message);
-  }
 }
 
 export class QueryCancelled extends DomainError {
@@ -92,10 +92,11 @@ export class Session {
   private phase: 'startup' | 'password' | 'ready' | 'closed' = 'startup';
   private params = new Map<string, string>();
   private principal?: Principal;
-  private catalog?: Promise<CatalogDb>;
   private statements = new Map<string, Prepared>();
   private portals = new Map<string, Portal>();
   private settings: SessionSettings;
+  /** Prepared statements' and portals' share of the bounds (set at login, when the key is known). */
+  private state?: SessionState;
   private txn: 'I' | 'T' | 'E' = 'I';
   /** After an error in the extended protocol, messages are skipped until Sync. */
   private skipping = false;
@@ -247,10 +248,10 @@ export class Session {
     clearTimeout(this.idleTimer);
     for (const p of this.portals.values()) p.cursor?.close();
     this.portals.clear();
+    this.statements.clear();
+    this.state?.close();
     if (this.pid) this.deps.unregister(this.pid);
     this.pid = 0;
-    // The catalog database is shared; the server releases this connection's hold when the socket closes.
-    this.catalog = undefined;
     if (!this.socket.destroyed) this.socket.destroy();
   }
 
@@ -347,6 +348,7 @@ export class Session {
       return;
     }
     this.principal = principal;
+    this.state = new SessionState(this.deps.stateLimits, this.deps.keyState, principal.id);
     const key = this.deps.register(this);
     this.pid = key.pid;
     this.phase = 'ready';
@@ -371,14 +373,40 @@ export class Session {
     await this.write(Buffer.concat(out));
   }
 
-  private catalogDb(): Promise<CatalogDb> {
-    this.catalog ??= this.deps.openCatalog(this.principal!);
-    return this.catalog;
+  /** A catalog job of this session's key (run on a query worker: query/catalog/client.ts). */
+  private catalogRequest(signal?: AbortSignal): CatalogRequest {
+    return { principalId: this.principal!.id, datasets: this.deps.datasets(this.principal!), signal };
   }
 
   private closePortals(): void {
-    for (const p of this.portals.values()) p.cursor?.close();
-    this.portals.clear();
+    for (const name of [...this.portals.keys()]) this.dropPortal(name);
+  }
+
+  private dropPortal(name: string): void {
+    const p = this.portals.get(name);
+    if (!p) return;
+    p.cursor?.close();
+    this.portals.delete(name);
+    this.state?.give(p.bytes);
+  }
+
+  /** A parsed statement kept under its name, within the session's and key's bounds. */
+  private keepStatement(name: string, sql: string, paramTypes: number[]): void {
+    const size = Buffer.byteLength(sql);
+    if (size > this.deps.maxSqlBytes) throw new PgError('too_large', `the statement is ${size} bytes; at most ${this.deps.maxSqlBytes} are accepted (P_QUERY_MAX_SQL_BYTES)`, '54000');
+    if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
+    // The unnamed statement is replaced by the next; its share is given back first.
+    this.dropStatement(name);
+    const bytes = SessionState.cost(sql);
+    this.state!.take(bytes, 'prepare another');
+    this.statements.set(name, { sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+  }
+
+  private dropStatement(name: string): void {
+    const p = this.statements.get(name);
+    if (!p) return;
+    this.statements.delete(name);
+    this.state?.give(p.bytes);
   }
 
   private async sendError(err: unknown): Promise<void> {
@@ -389,7 +417,7 @@ export class Session {
       code = '57014';
       text = err.message;
     } else if (isDomainError(err)) {
-      code = err instanceof PgError ? err.sqlstate : /read-only/i.test(err.message) ? '25006' : SQLSTATE[err.kind];
+      code = err instanceof PgError ? err.sqlstate : /read-only/i.test(err.message) ? '25006' : err.kind === 'invalid' ? invalidSqlstate(err.message) : SQLSTATE[err.kind];
       text = err.message;
     } else {
       log.warn('pg: statement failed', { error: err as Error });
@@ -404,6 +432,11 @@ export class Session {
     if (!statements.length) await this.write(msg.emptyQuery());
     for (const text of statements) {
       try {
+        const copy = copyOut(stripComments(text));
+        if (copy) {
+          await this.copyOutQuery(copy);
+          continue;
+        }
         const statement = await this.prepareStatement(text);
         const cursor = await this.open(statement, []);
         if (cursor.fields) await this.write(rowDescription(cursor.fields));
@@ -415,6 +448,27 @@ export class Session {
     }
     // A failed statement in an implicit transaction leaves the session idle.
     await this.write(msg.readyForQuery(this.txn));
+  }
+
+  /** `COPY (query) TO STDOUT`: the query's rows as COPY data (copy.ts). */
+  private async copyOutQuery(copy: CopyOut): Promise<void> {
+    const statement = await this.prepareStatement(copy.query);
+    if (statement.kind === 'session') throw new DomainError('invalid', 'COPY needs a query');
+    const cursor = await this.open(statement, []);
+    const names = (cursor.fields ?? []).map((f) => f.name);
+    await this.write(msg.copyOutResponse(names.length));
+    if (copy.header) await this.write(msg.copyData(copy.csv ? headerLine(names) : `${names.join('\t')}\n`));
+    let rows = 0;
+    try {
+      for (let batch = await cursor.next(); batch; batch = await cursor.next()) {
+        rows += batch.rows;
+        const wait = this.write(Buffer.concat(copyLines(batch.data, copy.csv).map((line) => msg.copyData(line))));
+        if (wait) await wait;
+      }
+    } finally {
+      cursor.close();
+    }
+    await this.write(Buffer.concat([msg.copyDone(), msg.commandComplete(`COPY ${rows}`)]));
   }
 
   // ---- extended query ----
@@ -430,8 +484,7 @@ export class Session {
         for (let i = 0; i < n; i++) paramTypes.push(r.int32());
         r.end();
         if (name && this.statements.has(name)) throw new PgError('conflict', `prepared statement "${name}" already exists`, '42P05');
-        if (splitStatements(sql).length > 1) throw new DomainError('invalid', 'cannot insert multiple commands into a prepared statement');
-        this.statements.set(name, { sql, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+        this.keepStatement(name, sql, paramTypes);
         await this.write(msg.parseComplete());
         return;
       }
@@ -462,7 +515,7 @@ export class Session {
         }
         if (nFormats > 1 && nFormats !== values.length) throw new PgError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`, '08P01');
         const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
-        if (needsInference && !prepared.inferred) prepared.inferred = await (await this.catalogDb()).parameterTypes(prepared.sql).catch(() => []);
+        if (needsInference && !prepared.inferred) prepared.inferred = await this.deps.queries.catalog.describe(this.catalogRequest(), prepared.sql).then((d) => d.params, () => []);
         prepared.classified ??= await this.prepareStatement(prepared.sql);
         const template = prepared.classified;
         const sql = values.length
@@ -470,11 +523,13 @@ export class Session {
               const i = n - 1;
               if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
               const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i];
-              return parameterLiteral(values[i], format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
+              return boundLiteral(prepared, template, n, values[i], format);
             })
           : template.sql;
-        this.portals.get(portal)?.cursor?.close();
-        this.portals.set(portal, { statement: { kind: template.kind, sql }, formats: resultFormats, pendingRows: 0, sent: 0 });
+        this.dropPortal(portal);
+        const bytes = SessionState.cost(sql);
+        this.state!.take(bytes, 'bind another portal');
+        this.portals.set(portal, { statement: { kind: template.kind, sql }, bytes, formats: resultFormats, pendingRows: 0, sent: 0 });
         await this.write(msg.bindComplete());
         return;
       }
@@ -510,11 +565,9 @@ export class Session {
         const kind = String.fromCharCode(r.byte());
         const name = r.cstring();
         r.end();
-        if (kind === 'S') this.statements.delete(name);
-        else if (kind === 'P') {
-          this.portals.get(name)?.cursor?.close();
-          this.portals.delete(name);
-        } else throw new ProtocolViolation(`invalid CLOSE message subtype '${kind}'`);
+        if (kind === 'S') this.dropStatement(name);
+        else if (kind === 'P') this.dropPortal(name);
+        else throw new ProtocolViolation(`invalid CLOSE message subtype '${kind}'`);
         await this.write(msg.closeComplete());
         return;
       }
@@ -522,14 +575,13 @@ export class Session {
   }
 
   private async describeStatement(prepared: Prepared): Promise<{ params: number[]; fields?: { name: string; type: PgType; format: number }[] }> {
-    const catalog = await this.catalogDb();
     const statement = await this.prepareStatement(prepared.sql);
     if (statement.kind === 'session') {
       const cmd = sessionCommand(statement.sql, this.settings, this.txn);
       return { params: [], fields: cmd.columns?.map((name) => ({ name, type: PG.text, format: 0 })) };
     }
     if (statement.kind === 'data') await this.deps.queries.plan(replacePlaceholders(statement.sql, () => 'NULL'));
-    const d = await catalog.describe(statement.sql);
+    const d = await this.deps.queries.catalog.describe(this.catalogRequest(), statement.sql);
     prepared.inferred ??= d.params;
     const params = Array.from({ length: prepared.params }, (_, i) => (prepared.paramTypes[i] > 0 ? prepared.paramTypes[i] : (d.paramTypes[i] ?? PG.text).oid));
     return { params, fields: d.columns.length ? d.columns.map((c) => ({ name: c.name, type: c.type, format: 0 })) : undefined };
@@ -594,7 +646,7 @@ export class Session {
       this.active = undefined;
       this.cancelled = false;
       cursor.close();
-      if (portal) for (const [k, p] of this.portals) if (p === portal) this.portals.delete(k);
+      if (portal) for (const [k, p] of this.portals) if (p === portal) this.dropPortal(k);
       throw err;
     }
   }
@@ -605,7 +657,24 @@ export class Session {
     // catalog queries for the replay test (test/unit/pgCatalog.test.ts).
     log.debug('pg: statement', { application: this.settings.get('application_name'), sql });
     if (sessionCommand.recognises(sql)) return { kind: 'session', sql };
-    return (await this.catalogDb()).classify(sql);
+    return this.deps.queries.catalog.classify(this.catalogRequest(), sql);
+  }
+
+  /** Runs a catalog statement on a query worker; a CancelRequest or the client leaving stops it. */
+  private async openCatalog(sql: string, formats: number[]): Promise<Cursor> {
+    const abort = new AbortController();
+    const onClose = () => abort.abort();
+    this.socket.once('close', onClose);
+    this.active = { cancel: () => abort.abort() };
+    try {
+      return await catalogCursor(() => this.deps.queries.catalog.run(this.catalogRequest(abort.signal), sql, formats));
+    } catch (err) {
+      throw this.cancelled ? new QueryCancelled() : err;
+    } finally {
+      this.socket.off('close', onClose);
+      this.active = undefined;
+      this.cancelled = false;
+    }
   }
 
   /** Starts a statement: its columns are known once this resolves. */
@@ -629,10 +698,7 @@ export class Session {
         close: () => undefined,
       };
     }
-    if (statement.kind === 'catalog') {
-      const answer = await (await this.catalogDb()).run(statement.sql, formats);
-      return { ...answer, tag: (n) => `SELECT ${n}` };
-    }
+    if (statement.kind === 'catalog') return this.openCatalog(statement.sql, formats);
     const principal = this.principal!;
     const range = await this.deps.queries.timeRange(statement.sql);
     // Cancellable from the start (a CancelRequest, or the client leaving, while the worker still plans
@@ -672,6 +738,31 @@ export class Session {
       cancel: (reason) => answer.cancel(reason),
     };
   }
+}
+
+/** A cursor over a catalog statement's answer, run whole on a query worker (cancellable meanwhile). */
+async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data: Buffer; rows: number }>): Promise<Cursor> {
+  const answer = await run();
+  let rest: { data: Buffer; rows: number } | undefined = answer.rows ? { data: answer.data, rows: answer.rows } : undefined;
+  return {
+    fields: answer.fields,
+    next: async () => {
+      const out = rest;
+      rest = undefined;
+      return out;
+    },
+    tag: (n) => `SELECT ${n}`,
+    close: () => undefined,
+  };
+}
+
+/** Parameter `$n` of a Bind as the literal that replaces it. */
+function boundLiteral(prepared: Prepared, template: Statement, n: number, value: Buffer | null, format: number): string {
+  const i = n - 1;
+  const literal = parameterLiteral(value, format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
+  // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
+  const utc = value !== null && prepared.paramTypes[i] === PG.timestamptz.oid && template.utcParams?.includes(n);
+  return utc ? `timezone('UTC', ${literal})` : literal;
 }
 
 function rowDescription(fields: { name: string; type: PgType; format: number }[]): Buffer {

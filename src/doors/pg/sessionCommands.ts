@@ -1,5 +1,6 @@
 import { DomainError } from '../../errors.ts';
-import { stripComments } from './sqlText.ts';
+import { stripComments } from '../../query/catalog/sqlText.ts';
+import { FIXED } from '../../query/catalog/settings.ts';
 
 /**
  * Session and transaction statements, answered as a read-only PostgreSQL server would: BEGIN, COMMIT,
@@ -19,31 +20,6 @@ export interface SessionAnswer {
   /** ParameterStatus messages to send (a reported setting changed). */
   report?: [string, string][];
 }
-
-/** Settings a SHOW answers when the session did not set them (names lower-case). */
-export const FIXED: Record<string, string> = {
-  server_version: '15.0',
-  server_version_num: '150000',
-  server_encoding: 'UTF8',
-  client_encoding: 'UTF8',
-  datestyle: 'ISO, MDY',
-  intervalstyle: 'postgres',
-  timezone: 'UTC',
-  integer_datetimes: 'on',
-  standard_conforming_strings: 'on',
-  transaction_isolation: 'read committed',
-  default_transaction_isolation: 'read committed',
-  transaction_read_only: 'on',
-  default_transaction_read_only: 'on',
-  search_path: '"$user", public',
-  max_identifier_length: '63',
-  lc_collate: 'C',
-  lc_ctype: 'C',
-  is_superuser: 'off',
-  statement_timeout: '0',
-  extra_float_digits: '1',
-  application_name: '',
-};
 
 /** Settings PostgreSQL reports to the client with ParameterStatus when they change. */
 const REPORTED: Record<string, string> = { application_name: 'application_name', datestyle: 'DateStyle', intervalstyle: 'IntervalStyle', timezone: 'TimeZone', extra_float_digits: 'extra_float_digits' };

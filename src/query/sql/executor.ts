@@ -13,6 +13,8 @@ import type { FromWorker, RunJob, TimeFormat } from '../worker/protocol.ts';
 import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
+import { parseTree } from './parseTree.ts';
+import { CatalogQueries } from '../catalog/client.ts';
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -125,6 +127,8 @@ interface Started {
 
 export class QueryExecutor {
   private readonly plans: PlanCache;
+  /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
+  readonly catalog: CatalogQueries;
 
   constructor(
     private readonly duck: DuckDBSource,
@@ -134,6 +138,7 @@ export class QueryExecutor {
     planCacheBytes: number,
   ) {
     this.plans = new PlanCache(planCacheBytes);
+    this.catalog = new CatalogQueries(pool, limits);
   }
 
   async plan(sql: string): Promise<QueryPlan> {
@@ -167,7 +172,7 @@ export class QueryExecutor {
     if (!columns.size) return WHOLE_RANGE;
     return withConnection(this.duck, async (conn) => {
       const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-      const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { statements?: Record<string, unknown>[] };
+      const ast = parseTree<{ statements?: Record<string, unknown>[] }>(String(reader.getRowObjects()[0].ast));
       const statement = ast.statements?.[0];
       return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
     });

@@ -29,6 +29,8 @@
  * per query from the snapshot (executor.ts): only when the dataset's time column is the receive time
  * and its files prove few distinct values.
  */
+import { isLosslessNumber } from 'lossless-json';
+import { cloneTree } from './parseTree.ts';
 
 type Node = Record<string, unknown>;
 
@@ -186,28 +188,28 @@ export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton
 
   // Graft: the skeleton's subquery reads the statement's own table and WHERE; the outer query is the
   // statement itself reading that subquery under the table's name, its count(*) items summed.
-  const sk = structuredClone(skeleton.node as Node);
+  const sk = cloneTree(skeleton.node as Node);
   const sum = (sk.select_list as Node[])[0];
   const sub = sk.from_table as Node;
   const inner = (sub.subquery as Node).node as Node;
-  inner.from_table = structuredClone(from);
-  inner.where_clause = structuredClone(node.where_clause ?? null);
+  inner.from_table = cloneTree(from);
+  inner.where_clause = cloneTree(node.where_clause ?? null);
   sub.alias = String(from.alias || from.table_name);
 
-  const outer = structuredClone(node);
+  const outer = cloneTree(node);
   outer.from_table = sub;
   outer.where_clause = null;
-  outer.select_list = (outer.select_list as Node[]).map((e) => (isCountStar(e) ? { ...structuredClone(sum), alias: String(e.alias || COUNT_STAR_NAME) } : e));
-  return { statement: withoutLocations({ ...structuredClone(statement), node: outer }) as Node, names: [...named] };
+  outer.select_list = (outer.select_list as Node[]).map((e) => (isCountStar(e) ? { ...cloneTree(sum), alias: String(e.alias || COUNT_STAR_NAME) } : e));
+  return { statement: withoutLocations({ ...cloneTree(statement), node: outer }) as Node, names: [...named] };
 }
 
 /**
  * The tree without `query_location` (positions in the SQL text, for error messages): optional in
- * DuckDB's format, and the "unknown" one, 2^64 − 1, does not survive a trip through a JS number.
+ * DuckDB's format, and meaningless in a tree rewritten. (Constants keep their exact text: parseTree.ts.)
  */
 function withoutLocations(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutLocations);
-  if (value === null || typeof value !== 'object') return value;
+  if (value === null || typeof value !== 'object' || isLosslessNumber(value)) return value;
   return Object.fromEntries(Object.entries(value).filter(([k]) => k !== 'query_location').map(([k, v]) => [k, withoutLocations(v)]));
 }
 

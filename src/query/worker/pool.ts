@@ -12,7 +12,7 @@ import type { WorkerCgroup, WorkerCgroups } from './cgroup.ts';
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** The message that ends a job's events. */
-const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql';
+const isLast = (m: FromWorker) => m.type === 'done' || m.type === 'answer' || m.type === 'error' || m.type === 'promql' || m.type === 'catalog';
 
 export interface QueryPoolSettings {
   /** Where worker directories live (wiped at start). */
@@ -435,6 +435,10 @@ export class QueryPool {
         if (finished) return;
         cutOff = true;
         push({ type: 'error', id, kind: reason.kind, message: reason.message });
+        // The slot and the key's admission go back now, not when the consumer next reads: a client
+        // that stops reading (a suspended PostgreSQL portal, a stalled HTTP stream) would otherwise
+        // hold them past the time limit. The consumer still reads the error.
+        finish();
       },
     };
   }
