@@ -85,7 +85,7 @@ export interface MergeInput {
  * ended, as stored. The condition is on the time column (`t`); the catalog's times are truncated to
  * the millisecond, so the window ends a millisecond after the latest end among the other files.
  */
-export function runParts(run: MergeInput[], t: string): [string[], string, boolean][] {
+export function runParts(run: Omit<MergeInput, 'columns'>[], t: string): [string[], string, boolean][] {
   if (run.length === 1) return [[[run[0].path], '', false]];
   const from = Math.min(...run.slice(1).map((f) => f.minMs));
   let last = 0;

@@ -3,7 +3,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/server.ts';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
+import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns, type MergeInput } from '../../src/storage/compaction.ts';
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import type { Manifests } from '../../src/storage/manifests.ts';
 import { compactions } from '../../src/metrics.ts';
@@ -152,7 +152,7 @@ describe('mergeParquet: files that differ in columns merge by column name', () =
     const db = await DuckDBInstance.create(':memory:', { threads: '1' });
     const conn = await db.connect();
     try {
-      const inputs = [];
+      const inputs: MergeInput[] = [];
       for (const [i, [columns, rows]] of files.entries()) {
         const p = path.join(dir, `${i}.parquet`);
         const values = rows.map(([sec, x]) => `(TIMESTAMP '2026-11-23 01:00:00' + INTERVAL ${sec} SECOND, 'b${sec}', ${x === null ? 'NULL' : `'${x}'`})`).join(', ');
