@@ -112,6 +112,9 @@ const ingestSettings = {
     'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
   ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
+  P_EVENT_TIME_FUTURE_LIMIT: duration('1h').describe(
+    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition) may be timed (400 beyond, nothing of the request stored), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+  ),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),
   P_INGEST_WORKER_IDLE: duration('30s').describe(
@@ -309,6 +312,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       minBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
       maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
       maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
+      eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
       // The placement of values: a dataset's column limit, and the distinct names one request may bring
       // (docs/configuration.md, P_MAX_COLUMNS).
       maxColumns: e.P_MAX_COLUMNS,
