@@ -129,7 +129,7 @@ const storageSettings = {
   P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
   P_DISK_RESERVE: sizedBytes()
-    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: P_FLUSH_BYTES, at most 1/32 of the file system: room for one flush\'s Parquet files, so a full disk recovers when space is freed.'),
+    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: 2 × P_FLUSH_BYTES, at most 1/4 of the file system: room for one flush\'s Parquet files of data that does not compress, so a full disk recovers as the WAL is flushed (on a small file system, lower P_FLUSH_BYTES).'),
   P_PARQUET_ROW_GROUP_ROWS: int(122_880).describe("Rows per Parquet row group (DuckDB's default)."),
   P_PARQUET_ZSTD_LEVEL: int(1).describe('ZSTD level of Parquet files: 1 measured smaller and cheaper than 3 on JSON events and OTLP rows (see CHANGELOG.md).'),
   P_STORAGE_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit for flushes and compaction. Default: 1/6 of the memory budget, 48 MiB–2 GiB (beyond it DuckDB spills to P_DATA_DIR/tmp).'),
