@@ -128,6 +128,9 @@ const storageSettings = {
   P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
   P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
+  P_METRIC_METADATA_MEMORY: sizedBytes().describe(
+    "Memory the remote-write metric metadata of all datasets may hold at once on a worker (each dataset's table is also bounded: 10,000 families). Past it the least recently used datasets' tables are dropped from memory and read back from the store when next needed. Default: 1/64 of the memory budget, 4–32 MiB.",
+  ),
   P_DISK_RESERVE: sizedBytes()
     .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: 2 × P_FLUSH_BYTES, at most 1/4 of the file system: room for one flush\'s Parquet files of data that does not compress, so a full disk recovers as the WAL is flushed (on a small file system, lower P_FLUSH_BYTES).'),
   P_PARQUET_ROW_GROUP_ROWS: int(122_880).describe("Rows per Parquet row group (DuckDB's default)."),
@@ -330,6 +333,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       flushIntervalMs: e.P_FLUSH_INTERVAL,
       flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
       diskReserveBytes: e.P_DISK_RESERVE,
+      metricMetadataBytes: e.P_METRIC_METADATA_MEMORY ?? sized.metricMetadataBytes,
       walMaxBytes: e.P_WAL_MAX_BYTES,
       zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
       rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,
