@@ -112,6 +112,9 @@ const ingestSettings = {
     'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
   ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
+  P_EVENT_TIME_FUTURE_LIMIT: duration('1h').describe(
+    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition) may be timed (400 beyond, nothing of the request stored), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+  ),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),
   P_INGEST_WORKER_IDLE: duration('30s').describe(
@@ -125,8 +128,11 @@ const storageSettings = {
   P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
   P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
+  P_METRIC_METADATA_MEMORY: sizedBytes().describe(
+    "Memory the remote-write metric metadata of all datasets may hold at once on a worker (each dataset's table is also bounded: 10,000 families). Past it the least recently used datasets' tables are dropped from memory and read back from the store when next needed. Default: 1/64 of the memory budget, 4–32 MiB.",
+  ),
   P_DISK_RESERVE: sizedBytes()
-    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: P_FLUSH_BYTES, at most 1/32 of the file system: room for one flush\'s Parquet files, so a full disk recovers when space is freed.'),
+    .describe('Free disk space the WAL leaves for flushes (appends get 503 below it). Default: 2 × P_FLUSH_BYTES, at most 1/4 of the file system: room for one flush\'s Parquet files of data that does not compress, so a full disk recovers as the WAL is flushed (on a small file system, lower P_FLUSH_BYTES).'),
   P_PARQUET_ROW_GROUP_ROWS: int(122_880).describe("Rows per Parquet row group (DuckDB's default)."),
   P_PARQUET_ZSTD_LEVEL: int(1).describe('ZSTD level of Parquet files: 1 measured smaller and cheaper than 3 on JSON events and OTLP rows (see CHANGELOG.md).'),
   P_STORAGE_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit for flushes and compaction. Default: 1/6 of the memory budget, 48 MiB–2 GiB (beyond it DuckDB spills to P_DATA_DIR/tmp).'),
@@ -342,6 +348,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       minBodyRate: Math.max(1, e.P_INGEST_MIN_BODY_RATE),
       maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
       maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
+      eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
       // The placement of values: a dataset's column limit, and the distinct names one request may bring
       // (docs/configuration.md, P_MAX_COLUMNS).
       maxColumns: e.P_MAX_COLUMNS,
@@ -359,6 +366,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       flushIntervalMs: e.P_FLUSH_INTERVAL,
       flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
       diskReserveBytes: e.P_DISK_RESERVE,
+      metricMetadataBytes: e.P_METRIC_METADATA_MEMORY ?? sized.metricMetadataBytes,
       walMaxBytes: e.P_WAL_MAX_BYTES,
       zstdLevel: e.P_PARQUET_ZSTD_LEVEL,
       rowGroupRows: e.P_PARQUET_ROW_GROUP_ROWS,

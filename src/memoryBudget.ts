@@ -61,5 +61,6 @@ export function sizedDefaults(budget: number) {
     queryMemoryBytes: clamp(workerCap / 2, 32 * MiB, 2048 * MiB),
     inflightBytes: clamp(budget / 32, 16 * MiB, 64 * MiB),
     flushBytes: clamp(budget / 32, 4 * MiB, 16 * MiB),
+    metricMetadataBytes: clamp(budget / 64, 4 * MiB, 32 * MiB),
   };
 }

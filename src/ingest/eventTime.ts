@@ -145,16 +145,23 @@ export interface TimeRule {
   earliestMs: number;
   /** As days, for the message. */
   limitDays: number;
+  /** Events later than this (epoch ms) are refused: the receive time plus P_EVENT_TIME_FUTURE_LIMIT. */
+  latestMs: number;
+  /** P_EVENT_TIME_FUTURE_LIMIT in ms, for the message. */
+  futureMs: number;
 }
 
-export function timeFieldRule(field: string, limitDays: number | undefined, receivedMs: number): TimeRule {
+/** The default of P_EVENT_TIME_FUTURE_LIMIT: a clock an hour ahead still gets its events in. */
+export const DEFAULT_FUTURE_LIMIT_MS = 3_600_000;
+
+export function timeFieldRule(field: string, limitDays: number | undefined, receivedMs: number, futureMs = DEFAULT_FUTURE_LIMIT_MS): TimeRule {
   const days = limitDays ?? DEFAULT_TIME_LIMIT_DAYS;
-  return { field, limitDays: days, earliestMs: receivedMs - days * DAY_MS };
+  return { field, limitDays: days, earliestMs: receivedMs - days * DAY_MS, latestMs: receivedMs + futureMs, futureMs };
 }
 
 /**
  * The event's time from its time field, as epoch ms; a 400 naming the field when it is missing, not a
- * string, not a time, or older than the limit (nothing of the request is stored).
+ * string, not a time, older than the limit or later than the future limit (nothing of the request is stored).
  */
 export function eventTimeMs(value: unknown, rule: TimeRule, index: number): number {
   const at = `event ${index}: time field "${rule.field}"`;
@@ -163,6 +170,8 @@ export function eventTimeMs(value: unknown, rule: TimeRule, index: number): numb
   const ms = parseTimestamp(value);
   if (Number.isNaN(ms)) throw invalidInput(`${at} holds "${value.slice(0, 64)}", which is not a timestamp (RFC 3339, "YYYY-MM-DD HH:MM:SS[.fff]" or RFC 2822)`);
   if (ms < rule.earliestMs) throw invalidInput(`${at} holds ${value.slice(0, 64)}, more than ${rule.limitDays} days ago (the dataset's time partition limit)`);
+  // Bounded into the future too: every hour holding events is a file of its own (issue 30 A10).
+  if (ms > rule.latestMs) throw invalidInput(`${at} holds ${value.slice(0, 64)}, more than ${rule.futureMs / 1000} s after the request was received (P_EVENT_TIME_FUTURE_LIMIT)`);
   return ms;
 }
 

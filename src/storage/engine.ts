@@ -176,7 +176,11 @@ export class StorageEngine {
     while (ds.flushing) await ds.flushing.catch(() => undefined);
     ds.flushing = flushDataset(this.ctx, this.manifests, ds, this.flushTurn)
       .then(
-        () => this.disk.flushSucceeded(),
+        // Only a flush that wrote something tells about the disk: an empty one after another dataset's
+        // flush failed for lack of space logged "a flush succeeded" though none had (issue 30 A15).
+        (flushed) => {
+          if (flushed) this.disk.flushSucceeded();
+        },
         (err) => {
           this.disk.flushFailed(err);
           throw err;

@@ -25,28 +25,32 @@ const RECEIPT_TIME_COLUMN = TIME_COLUMN.json;
  * segments; the segments go in the same tick as the manifest is applied. A failure leaves the WAL as
  * it was (retried with backoff); objects uploaded before the failure are deleted, so a failed or
  * abandoned flush leaves nothing behind. A segment DuckDB cannot read is salvaged (walSalvage.ts)
- * instead of failing every flush for good.
+ * instead of failing every flush for good. Says whether anything was flushed (an empty WAL is no flush).
  */
-export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<void> {
+export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<boolean> {
   const sealed = await ds.wal.seal();
+  let flushed = false;
   ds.oldestUnflushedAt = undefined;
   // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
   // each group a flush of its own: a flush's memory grows with what it converts (docs/performance.md "The memory bound").
   // Each group waits for its turn, so a dataset's backlog never holds up the others' flushes.
   for (const segments of segmentGroups(sealed, ctx.settings.flushBytes)) {
-    if (ds.deleted) return;
+    if (ds.deleted) return flushed;
     try {
       await turn(() => flushSegments(ctx, manifests, ds, segments));
+      flushed = true;
     } catch (err) {
       // Out of disk: a group's Parquet needs room before its segments can go. One segment at a time
       // needs the least, and each one flushed frees its own room for the next.
       if (segments.length < 2 || classifyFailure(err) !== 'disk') throw err;
       for (const s of segments) {
-        if (ds.deleted) return;
+        if (ds.deleted) return flushed;
         await turn(() => flushSegments(ctx, manifests, ds, [s]));
+        flushed = true;
       }
     }
   }
+  return flushed;
 }
 
 /** Runs a flush step when it is its turn. */

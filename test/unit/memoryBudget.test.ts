@@ -50,6 +50,7 @@ describe('defaults sized from the budget; the parts stay under it', () => {
       queryMemoryBytes: Math.floor((512 * MiB) / 6),
       inflightBytes: 16 * MiB,
       flushBytes: 16 * MiB,
+      metricMetadataBytes: 8 * MiB,
     });
   });
 
