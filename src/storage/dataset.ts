@@ -23,6 +23,8 @@ export interface StorageSettings {
   deleteGraceMs: number;
   /** How often the whole store is swept for objects of removed dataset generations. */
   orphanSweepMs: number;
+  /** Iceberg publishing (storage/iceberg/); undefined: off. */
+  iceberg?: import('./iceberg/publisher.ts').IcebergSettings;
   /** First wait before a failed flush is tried again, doubling to 30 s (default 500 ms; tests shorten it). */
   flushRetryBaseMs?: number;
 }

@@ -1,0 +1,191 @@
+import { randomUUID } from 'node:crypto';
+import { z } from 'zod';
+import type { ColumnType } from '../../model.ts';
+import type { Schema } from '../codec.ts';
+
+/**
+ * Iceberg v2 table metadata (spec "Table Metadata"): the JSON this service writes and reads back (zod),
+ * and the mapping of a dataset's schema to an Iceberg schema whose field ids never change.
+ *
+ * Types: VARCHAR → string, BIGINT → long, DOUBLE → double, BOOLEAN → boolean, TIMESTAMP → timestamp
+ * (microseconds), lists → list<…>. TIMESTAMP_NS columns are left out of the v2 schema: registered as
+ * `timestamp`, Java's iceberg-core and Spark read the nanosecond values as microseconds and answer time
+ * filters with 0 rows, silently (docs/lake.md "Nanosecond time columns").
+ */
+
+const FieldZ = z.object({
+  id: z.number().int(),
+  name: z.string(),
+  required: z.boolean(),
+  type: z.union([z.string(), z.object({ type: z.literal('list'), 'element-id': z.number().int(), element: z.string(), 'element-required': z.boolean() })]),
+});
+export type IcebergField = z.infer<typeof FieldZ>;
+
+const IcebergSchemaZ = z.object({ type: z.literal('struct'), 'schema-id': z.number().int(), fields: z.array(FieldZ) });
+export type IcebergSchema = z.infer<typeof IcebergSchemaZ>;
+
+const SnapshotZ = z.object({
+  'snapshot-id': z.number(),
+  'parent-snapshot-id': z.number().optional(),
+  'sequence-number': z.number().int(),
+  'timestamp-ms': z.number(),
+  'manifest-list': z.string(),
+  summary: z.record(z.string(), z.string()),
+  'schema-id': z.number().int().optional(),
+});
+export type IcebergSnapshot = z.infer<typeof SnapshotZ>;
+
+const PartitionSpecZ = z.object({
+  'spec-id': z.number().int(),
+  fields: z.array(z.object({ name: z.string(), transform: z.string(), 'source-id': z.number().int(), 'field-id': z.number().int() })),
+});
+export type PartitionSpec = z.infer<typeof PartitionSpecZ>;
+
+export const TableMetadataZ = z
+  .object({
+    'format-version': z.literal(2),
+    'table-uuid': z.string(),
+    location: z.string(),
+    'last-sequence-number': z.number().int(),
+    'last-updated-ms': z.number(),
+    'last-column-id': z.number().int(),
+    schemas: z.array(IcebergSchemaZ),
+    'current-schema-id': z.number().int(),
+    'partition-specs': z.array(PartitionSpecZ),
+    'default-spec-id': z.number().int(),
+    'last-partition-id': z.number().int(),
+    properties: z.record(z.string(), z.string()),
+    'current-snapshot-id': z.number().nullable().optional(),
+    snapshots: z.array(SnapshotZ),
+    'snapshot-log': z.array(z.object({ 'snapshot-id': z.number(), 'timestamp-ms': z.number() })),
+    'metadata-log': z.array(z.object({ 'metadata-file': z.string(), 'timestamp-ms': z.number() })),
+    'sort-orders': z.array(z.object({ 'order-id': z.number().int(), fields: z.array(z.unknown()) })),
+    'default-sort-order-id': z.number().int(),
+    refs: z.record(z.string(), z.object({ 'snapshot-id': z.number(), type: z.string() })).optional(),
+  })
+  .passthrough();
+export type TableMetadata = z.infer<typeof TableMetadataZ>;
+
+const PRIMITIVE: Partial<Record<ColumnType, string>> = { VARCHAR: 'string', BIGINT: 'long', DOUBLE: 'double', BOOLEAN: 'boolean', TIMESTAMP: 'timestamp' };
+const ELEMENT: Partial<Record<ColumnType, string>> = { 'VARCHAR[]': 'string', 'BIGINT[]': 'long', 'DOUBLE[]': 'double' };
+
+/** Whether a dataset column type has an Iceberg v2 type every reader gets right (not TIMESTAMP_NS). */
+export const publishable = (type: ColumnType): boolean => type in PRIMITIVE || type in ELEMENT;
+
+/** The Iceberg type of a column, new element ids taken from `nextId`. */
+function icebergType(type: ColumnType, nextId: () => number, previous?: IcebergField): IcebergField['type'] {
+  const p = PRIMITIVE[type];
+  if (p) return p;
+  const element = ELEMENT[type]!;
+  const prevList = previous && typeof previous.type === 'object' && previous.type.element === element ? previous.type : undefined;
+  return { type: 'list', 'element-id': prevList?.['element-id'] ?? nextId(), element, 'element-required': false };
+}
+
+/**
+ * The Iceberg schema of a dataset schema: columns that keep their Iceberg type keep their field id;
+ * a new column, or one whose type changed (BIGINT widened to DOUBLE, a legal change for us but not an
+ * Iceberg promotion), gets a new id. Returns undefined fields unchanged when nothing changed.
+ */
+export function mapSchema(columns: Schema, previous: IcebergField[], lastColumnId: number): { fields: IcebergField[]; lastColumnId: number } {
+  let last = lastColumnId;
+  const nextId = () => ++last;
+  const byName = new Map(previous.map((f) => [f.name, f]));
+  const fields: IcebergField[] = [];
+  for (const [name, type] of Object.entries(columns)) {
+    if (!publishable(type)) continue;
+    const prev = byName.get(name);
+    const probe = icebergType(type, () => -1, prev);
+    const same = prev && JSON.stringify(prev.type) === JSON.stringify(probe);
+    if (same) {
+      fields.push(prev);
+      continue;
+    }
+    const id = nextId();
+    fields.push({ id, name, required: false, type: icebergType(type, nextId) });
+  }
+  return { fields, lastColumnId: last };
+}
+
+/**
+ * `schema.name-mapping.default`: our Parquet files carry no field ids, so readers find columns by name
+ * (any name, dots and odd characters included: a mapping entry names the column exactly). List elements
+ * are mapped under the names Parquet writers give them.
+ */
+export function nameMapping(fields: IcebergField[]): string {
+  return JSON.stringify(
+    fields.map((f) =>
+      typeof f.type === 'object' ? { 'field-id': f.id, names: [f.name], fields: [{ 'field-id': f.type['element-id'], names: ['element', 'item'] }] } : { 'field-id': f.id, names: [f.name] },
+    ),
+  );
+}
+
+/** The partition spec: hour(time column) when the time column is in the schema, else unpartitioned. */
+export function partitionSpec(fields: IcebergField[], timeColumn: string): PartitionSpec {
+  const time = fields.find((f) => f.name === timeColumn && f.type === 'timestamp');
+  return { 'spec-id': 0, fields: time ? [{ name: `${timeColumn.replace(/[^A-Za-z0-9_]/g, '_')}_hour`, transform: 'hour', 'source-id': time.id, 'field-id': 1000 }] : [] };
+}
+
+/** The metadata of a table before its first snapshot. */
+export function emptyTable(location: string, columns: Schema, timeColumn: string, now: number): TableMetadata {
+  const { fields, lastColumnId } = mapSchema(columns, [], 0);
+  const spec = partitionSpec(fields, timeColumn);
+  return {
+    'format-version': 2,
+    'table-uuid': randomUUID(),
+    location,
+    'last-sequence-number': 0,
+    'last-updated-ms': now,
+    'last-column-id': lastColumnId,
+    schemas: [{ type: 'struct', 'schema-id': 0, fields }],
+    'current-schema-id': 0,
+    'partition-specs': [spec],
+    'default-spec-id': 0,
+    'last-partition-id': spec.fields.length ? 1000 : 999,
+    properties: { 'schema.name-mapping.default': nameMapping(fields), 'write.parquet.compression-codec': 'zstd' },
+    'current-snapshot-id': null,
+    snapshots: [],
+    'snapshot-log': [],
+    'metadata-log': [],
+    'sort-orders': [{ 'order-id': 0, fields: [] }],
+    'default-sort-order-id': 0,
+    refs: {},
+  };
+}
+
+export const currentSchema = (m: TableMetadata): IcebergSchema => m.schemas.find((s) => s['schema-id'] === m['current-schema-id'])!;
+
+/**
+ * Brings a table's schema up to a dataset schema: a new schema (next id) when a column was added or
+ * changed type, with the name mapping to match. The partition spec never changes (its source column is
+ * the time column, which never changes type).
+ */
+export function evolveSchema(m: TableMetadata, columns: Schema): TableMetadata {
+  const cur = currentSchema(m);
+  const { fields, lastColumnId } = mapSchema(columns, cur.fields, m['last-column-id']);
+  // Columns the dataset no longer lists never happen (columns are only added); keep any that vanished.
+  const kept = cur.fields.filter((f) => !fields.some((n) => n.name === f.name) && !(f.name in columns));
+  const next = [...fields, ...kept];
+  if (JSON.stringify(next) === JSON.stringify(cur.fields)) return m;
+  const id = Math.max(...m.schemas.map((s) => s['schema-id'])) + 1;
+  return {
+    ...m,
+    'last-column-id': lastColumnId,
+    schemas: [...m.schemas, { type: 'struct', 'schema-id': id, fields: next }],
+    'current-schema-id': id,
+    properties: { ...m.properties, 'schema.name-mapping.default': nameMapping(next) },
+  };
+}
+
+export function decodeTableMetadata(text: string): TableMetadata {
+  return TableMetadataZ.parse(JSON.parse(text));
+}
+
+/** Iceberg's single-value serialisation of a timestamp (µs since the epoch, 8 bytes little-endian). */
+export function timestampBound(micros: bigint): Buffer {
+  const b = Buffer.alloc(8);
+  b.writeBigInt64LE(micros);
+  return b;
+}
+
+/** A new snapshot id: a positive integer JavaScript numbers and Avro longs both hold exactly. */
+export const newSnapshotId = (): number => Math.floor(Math.random() * 2 ** 52) + 1;
