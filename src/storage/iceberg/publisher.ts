@@ -203,7 +203,7 @@ export class IcebergPublisher {
     const { paths, release } = await this.ctx.store.acquire([key]);
     try {
       const rows = await withConnection(this.ctx.duck, async (conn) =>
-        (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${sqlString(paths[0])})`)).getRowObjectsJson(),
+        (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${sqlString(paths[0])}, hive_partitioning = false)`)).getRowObjectsJson(),
       );
       const types: Record<string, ColumnType> = {};
       for (const r of rows) {
