@@ -13,7 +13,7 @@ import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
-import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
+import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
 
 export { hourPartition };
 
@@ -124,7 +124,8 @@ export async function mergeParquet(
 ): Promise<Omit<WrittenFile, 'partition'>> {
   const proj = castProjection(opts.columns, opts.presentColumns);
   const t = sqlIdent(opts.timeColumn);
-  const read = (paths: string[]) => `SELECT ${proj} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
+  // A nanosecond-timed dataset's files carry a microsecond copy of the time column for Iceberg readers (parquetWriter.ts).
+  const read = (paths: string[]) => `SELECT ${proj}${timeShadow(opts.columns, opts.timeColumn)} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
   // DuckDB reads a file list in order, a UNION ALL's branches one after another, and COPY keeps that
   // order (preserve_insertion_order, the default). Files that overlap no other are read together.
   const parts: string[] = [];

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ColumnType } from '../../model.ts';
 import type { Schema } from '../codec.ts';
+import { TIME_US_COLUMN } from '../parquetWriter.ts';
 
 /**
  * Iceberg v2 table metadata (spec "Table Metadata"): the JSON this service writes and reads back (zod),
@@ -68,6 +69,15 @@ export type TableMetadata = z.infer<typeof TableMetadataZ>;
 
 const PRIMITIVE: Partial<Record<ColumnType, string>> = { VARCHAR: 'string', BIGINT: 'long', DOUBLE: 'double', BOOLEAN: 'boolean', TIMESTAMP: 'timestamp' };
 const ELEMENT: Partial<Record<ColumnType, string>> = { 'VARCHAR[]': 'string', 'BIGINT[]': 'long', 'DOUBLE[]': 'double' };
+
+/**
+ * The columns the table shows and the one it is partitioned by: a nanosecond-timed dataset's files
+ * carry the microsecond copy TIME_US_COLUMN, which is the table's time column.
+ */
+export function lakeColumns(columns: Schema, timeColumn: string): { columns: Schema; timeColumn: string } {
+  if (columns[timeColumn] !== 'TIMESTAMP_NS') return { columns, timeColumn };
+  return { columns: { ...columns, [TIME_US_COLUMN]: 'TIMESTAMP' }, timeColumn: TIME_US_COLUMN };
+}
 
 /** Whether a dataset column type has an Iceberg v2 type every reader gets right (not TIMESTAMP_NS). */
 export const publishable = (type: ColumnType): boolean => type in PRIMITIVE || type in ELEMENT;

@@ -7,7 +7,7 @@ import type { FileEntry } from '../catalog.ts';
 import type { Schema } from '../codec.ts';
 import type { Dataset, StorageContext } from '../dataset.ts';
 import { datasetPrefix, icebergAvroKey, icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../layout.ts';
-import { currentSchema, emptyTable, evolveSchema, publishable, type TableMetadata } from './metadata.ts';
+import { currentSchema, emptyTable, evolveSchema, lakeColumns, publishable, type TableMetadata } from './metadata.ts';
 import { buildSnapshot, fileHour, type SnapshotNaming, type SnapshotPlan } from './snapshot.ts';
 import { TableReader, type TableState } from './table.ts';
 
@@ -126,10 +126,11 @@ export class IcebergPublisher {
   /** The metadata of the next version, or undefined when the table already shows the catalog. */
   private async nextMetadata(ds: Dataset, state: TableState | undefined): Promise<{ metadata: TableMetadata; plan: SnapshotPlan } | undefined> {
     const now = Date.now();
-    let base = state?.metadata ?? emptyTable(this.uri(datasetPrefix(ds.meta.name).slice(0, -1)), ds.schema, ds.meta.timeColumn, now);
-    if (state && staleSchema(currentSchema(base), ds.schema)) return undefined;
-    base = evolveSchema(base, ds.schema);
-    const plan = await this.plan(ds, state, base);
+    const lake = lakeColumns(ds.schema, ds.meta.timeColumn);
+    let base = state?.metadata ?? emptyTable(this.uri(datasetPrefix(ds.meta.name).slice(0, -1)), lake.columns, lake.timeColumn, now);
+    if (state && staleSchema(currentSchema(base), lake.columns)) return undefined;
+    base = evolveSchema(base, lake.columns);
+    const plan = await this.plan(ds, state, base, lake.columns);
     const changed = base !== state?.metadata;
     if (!plan.add.length && !plan.remove.size) return changed ? { metadata: this.withLog(ds, base, state, now), plan } : undefined;
     const built = await buildSnapshot(state, base, plan, this.naming(ds), now);
@@ -164,16 +165,17 @@ export class IcebergPublisher {
   }
 
   /** What to add and remove: see the class comment. */
-  private async plan(ds: Dataset, state: TableState | undefined, m: TableMetadata): Promise<SnapshotPlan> {
+  private async plan(ds: Dataset, state: TableState | undefined, m: TableMetadata, columns: Schema): Promise<SnapshotPlan> {
     const live = new Set<string>();
     for (const entries of state?.entries.values() ?? []) for (const e of entries) live.add(this.keyOf(e.data_file.file_path));
     const inCatalog = new Map(ds.catalog.all().map((f) => [f.key, f]));
-    const partitioned = m['partition-specs'][0].fields.length > 0;
+    const spec = m['partition-specs'][0].fields[0];
+    const timeColumn = spec && currentSchema(m).fields.find((f) => f.id === spec['source-id'])?.name;
     const add: FileEntry[] = [];
     const readable = new Set<string>();
     const now = Date.now();
     for (const f of inCatalog.values()) {
-      if (await this.readable(f, ds.schema, partitioned)) readable.add(f.key);
+      if (await this.readable(f, columns, timeColumn)) readable.add(f.key);
       else continue;
       if (!live.has(f.key)) {
         add.push(f);
@@ -186,9 +188,11 @@ export class IcebergPublisher {
   }
 
   /** Whether readers get a file's rows right under the table's schema (see docs/lake.md "Types"). */
-  private async readable(f: FileEntry, schema: Schema, partitioned: boolean): Promise<boolean> {
-    if (partitioned && fileHour(f) === undefined) return false;
+  private async readable(f: FileEntry, schema: Schema, timeColumn: string | undefined): Promise<boolean> {
+    if (timeColumn !== undefined && fileHour(f) === undefined) return false;
     const types = await this.typesOf(f.key);
+    // A nanosecond-timed file written before the microsecond copy existed has no table time column.
+    if (timeColumn !== undefined && !(timeColumn in types)) return false;
     for (const [column, type] of Object.entries(types)) {
       const want = schema[column];
       if (want === undefined) return false;
