@@ -91,29 +91,41 @@ function icebergType(type: ColumnType, nextId: () => number, previous?: IcebergF
   return { type: 'list', 'element-id': prevList?.['element-id'] ?? nextId(), element, 'element-required': false };
 }
 
+/** A column in the files that the table does not show (TIMESTAMP_NS): named in the name mapping only. */
+export interface HiddenColumn {
+  name: string;
+  id: number;
+}
+
 /**
  * The Iceberg schema of a dataset schema: columns that keep their Iceberg type keep their field id;
  * a new column, or one whose type changed (BIGINT widened to DOUBLE, a legal change for us but not an
- * Iceberg promotion), gets a new id. Returns undefined fields unchanged when nothing changed.
+ * Iceberg promotion), gets a new id. Columns without a v2 type are `hidden`: they keep an id in the
+ * name mapping (readers such as pyiceberg require every column of a file to be mapped) but are not in
+ * the schema, so no reader reads them.
  */
-export function mapSchema(columns: Schema, previous: IcebergField[], lastColumnId: number): { fields: IcebergField[]; lastColumnId: number } {
+export function mapSchema(columns: Schema, previous: IcebergField[], previousHidden: HiddenColumn[], lastColumnId: number) {
   let last = lastColumnId;
   const nextId = () => ++last;
   const byName = new Map(previous.map((f) => [f.name, f]));
+  const hiddenByName = new Map(previousHidden.map((h) => [h.name, h.id]));
   const fields: IcebergField[] = [];
+  const hidden: HiddenColumn[] = [];
   for (const [name, type] of Object.entries(columns)) {
-    if (!publishable(type)) continue;
+    if (!publishable(type)) {
+      hidden.push({ name, id: hiddenByName.get(name) ?? nextId() });
+      continue;
+    }
     const prev = byName.get(name);
     const probe = icebergType(type, () => -1, prev);
-    const same = prev && JSON.stringify(prev.type) === JSON.stringify(probe);
-    if (same) {
+    if (prev && JSON.stringify(prev.type) === JSON.stringify(probe)) {
       fields.push(prev);
       continue;
     }
     const id = nextId();
     fields.push({ id, name, required: false, type: icebergType(type, nextId) });
   }
-  return { fields, lastColumnId: last };
+  return { fields, hidden, lastColumnId: last };
 }
 
 /**
@@ -121,12 +133,18 @@ export function mapSchema(columns: Schema, previous: IcebergField[], lastColumnI
  * (any name, dots and odd characters included: a mapping entry names the column exactly). List elements
  * are mapped under the names Parquet writers give them.
  */
-export function nameMapping(fields: IcebergField[]): string {
-  return JSON.stringify(
-    fields.map((f) =>
-      typeof f.type === 'object' ? { 'field-id': f.id, names: [f.name], fields: [{ 'field-id': f.type['element-id'], names: ['element', 'item'] }] } : { 'field-id': f.id, names: [f.name] },
-    ),
+export function nameMapping(fields: IcebergField[], hidden: HiddenColumn[]): string {
+  const shown = fields.map((f) =>
+    typeof f.type === 'object' ? { 'field-id': f.id, names: [f.name], fields: [{ 'field-id': f.type['element-id'], names: ['element', 'item'] }] } : { 'field-id': f.id, names: [f.name] },
   );
+  return JSON.stringify([...shown, ...hidden.map((h) => ({ 'field-id': h.id, names: [h.name] }))]);
+}
+
+/** The hidden columns of a table, read back from its name mapping (ids of mapped names not in the schema). */
+export function hiddenColumns(m: TableMetadata): HiddenColumn[] {
+  const inSchema = new Set(m.schemas.flatMap((s) => s.fields.map((f) => f.id)));
+  const mapping = z.array(z.object({ 'field-id': z.number().int(), names: z.array(z.string()) })).parse(JSON.parse(m.properties['schema.name-mapping.default'] ?? '[]'));
+  return mapping.filter((e) => !inSchema.has(e['field-id'])).map((e) => ({ name: e.names[0], id: e['field-id'] }));
 }
 
 /** The partition spec: hour(time column) when the time column is in the schema, else unpartitioned. */
@@ -137,7 +155,7 @@ export function partitionSpec(fields: IcebergField[], timeColumn: string): Parti
 
 /** The metadata of a table before its first snapshot. */
 export function emptyTable(location: string, columns: Schema, timeColumn: string, now: number): TableMetadata {
-  const { fields, lastColumnId } = mapSchema(columns, [], 0);
+  const { fields, hidden, lastColumnId } = mapSchema(columns, [], [], 0);
   const spec = partitionSpec(fields, timeColumn);
   return {
     'format-version': 2,
@@ -151,7 +169,7 @@ export function emptyTable(location: string, columns: Schema, timeColumn: string
     'partition-specs': [spec],
     'default-spec-id': 0,
     'last-partition-id': spec.fields.length ? 1000 : 999,
-    properties: { 'schema.name-mapping.default': nameMapping(fields), 'write.parquet.compression-codec': 'zstd' },
+    properties: { 'schema.name-mapping.default': nameMapping(fields, hidden), 'write.parquet.compression-codec': 'zstd' },
     'current-snapshot-id': null,
     snapshots: [],
     'snapshot-log': [],
@@ -171,18 +189,18 @@ export const currentSchema = (m: TableMetadata): IcebergSchema => m.schemas.find
  */
 export function evolveSchema(m: TableMetadata, columns: Schema): TableMetadata {
   const cur = currentSchema(m);
-  const { fields, lastColumnId } = mapSchema(columns, cur.fields, m['last-column-id']);
-  // Columns the dataset no longer lists never happen (columns are only added); keep any that vanished.
-  const kept = cur.fields.filter((f) => !fields.some((n) => n.name === f.name) && !(f.name in columns));
-  const next = [...fields, ...kept];
-  if (JSON.stringify(next) === JSON.stringify(cur.fields)) return m;
-  const id = Math.max(...m.schemas.map((s) => s['schema-id'])) + 1;
+  const before = hiddenColumns(m);
+  const { fields, hidden, lastColumnId } = mapSchema(columns, cur.fields, before, m['last-column-id']);
+  const mapping = nameMapping(fields, hidden);
+  if (mapping === m.properties['schema.name-mapping.default']) return m;
+  const schemaChanged = JSON.stringify(fields) !== JSON.stringify(cur.fields);
+  const id = schemaChanged ? Math.max(...m.schemas.map((s) => s['schema-id'])) + 1 : cur['schema-id'];
   return {
     ...m,
     'last-column-id': lastColumnId,
-    schemas: [...m.schemas, { type: 'struct', 'schema-id': id, fields: next }],
+    schemas: schemaChanged ? [...m.schemas, { type: 'struct', 'schema-id': id, fields }] : m.schemas,
     'current-schema-id': id,
-    properties: { ...m.properties, 'schema.name-mapping.default': nameMapping(next) },
+    properties: { ...m.properties, 'schema.name-mapping.default': mapping },
   };
 }
 

@@ -127,6 +127,8 @@ export class IcebergPublisher {
   private async nextMetadata(ds: Dataset, state: TableState | undefined): Promise<{ metadata: TableMetadata; plan: SnapshotPlan } | undefined> {
     const now = Date.now();
     const lake = lakeColumns(ds.schema, ds.meta.timeColumn);
+    // The table is created with its time column, which its partition spec is made from and never changes.
+    if (!state && !(ds.meta.timeColumn in ds.schema)) return undefined;
     let base = state?.metadata ?? emptyTable(this.uri(datasetPrefix(ds.meta.name).slice(0, -1)), lake.columns, lake.timeColumn, now);
     if (state && staleSchema(currentSchema(base), lake.columns)) return undefined;
     base = evolveSchema(base, lake.columns);
