@@ -166,7 +166,8 @@ export const MANIFEST_FILE_SCHEMA = {
 export async function encodeAvroFile(schema: object, records: object[], metadata: Record<string, string>): Promise<Buffer> {
   const meta = Object.fromEntries(Object.entries(metadata).map(([k, v]) => [k, Buffer.from(v)]));
   // avsc's BlockEncoder takes header metadata (lib/containers.js), which its type declarations omit.
-  const options = { metadata: meta } as unknown as ConstructorParameters<typeof avro.streams.BlockEncoder>[1];
+  // 'always': a file of no records (a snapshot of an emptied table) is still a valid Avro file.
+  const options = { metadata: meta, writeHeader: 'always' } as unknown as ConstructorParameters<typeof avro.streams.BlockEncoder>[1];
   const encoder = new avro.streams.BlockEncoder(schema as avro.Schema, options);
   const chunks: Buffer[] = [];
   const done = new Promise<void>((resolve, reject) => {
