@@ -1,0 +1,138 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readerCounts, type ReaderArgs } from './helpers/iceberg.ts';
+import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
+import { query, startServer, type TestServer } from './helpers/server.ts';
+import { remoteWriteV1 } from './helpers/wire.ts';
+
+/**
+ * The lake (docs/lake.md): every dataset is an Iceberg v2 table served by the service's read-only REST
+ * catalog, read here by real readers — pyiceberg 0.12 and DuckDB 1.5.5's iceberg extension
+ * (test/fixtures/iceberg/readers.py, provisioned by scripts/test-setup.d/70-iceberg-readers.sh). Each
+ * reader's count, with and without a time filter, must equal the service's own SQL over the same range
+ * and the count of the rows sent, for a JSON dataset, OTLP logs, traces and metrics and a remote-write
+ * dataset, on local disk and on S3 (moto).
+ */
+
+const HOUR = 3_600_000;
+const MIN = 60_000;
+/** One row every 10 minutes over three hours, ending four hours ago (several hour partitions). */
+const base = Math.floor((Date.now() - 4 * HOUR) / HOUR) * HOUR;
+const times = Array.from({ length: 18 }, (_, i) => base + i * 10 * MIN + 7_123);
+const range = { start: base + 35 * MIN, end: base + 95 * MIN };
+const inRange = times.filter((t) => t >= range.start && t < range.end).length;
+const nanos = (ms: number) => String(BigInt(ms) * 1_000_000n + 456_789n);
+/** Readers' timestamps are zone-less UTC. */
+const naive = (ms: number) => new Date(ms).toISOString().replace('Z', '');
+
+const SENDERS: Record<string, { timeColumn: string; send: (s: TestServer, name: string) => Promise<Response> }> = {
+  json: {
+    timeColumn: 'event_time',
+    send: async (s, name) => {
+      const created = await s.request(`/api/v1/logstream/${name}`, { method: 'PUT', headers: { 'x-p-time-partition': 'event_time' } });
+      expect(created.status, await created.text()).toBe(200);
+      const events = times.map((t, i) => ({ event_time: new Date(t).toISOString(), n: i, 'http.route': `/r/${i % 3}` }));
+      return s.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': name }, json: events });
+    },
+  },
+  'otel-logs': {
+    timeColumn: 'p_time_us',
+    send: (s, name) =>
+      otlp(s, '/v1/logs', name, {
+        resourceLogs: [{ resource: { attributes: [attr('service.name', 'lake')] }, scopeLogs: [{ logRecords: times.map((t, i) => ({ timeUnixNano: nanos(t), body: { stringValue: `line ${i}` }, attributes: [attr('http.method', 'GET')] })) }] }],
+      }),
+  },
+  'otel-traces': {
+    timeColumn: 'p_time_us',
+    send: (s, name) =>
+      otlp(s, '/v1/traces', name, {
+        resourceSpans: [
+          {
+            resource: { attributes: [attr('service.name', 'lake')] },
+            scopeSpans: [{ spans: times.map((t, i) => ({ traceId: 'ab'.repeat(15) + String(i).padStart(2, '0'), spanId: 'cd'.repeat(7) + String(i).padStart(2, '0'), name: 'op', kind: 2, startTimeUnixNano: nanos(t), endTimeUnixNano: nanos(t + 5) })) }],
+          },
+        ],
+      }),
+  },
+  'otel-metrics': {
+    timeColumn: 'p_time_us',
+    send: (s, name) =>
+      otlp(s, '/v1/metrics', name, {
+        resourceMetrics: [{ resource: { attributes: [attr('service.name', 'lake')] }, scopeMetrics: [{ metrics: [{ name: 'queue.depth', gauge: { dataPoints: times.map((t, i) => ({ timeUnixNano: nanos(t), asDouble: i + 0.5 })) } }] }] }],
+      }),
+  },
+  'remote-write': {
+    timeColumn: 'p_time_us',
+    send: (s, name) =>
+      s.request(`/v1/prometheus/write?stream=${name}`, {
+        method: 'POST',
+        headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf', 'x-prometheus-remote-write-version': '0.1.0' },
+        body: new Uint8Array(remoteWriteV1([{ labels: [['__name__', 'up'], ['job', 'lake']], samples: times.map((t, i) => ({ value: i, timestampMs: t })) }])),
+      }),
+  },
+};
+
+function attr(key: string, value: string) {
+  return { key, value: { stringValue: value } };
+}
+
+function otlp(s: TestServer, path: string, name: string, body: unknown): Promise<Response> {
+  return s.request(path, { method: 'POST', headers: { 'x-p-stream': name }, json: body });
+}
+
+/** The service's own count over the whole dataset and over the range. */
+async function serviceCounts(s: TestServer, name: string): Promise<[number, number]> {
+  const sql = `SELECT count(*) AS c FROM "${name}"`;
+  const all = await query(s, sql);
+  const part = await query(s, sql, { startTime: new Date(range.start).toISOString(), endTime: new Date(range.end).toISOString() });
+  return [Number(all[0].c), Number(part[0].c)];
+}
+
+const BACKENDS: [string, () => Promise<{ env: Record<string, string>; s3?: S3TestServer }>][] = [
+  ['local disk', async () => ({ env: {} })],
+  [
+    'S3 (moto)',
+    async () => {
+      const s3 = await startS3Server();
+      return { env: s3Env(s3), s3 };
+    },
+  ],
+];
+
+describe.each(BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, backend) => {
+  let server: TestServer;
+  let s3: S3TestServer | undefined;
+
+  beforeAll(async () => {
+    const b = await backend();
+    s3 = b.s3;
+    server = await startServer({ env: { ...b.env, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
+    for (const [kind, sender] of Object.entries(SENDERS)) {
+      const res = await sender.send(server, name(kind));
+      expect(res.status, await res.text()).toBeLessThan(300);
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    await s3?.close();
+  });
+
+  const name = (kind: string) => `lake_${kind.replace('-', '_')}`;
+
+  it.each(Object.keys(SENDERS))('%s: pyiceberg and DuckDB count what the service counts, with and without a time filter', async (kind) => {
+    const args: ReaderArgs = {
+      uri: `${server.url}/iceberg`,
+      key: server.apiKey,
+      table: name(kind),
+      timeColumn: SENDERS[kind].timeColumn,
+      start: naive(range.start),
+      end: naive(range.end),
+      s3: s3 && { endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1' },
+    };
+    const expected: [number, number] = [times.length, inRange];
+    // The service itself first: the reference the readers are compared with.
+    await expect.poll(() => serviceCounts(server, name(kind)), { timeout: 30_000 }).toEqual(expected);
+    // Flushed and published within P_FLUSH_INTERVAL + P_ICEBERG_INTERVAL.
+    await expect.poll(() => readerCounts(args), { timeout: 60_000, interval: 1000 }).toEqual({ pyiceberg: expected, duckdb: expected });
+  }, 120_000);
+});
