@@ -102,8 +102,9 @@ export class IcebergPublisher {
     const { name, generation } = ds.meta;
     for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
       const version = await this.reader.latestVersion(name, generation);
-      const state = version ? await this.reader.load(name, generation, version, this.states.get(name)) : undefined;
-      if (state) await this.remember(name, state);
+      // Keyed by generation too: a dataset deleted and created again is another table.
+      const state = version ? await this.reader.load(name, generation, version, this.states.get(`${name}/${generation}`)) : undefined;
+      if (state) await this.remember(name, generation, state);
       const next = await this.nextMetadata(ds, state);
       if (!next) return false;
       const key = icebergMetadataKey(name, generation, version + 1);
@@ -112,7 +113,7 @@ export class IcebergPublisher {
         icebergCommits.inc({ result: 'committed' });
         for (const f of next.plan.add) this.firstSeen.delete(f.key);
         const committed = await this.reader.load(name, generation, version + 1);
-        if (committed) await this.remember(name, committed);
+        if (committed) await this.remember(name, generation, committed);
         await this.cleanUp(ds, state, next.metadata, version + 1);
         return true;
       }
@@ -225,8 +226,8 @@ export class IcebergPublisher {
   }
 
   /** Keeps the table state, and what its retained snapshots list (for the GC guard). */
-  private async remember(name: string, state: TableState): Promise<void> {
-    this.states.set(name, state);
+  private async remember(name: string, generation: string, state: TableState): Promise<void> {
+    this.states.set(`${name}/${generation}`, state);
     const files = new Set<string>();
     for (const s of state.metadata.snapshots) {
       for (const mf of await this.reader.manifestList(s['manifest-list'])) {
