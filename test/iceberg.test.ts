@@ -220,3 +220,59 @@ describe('P_ICEBERG=off', () => {
     }
   }, 60_000);
 });
+
+describe('snapshots while compaction rewrites files', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await startServer({ env: { P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_COMPACTION_INTERVAL: '3s' } });
+  }, 60_000);
+  afterAll(() => server?.stop());
+
+  const hour = Math.floor((Date.now() - 2 * HOUR) / HOUR) * HOUR;
+  const args = (table: string): ReaderArgs => ({ uri: `${server.url}/iceberg`, key: server.apiKey, table, timeColumn: 'event_time', start: naive(hour), end: naive(hour + HOUR) });
+  const send = async (table: string, events: Record<string, unknown>[]) => {
+    const res = await server.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': table }, json: events });
+    expect(res.status, await res.text()).toBe(200);
+  };
+  const table = async (name: string) => (await (await fetch(`${server.url}/iceberg/v1/namespaces/lakehouse/tables/${name}`, { headers: { authorization: `Bearer ${server.apiKey}` } })).json()) as {
+    metadata: { snapshots: { summary: { operation: string } }[]; schemas: { fields: { name: string; type: unknown }[] }[] };
+  };
+  const operations = async (name: string) => (await table(name)).metadata.snapshots.map((s) => s.summary.operation);
+
+  it('readers count the same rows before, during and after a compaction', async () => {
+    expect((await server.request('/api/v1/logstream/merged', { method: 'PUT', headers: { 'x-p-time-partition': 'event_time' } })).status).toBe(200);
+    let sent = 0;
+    for (let i = 0; i < 3; i++) {
+      await send('merged', [{ event_time: new Date(hour + i * MIN).toISOString(), i }]);
+      sent++;
+      // One flush (one file) per batch: wait until the service has stored it.
+      await expect.poll(async () => Number((await query(server, 'SELECT count(*) AS c FROM merged'))[0].c), { timeout: 30_000 }).toBe(sent);
+      await expect.poll(async () => (await readerCounts(args('merged'))).pyiceberg[0], { timeout: 30_000 }).toBe(sent);
+    }
+    // Until the compaction's overwrite snapshot is the current one, every read sees all rows, never more, never fewer.
+    const seen: unknown[] = [];
+    await expect
+      .poll(
+        async () => {
+          seen.push(await readerCounts(args('merged')));
+          return (await operations('merged')).includes('overwrite');
+        },
+        { timeout: 60_000, interval: 500 },
+      )
+      .toBe(true);
+    seen.push(await readerCounts(args('merged')));
+    for (const counts of seen) expect(counts).toEqual({ pyiceberg: [3, 3], duckdb: [3, 3] });
+  }, 180_000);
+
+  it("leaves a widened column's old files out (the lake lags, never lies) until compaction rewrites them", async () => {
+    expect((await server.request('/api/v1/logstream/widened', { method: 'PUT', headers: { 'x-p-time-partition': 'event_time' } })).status).toBe(200);
+    await send('widened', [{ event_time: new Date(hour + 5 * MIN).toISOString(), v: 1 }]);
+    await expect.poll(async () => (await readerCounts(args('widened'))).pyiceberg[0], { timeout: 30_000 }).toBe(1);
+    await send('widened', [{ event_time: new Date(hour + 6 * MIN).toISOString(), v: 1.5 }]);
+    // Every count a reader gets is of rows it reads with the right type: at most 2, and 2 once compaction merged both files.
+    await expect.poll(async () => (await readerCounts(args('widened'))).pyiceberg[0], { timeout: 90_000, interval: 1000 }).toBe(2);
+    const { metadata } = await table('widened');
+    expect(metadata.schemas.at(-1)!.fields.find((f) => f.name === 'v')!.type).toBe('double');
+    expect(await operations('widened')).toContain('overwrite');
+  }, 180_000);
+});
