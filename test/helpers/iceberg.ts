@@ -13,13 +13,28 @@ const SCRIPT = path.resolve(import.meta.dirname, '../fixtures/iceberg/readers.py
  * saying what to run.
  */
 export async function icebergPython(): Promise<string> {
+  return cached('iceberg-python');
+}
+
+/** A path a setup script kept in the cache (`name` is the file holding it), checked to exist. */
+async function cached(name: string): Promise<string> {
   const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test');
-  const file = path.join(cache, 'iceberg-python');
-  const python = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
-  if (!python || !(await fs.access(python, fs.constants.X_OK).then(() => true, () => false))) {
-    throw new Error(`no Python with the Iceberg readers (${file} is missing or stale): run \`bash scripts/test-setup.sh\``);
+  const file = path.join(cache, name);
+  const found = (await fs.readFile(file, 'utf8').catch(() => '')).trim();
+  if (!found || !(await fs.access(found).then(() => true, () => false))) {
+    throw new Error(`${file} is missing or stale: run \`bash scripts/test-setup.sh\` (npm test runs it first)`);
   }
-  return python;
+  return found;
+}
+
+/**
+ * Each table's [all rows, rows in range] counted by Spark 4.0 local with iceberg-spark-runtime
+ * (scripts/test-setup.d/71-spark.sh), one JVM for all of them.
+ */
+export async function sparkCounts(args: { uri: string; key: string; start: string; end: string; tables: Record<string, string> }): Promise<Record<string, [number, number]>> {
+  const script = path.resolve(import.meta.dirname, '../fixtures/iceberg/spark.py');
+  const { stdout } = await run(await cached('spark-python'), [script, JSON.stringify({ ...args, jar: await cached('iceberg-spark-jar') })], { maxBuffer: 1 << 22, timeout: 300_000 });
+  return JSON.parse(stdout.trim().split('\n').pop()!);
 }
 
 export interface ReaderArgs {
