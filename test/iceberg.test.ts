@@ -306,3 +306,74 @@ describe('snapshots while compaction rewrites files', () => {
     expect(await operations('widened')).toContain('overwrite');
   }, 180_000);
 });
+
+describe('three workers on one S3 bucket', () => {
+  let s3: S3TestServer;
+  const workers: TestServer[] = [];
+  beforeAll(async () => {
+    s3 = await startS3Server();
+    for (const id of ['w1', 'w2', 'w3']) {
+      workers.push(await startServer({ env: { ...s3Env(s3), P_NODE_ID: id, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_CATALOG_REFRESH: '1s' } }));
+    }
+  }, 120_000);
+  afterAll(async () => {
+    for (const w of workers) await w.stop();
+    await s3?.close();
+  });
+
+  it('commit one table without losing or doubling a file', async () => {
+    const created = await workers[0].request('/api/v1/logstream/shared', { method: 'PUT', headers: { 'x-p-time-partition': 'event_time' } });
+    expect(created.status).toBe(200);
+    // Each worker takes a third of the rows, in two requests (two flushes, two files each).
+    let sent = 0;
+    for (let round = 0; round < 2; round++) {
+      for (const [w, worker] of workers.entries()) {
+        const events = times.filter((_, i) => i % 3 === w).map((t) => ({ event_time: new Date(t + round).toISOString(), w, round }));
+        await expect.poll(async () => (await worker.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'shared' }, json: events })).status, { timeout: 30_000 }).toBe(200);
+        sent += events.length;
+      }
+      // Flushed by every worker and read by worker 1 from the others' manifests: the next round makes new files.
+      await expect.poll(async () => (await serviceCounts(workers[0], 'shared'))[0], { timeout: 30_000 }).toBe(sent);
+    }
+    const expected: [number, number] = [sent, 2 * inRange];
+    await expect.poll(() => serviceCounts(workers[0], 'shared'), { timeout: 30_000 }).toEqual(expected);
+    const args: ReaderArgs = {
+      uri: `${workers[1].url}/iceberg`,
+      key: workers[1].apiKey,
+      table: 'shared',
+      timeColumn: 'event_time',
+      start: naive(range.start),
+      end: naive(range.end),
+      s3: { endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1' },
+    };
+    await expect.poll(() => readerCounts(args), { timeout: 60_000, interval: 1000 }).toEqual({ pyiceberg: expected, duckdb: expected });
+    // Every worker's catalog loads the same newest version, whichever worker committed it.
+    const locations = await Promise.all(
+      workers.map(async (w) => ((await (await fetch(`${w.url}/iceberg/v1/namespaces/lakehouse/tables/shared`, { headers: { authorization: `Bearer ${w.apiKey}` } })).json()) as { 'metadata-location': string })['metadata-location']),
+    );
+    expect(new Set(locations).size).toBe(1);
+  }, 240_000);
+});
+
+describe('a crash between the manifest upload and the commit (kill -9 at a failpoint)', () => {
+  it('leaves no partial snapshot, and the next start publishes every row once', async () => {
+    const first = await startServer({ env: { P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_FAILPOINT: 'iceberg-before-commit' } });
+    const res = await first.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'crashy' }, json: [{ a: 1 }, { a: 2 }, { a: 3 }] });
+    expect(res.status).toBe(200);
+    await first.exited; // SIGKILLed by the failpoint: the flush's manifests uploaded, its snapshot not committed
+    const dir = path.join(first.dataDir, 'store', 'crashy');
+    const files = (await fs.readdir(dir, { recursive: true })).map(String);
+    expect(files.filter((f) => f.endsWith('.avro')).length).toBeGreaterThan(0);
+    // Whatever version was committed before (the table without a snapshot) is the newest: no partial snapshot.
+    for (const f of files.filter((f) => f.endsWith('.metadata.json'))) {
+      expect(JSON.parse(await fs.readFile(path.join(dir, f), 'utf8')).snapshots).toEqual([]);
+    }
+    const second = await startServer({ dataDir: first.dataDir, env: { P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
+    try {
+      const args: ReaderArgs = { uri: `${second.url}/iceberg`, key: second.apiKey, table: 'crashy', timeColumn: 'p_timestamp', start: '1970-01-01T00:00:00', end: '2100-01-01T00:00:00' };
+      await expect.poll(() => readerCounts(args), { timeout: 60_000, interval: 1000 }).toEqual({ pyiceberg: [3, 3], duckdb: [3, 3] });
+    } finally {
+      await second.stop();
+    }
+  }, 180_000);
+});

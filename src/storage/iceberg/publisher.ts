@@ -108,7 +108,6 @@ export class IcebergPublisher {
       const next = await this.nextMetadata(ds, state);
       if (!next) return false;
       const key = icebergMetadataKey(name, generation, version + 1);
-      failpoint('iceberg-before-commit');
       if (await this.ctx.store.putIfAbsent(key, JSON.stringify(next.metadata))) {
         icebergCommits.inc({ result: 'committed' });
         for (const f of next.plan.add) this.firstSeen.delete(f.key);
@@ -141,6 +140,8 @@ export class IcebergPublisher {
       await this.ctx.store.putBytes(u.key, u.body);
       this.reader.remember(this.uri(u.key), u);
     }
+    // The crash tests' point: manifests and manifest list uploaded, the metadata version not yet written.
+    failpoint('iceberg-before-commit');
     const withSnapshot: TableMetadata = {
       ...base,
       'last-sequence-number': built.snapshot['sequence-number'],
