@@ -1,7 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readerCounts, sparkCounts, type ReaderArgs } from './helpers/iceberg.ts';
+import { javaCounts, readerCounts, sparkCounts, type ReaderArgs } from './helpers/iceberg.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { remoteWriteV1 } from './helpers/wire.ts';
@@ -139,7 +139,7 @@ describe.each(BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, 
   }, 120_000);
 });
 
-describe('Spark 4.0 local with iceberg-spark-runtime, local disk', () => {
+describe('Spark 4.0 local and Java iceberg-core (the JVM readers), local disk', () => {
   let server: TestServer;
   beforeAll(async () => {
     server = await startServer({ env: { P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
@@ -148,7 +148,7 @@ describe('Spark 4.0 local with iceberg-spark-runtime, local disk', () => {
 
   // Spark reads Iceberg `timestamp` as TIMESTAMP_NTZ: a nanosecond column registered as `timestamp` would
   // be read as microseconds here and the range count would be 0 (the trap docs/lake.md describes).
-  it('counts what the service counts for every kind of dataset, with and without a time filter (one JVM)', async () => {
+  it('count what the service counts for every kind of dataset, with and without a time filter (one JVM each)', async () => {
     const tables: Record<string, string> = {};
     for (const [kind, sender] of Object.entries(SENDERS)) {
       const name = `spark_${kind.replace('-', '_')}`;
@@ -164,8 +164,9 @@ describe('Spark 4.0 local with iceberg-spark-runtime, local disk', () => {
       const args = { uri: `${server.url}/iceberg`, key: server.apiKey, table: name, timeColumn: tables[name], start: naive(range.start), end: naive(range.end) };
       await expect.poll(async () => (await readerCounts(args)).pyiceberg[0], { timeout: 60_000, interval: 1000 }).toBe(times.length);
     }
-    const counts = await sparkCounts({ uri: `${server.url}/iceberg`, key: server.apiKey, start: naive(range.start), end: naive(range.end), tables });
-    expect(counts).toEqual(expected);
+    const jvm = { uri: `${server.url}/iceberg`, key: server.apiKey, start: naive(range.start), end: naive(range.end), tables };
+    expect(await sparkCounts(jvm)).toEqual(expected);
+    expect(await javaCounts(jvm)).toEqual(expected);
   }, 400_000);
 });
 

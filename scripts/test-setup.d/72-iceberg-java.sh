@@ -10,5 +10,7 @@ command -v mvn >/dev/null || { apt-get update -qq && apt-get install -y -qq mave
 out="$cache/iceberg-java-classpath"
 mvn -q -f test/fixtures/iceberg/java/pom.xml dependency:build-classpath -Dmdep.outputFile="$out.tmp" >/dev/null
 mv "$out.tmp" "$out"
-# Fail loudly here: the reader compiles against it.
-java -cp "$(cat "$out")" test/fixtures/iceberg/java/Reader.java 2>&1 | grep -q 'ArrayIndexOutOfBounds' && echo "iceberg-java reader ready"
+# Fail loudly here: the reader must compile against it (run without arguments, it stops at the first one).
+probe=$(java -cp "$(cat "$out")" test/fixtures/iceberg/java/Reader.java 2>&1 || true)
+grep -q 'ArrayIndexOutOfBounds' <<<"$probe" || { echo "$probe" >&2; exit 1; }
+echo "iceberg-java reader ready"

@@ -53,3 +53,18 @@ export async function readerCounts(args: ReaderArgs): Promise<{ pyiceberg: [numb
   const { stdout } = await run(await icebergPython(), [SCRIPT, JSON.stringify(args)], { maxBuffer: 1 << 20, timeout: 120_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!);
 }
+
+/**
+ * Each table's [all rows, rows in range] counted by Java iceberg-core 1.12's RESTCatalog and
+ * IcebergGenerics (test/fixtures/iceberg/java/Reader.java, classpath from 72-iceberg-java.sh), one JVM.
+ */
+export async function javaCounts(args: { uri: string; key: string; start: string; end: string; tables: Record<string, string> }): Promise<Record<string, [number, number]>> {
+  const source = path.resolve(import.meta.dirname, '../fixtures/iceberg/java/Reader.java');
+  const file = path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test'), 'iceberg-java-classpath');
+  const classpath = await fs.readFile(file, 'utf8').catch(() => {
+    throw new Error(`${file} is missing: run \`bash scripts/test-setup.sh\` (npm test runs it first)`);
+  });
+  const tables = Object.entries(args.tables).map(([name, time]) => `${name}=${time}`);
+  const { stdout } = await run('java', ['-cp', classpath.trim(), source, args.uri, args.key, args.start, args.end, ...tables], { maxBuffer: 1 << 22, timeout: 300_000 });
+  return JSON.parse(stdout.trim().split('\n').pop()!);
+}
