@@ -1,7 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { javaCounts, readerCounts, sparkCounts, type ReaderArgs } from './helpers/iceberg.ts';
+import { javaCounts, readerCounts, snapshotRows, sparkCounts, type ReaderArgs } from './helpers/iceberg.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { remoteWriteV1 } from './helpers/wire.ts';
@@ -305,6 +305,43 @@ describe('snapshots while compaction rewrites files', () => {
     const { metadata } = await table('widened');
     expect(metadata.schemas.at(-1)!.fields.find((f) => f.name === 'v')!.type).toBe('double');
     expect(await operations('widened')).toContain('overwrite');
+  }, 180_000);
+});
+
+describe('retention, snapshot expiry and the garbage collector', () => {
+  it('never leave a retained snapshot pointing at a missing file', async () => {
+    // A short delete grace (2 × P_QUERY_TIMEOUT + 2 × P_CATALOG_REFRESH + 5 s = 9 s), raised by the
+    // snapshot retention (20 s) to 22 s: removed files outlive the snapshots that list them.
+    const server = await startServer({
+      env: { P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_COMPACTION_INTERVAL: '2s', P_QUERY_TIMEOUT: '1s', P_CATALOG_REFRESH: '1s', P_ICEBERG_SNAPSHOT_RETENTION: '20s' },
+    });
+    try {
+      expect(server.logs()).toMatch(/delete grace period raised/);
+      expect((await server.request('/api/v1/logstream/aging', { method: 'PUT', headers: { 'x-p-time-partition': 'event_time' } })).status).toBe(200);
+      const old = Date.now() - 3 * 24 * HOUR;
+      const events = [old, old + MIN, Date.now() - HOUR].map((t, i) => ({ event_time: new Date(t).toISOString(), i }));
+      expect((await server.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'aging' }, json: events })).status).toBe(200);
+      const args = { uri: `${server.url}/iceberg`, key: server.apiKey, table: 'aging' };
+      await expect.poll(async () => (await snapshotRows(args)).at(-1)?.[1], { timeout: 30_000 }).toBe(3);
+      const rule = [{ description: 'two days', action: 'delete', duration: '2d' }];
+      expect((await server.request('/api/v1/logstream/aging/retention', { method: 'PUT', json: rule })).status).toBe(200);
+      // Retention deletes the old rows' files (a delete snapshot); until the older snapshots expire and
+      // after, every retained snapshot reads whole (a scan of a snapshot whose file was deleted fails).
+      const seen = new Set<number>();
+      await expect
+        .poll(
+          async () => {
+            const snaps = await snapshotRows(args);
+            snaps.forEach(([, rows]) => seen.add(rows));
+            return snaps.map(([, rows]) => rows);
+          },
+          { timeout: 60_000, interval: 1000 },
+        )
+        .toEqual([1]);
+      expect(seen).toContain(3);
+    } finally {
+      await server.stop();
+    }
   }, 180_000);
 });
 

@@ -48,6 +48,13 @@ export interface ReaderArgs {
   s3?: { endpoint: string; accessKey: string; secretKey: string; region: string };
 }
 
+/** Each retained snapshot of a table and its rows, read by pyiceberg (fails if a file a snapshot lists is gone). */
+export async function snapshotRows(args: Pick<ReaderArgs, 'uri' | 'key' | 'table'>): Promise<[number, number][]> {
+  const full = { ...args, timeColumn: '', start: '', end: '', snapshots: true };
+  const { stdout } = await run(await icebergPython(), [SCRIPT, JSON.stringify(full)], { maxBuffer: 1 << 20, timeout: 120_000 });
+  return JSON.parse(stdout.trim().split('\n').pop()!).snapshots;
+}
+
 /** Each reader's [all rows, rows in range] (see test/fixtures/iceberg/readers.py). */
 export async function readerCounts(args: ReaderArgs): Promise<{ pyiceberg: [number, number]; duckdb: [number, number] }> {
   const { stdout } = await run(await icebergPython(), [SCRIPT, JSON.stringify(args)], { maxBuffer: 1 << 20, timeout: 120_000 });

@@ -134,7 +134,11 @@ export class IcebergPublisher {
     base = evolveSchema(base, lake.columns);
     const plan = await this.plan(ds, state, base, lake.columns);
     const changed = base !== state?.metadata;
-    if (!plan.add.length && !plan.remove.size) return changed ? { metadata: this.withLog(ds, base, state, now), plan } : undefined;
+    if (!plan.add.length && !plan.remove.size) {
+      // Nothing to publish: a version is still committed for a new schema, or to expire old snapshots.
+      const expired = this.expire(base, now);
+      return changed || expired !== base ? { metadata: this.withLog(ds, expired, state, now), plan } : undefined;
+    }
     const built = await buildSnapshot(state, base, plan, this.naming(ds), now);
     for (const u of built.uploads) {
       await this.ctx.store.putBytes(u.key, u.body);
