@@ -280,6 +280,11 @@ function pgSettings(e: z.infer<typeof envSchema>) {
   };
 }
 
+function icebergSettings(e: z.infer<typeof envSchema>) {
+  if (e.P_ICEBERG === 'off') return undefined;
+  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -363,15 +368,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     cacheBytes: e.P_CACHE_BYTES,
     /** Iceberg publishing and the REST catalog; undefined with P_ICEBERG=off. */
-    iceberg:
-      e.P_ICEBERG === 'off'
-        ? undefined
-        : {
-            intervalMs: e.P_ICEBERG_INTERVAL,
-            snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION,
-            namespace: e.P_ICEBERG_NAMESPACE,
-            s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT,
-          },
+    iceberg: icebergSettings(e),
     /** What the memory-sized defaults derive from, and where that figure came from. */
     memoryBudget: budget,
     /** The saved filters' group. */

@@ -33,6 +33,18 @@ async function nodeId(config: Config): Promise<string> {
   return id;
 }
 
+/**
+ * A file removed from the catalog stays while a query (here or on a worker that has not refreshed) may
+ * still read it, and while a retained Iceberg snapshot may still list it (checked against each other here).
+ */
+function graceAndLake(config: Config) {
+  const queryGraceMs = 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000;
+  const iceberg = config.iceberg && { ...config.iceberg, baseUri: storeBaseUri(config) };
+  const deleteGraceMs = Math.max(queryGraceMs, iceberg ? iceberg.snapshotRetentionMs + 2 * iceberg.intervalMs : 0);
+  if (deleteGraceMs > queryGraceMs) log.info('delete grace period raised to outlast retained Iceberg snapshots', { deleteGraceMs, snapshotRetentionMs: iceberg?.snapshotRetentionMs });
+  return { deleteGraceMs, iceberg };
+}
+
 /** Where readers find the store's objects: `{base}/{key}` (Iceberg locations). */
 function storeBaseUri(config: Config): string {
   if (config.storage === 'local') return `file://${path.join(config.dataDir, 'store')}`;
@@ -69,13 +81,7 @@ async function main(): Promise<void> {
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
   const store = await openStore(config);
-  // A file removed from the catalog stays while a query (here or on a worker that has not refreshed)
-  // may still read it, and while a retained Iceberg snapshot may still list it.
-  const queryGraceMs = 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000;
-  const iceberg = config.iceberg && { ...config.iceberg, baseUri: storeBaseUri(config) };
-  const deleteGraceMs = Math.max(queryGraceMs, iceberg ? iceberg.snapshotRetentionMs + 2 * iceberg.intervalMs : 0);
-  if (deleteGraceMs > queryGraceMs) log.info('delete grace period raised to outlast retained Iceberg snapshots', { deleteGraceMs, snapshotRetentionMs: iceberg?.snapshotRetentionMs });
-  const storage = new StorageEngine(store, duck, { ...config.engine, dataDir: config.dataDir, nodeId: id, deleteGraceMs, iceberg });
+  const storage = new StorageEngine(store, duck, { ...config.engine, dataDir: config.dataDir, nodeId: id, ...graceAndLake(config) });
   stateGauge('lakehouse_iceberg_lag_seconds', 'Seconds the oldest file of a dataset not yet in its Iceberg table has waited since this worker saw it (0: the table shows every file).', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergLagSeconds(m.name) })),
   );
