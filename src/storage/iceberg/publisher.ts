@@ -190,6 +190,8 @@ export class IcebergPublisher {
         if (!this.firstSeen.has(f.key)) this.firstSeen.set(f.key, now);
       }
     }
+    // A file merged or deleted before it was published no longer waits (the lag gauge).
+    for (const key of this.firstSeen.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.firstSeen.delete(key);
     // Removed by the catalog, or no longer readable as the table's types (a column widened since).
     const remove = new Set([...live].filter((k) => ds.catalog.isRemoved(k) || (inCatalog.has(k) && !readable.has(k))));
     return { add, remove };
