@@ -234,6 +234,17 @@ const pgSettingsGroup = {
   P_PG_IDLE_TIMEOUT: duration('10m').describe('A PostgreSQL connection idle this long (no query running) is closed, like idle_session_timeout; long enough for a BI tool\'s pooled connections.'),
 };
 
+/** The Iceberg tables over every dataset and the read-only REST catalog (docs/lake.md). */
+const icebergSettingsGroup = {
+  P_ICEBERG: z.enum(['on', 'off']).default('on').describe('`on`: every dataset is published as an Apache Iceberg v2 table over its Parquet files and served by the REST catalog at `/iceberg`. `off`: nothing is published and `/iceberg` answers 404.'),
+  P_ICEBERG_INTERVAL: duration('10s').describe('How often each dataset\'s new files are committed as an Iceberg snapshot: a row is in the lake within P_FLUSH_INTERVAL + this of its acknowledgement.'),
+  P_ICEBERG_SNAPSHOT_RETENTION: duration('15m').describe(
+    'Iceberg snapshots older than this are expired (the current one never is), so readers may time-travel this far back. Files a retained snapshot lists are never deleted: the delete grace period is raised to this + 2 × P_ICEBERG_INTERVAL when shorter (logged at start).',
+  ),
+  P_ICEBERG_NAMESPACE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('lakehouse').describe('The one namespace of the REST catalog; its tables are the datasets.'),
+  P_ICEBERG_S3_PUBLIC_ENDPOINT: z.string().optional().describe('S3 endpoint handed to readers in LoadTable when they reach the bucket by another address than the workers (default: P_S3_URL).'),
+};
+
 /** The memory the service may use, which the memory-sized defaults derive from (docs/memory.md). */
 const memorySettings = {
   P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
@@ -268,6 +279,7 @@ export const settingGroups = [
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+  { title: 'Iceberg', about: 'Iceberg tables over every dataset and the read-only REST catalog (docs/lake.md).', settings: icebergSettingsGroup },
   { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
 
@@ -281,6 +293,7 @@ export const envSchema = z.object({
   ...querySettings,
   ...otlpGrpcSettings,
   ...pgSettingsGroup,
+  ...icebergSettingsGroup,
 });
 
 export type Config = ReturnType<typeof loadConfig>;
@@ -302,6 +315,11 @@ function pgSettings(e: z.infer<typeof envSchema>) {
     maxSessionStateBytes: e.P_PG_MAX_SESSION_STATE,
     maxKeyStateBytes: e.P_PG_MAX_KEY_STATE,
   };
+}
+
+function icebergSettings(e: z.infer<typeof envSchema>) {
+  if (e.P_ICEBERG === 'off') return undefined;
+  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -390,6 +408,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       secretKey: e.P_S3_SECRET_KEY,
     },
     cacheBytes: e.P_CACHE_BYTES,
+    /** Iceberg publishing and the REST catalog; undefined with P_ICEBERG=off. */
+    iceberg: icebergSettings(e),
     /** What the memory-sized defaults derive from, and where that figure came from. */
     memoryBudget: budget,
     /** The saved filters' group. */

@@ -35,6 +35,24 @@ async function nodeId(config: Config): Promise<string> {
   return id;
 }
 
+/**
+ * A file removed from the catalog stays while a query (here or on a worker that has not refreshed) may
+ * still read it, and while a retained Iceberg snapshot may still list it (checked against each other here).
+ */
+function graceAndLake(config: Config) {
+  const queryGraceMs = 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000;
+  const iceberg = config.iceberg && { ...config.iceberg, baseUri: storeBaseUri(config) };
+  const deleteGraceMs = Math.max(queryGraceMs, iceberg ? iceberg.snapshotRetentionMs + 2 * iceberg.intervalMs : 0);
+  if (deleteGraceMs > queryGraceMs) log.info('delete grace period raised to outlast retained Iceberg snapshots', { deleteGraceMs, snapshotRetentionMs: iceberg?.snapshotRetentionMs });
+  return { deleteGraceMs, iceberg };
+}
+
+/** Where readers find the store's objects: `{base}/{key}` (Iceberg locations). */
+function storeBaseUri(config: Config): string {
+  if (config.storage === 'local') return `file://${path.join(config.dataDir, 'store')}`;
+  return `s3://${config.s3.bucket}`;
+}
+
 async function openStore(config: Config): Promise<ObjectStore> {
   if (config.storage === 'local') return new LocalObjectStore(path.join(config.dataDir, 'store'));
   const { S3ObjectStore } = await import('./storage/s3Store.ts');
@@ -66,14 +84,10 @@ async function main(): Promise<void> {
     (await conn.runAndReadAll("SELECT keyword_name FROM duckdb_keywords() WHERE keyword_category = 'reserved'")).getRowObjects().map((r) => String(r.keyword_name)),
   );
   const store = await openStore(config);
-  const storage = new StorageEngine(store, duck, {
-    ...config.engine,
-    dataDir: config.dataDir,
-    nodeId: id,
-    // A file removed from the catalog stays while a query (here or on a worker that has not refreshed)
-    // may still read it.
-    deleteGraceMs: 2 * config.queryLimits.timeoutMs + 2 * config.engine.catalogRefreshMs + 5000,
-  });
+  const storage = new StorageEngine(store, duck, { ...config.engine, dataDir: config.dataDir, nodeId: id, ...graceAndLake(config) });
+  stateGauge('lakehouse_iceberg_lag_seconds', 'Seconds the oldest file of a dataset not yet in its Iceberg table has waited since this worker saw it (0: the table shows every file).', ['dataset'], () =>
+    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergLagSeconds(m.name) })),
+  );
   log.info('memory budget', {
     bytes: config.memoryBudget.bytes,
     source: config.memoryBudget.source,

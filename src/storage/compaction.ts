@@ -13,7 +13,7 @@ import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
-import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
+import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
 
 export { hourPartition };
 
@@ -123,13 +123,14 @@ export async function mergeParquet(
   },
 ): Promise<Omit<WrittenFile, 'partition'>> {
   const t = sqlIdent(opts.timeColumn);
+  // A nanosecond-timed dataset's files carry a microsecond copy of the time column for Iceberg readers (parquetWriter.ts).
   const columnsOf = new Map(opts.runs.flat().map((f) => [f.path, f.columns]));
   // Each read names only the columns its own files hold (a NULL for the others): files of one hour
   // differ in columns when a label or an attribute appears mid-hour, and a column the read's files
   // lack, named in its projection, is a binder error that failed the merge on every pass (issue 36).
   const read = (paths: string[]) => {
     const present = new Set(paths.flatMap((p) => columnsOf.get(p) ?? []));
-    return `SELECT ${castProjection(opts.columns, present)} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
+    return `SELECT ${castProjection(opts.columns, present)}${timeShadow(opts.columns, opts.timeColumn)} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
   };
   // DuckDB reads a file list in order, a UNION ALL's branches one after another, and COPY keeps that
   // order (preserve_insertion_order, the default). Files that overlap no other are read together.

@@ -13,6 +13,7 @@ import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
+import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -81,6 +82,10 @@ export function createApp(services: Services): Hono<AppEnv> {
   });
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
+
+  // The Iceberg REST catalog checks keys itself (its OAuth2 token endpoint takes none; errors in the spec's model).
+  if (services.config.iceberg) app.route('/iceberg', createIcebergApp(services));
+  else app.all('/iceberg/*', (c) => icebergError(c, 404, 'NoSuchTableException', 'Iceberg publishing is off (P_ICEBERG=off)'));
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
