@@ -13,6 +13,9 @@ import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
+import { createEsApp } from '../es/app.ts';
+import { createHecApp, registerHecHealth } from '../hec/app.ts';
+import { createLokiApp } from '../loki/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -81,6 +84,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   });
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
+  registerHecHealth(app);
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
@@ -107,6 +111,10 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  // The log shippers' doors: their own routes and answers, this listener's guards and key check.
+  app.route('/es', createEsApp(services));
+  app.route('/loki', createLokiApp(services));
+  app.route('/services/collector', createHecApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
