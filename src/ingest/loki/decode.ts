@@ -27,6 +27,9 @@ interface Entry {
   metadata: [string, string][];
 }
 
+/** Escapes of a quoted label value (Go's strconv.Quote, as Prometheus writes them); others stand for the character. */
+const ESCAPES: Record<string, string> = { n: '\n', t: '\t', r: '\r' };
+
 /** A stream's label set in Prometheus' text form, `{job="app", level="info"}`, as pairs. */
 export function parseLabels(text: string): [string, string][] {
   const t = text.trim();
@@ -38,7 +41,7 @@ export function parseLabels(text: string): [string, string][] {
   while (pair.lastIndex < inner.length) {
     const m = pair.exec(inner);
     if (!m) throw invalidInput(`stream labels ${JSON.stringify(t.slice(0, 100))} could not be parsed`);
-    out.push([m[1], JSON.parse(`"${m[2].replace(/\\(?!["\\nrtbfu])/g, '\\\\')}"`) as string]);
+    out.push([m[1], m[2].replace(/\\(.)/g, (_, ch: string) => ESCAPES[ch] ?? ch)]);
   }
   return out;
 }
