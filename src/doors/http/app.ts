@@ -112,7 +112,10 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
   // The log shippers' doors: their own routes and answers, this listener's guards and key check.
-  app.route('/es', createEsApp(services));
+  const es = createEsApp(services);
+  app.route('/es', es);
+  // The clients' base URL often ends in a slash: `GET|HEAD /es/` answers as `/es` does.
+  app.get('/es/', (c) => es.request('/', { method: c.req.method, headers: c.req.raw.headers }, c.env));
   app.route('/loki', createLokiApp(services));
   app.route('/services/collector', createHecApp(services));
 
