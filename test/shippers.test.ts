@@ -19,8 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ADMIN_KEY, query, startServer, type TestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/wait.ts';
 
-// splunk-logging ships no types.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
+// splunk-logging ships no types: test/helpers/splunk-logging.d.ts declares what this file uses.
 import splunk from 'splunk-logging';
 
 const SCOPED_KEY = 'scoped-writer-key';
@@ -33,6 +32,7 @@ afterAll(async () => {
   await server?.stop();
 });
 
+const nd = (...lines: unknown[]) => lines.map((l) => (typeof l === 'string' ? l : JSON.stringify(l))).join('\n') + '\n';
 const count = async (dataset: string) => Number((await query(server, `SELECT count(*) AS n FROM "${dataset}"`))[0].n);
 const datasets = async () => ((await (await server.request('/api/v1/logstream')).json()) as { name: string }[]).map((d) => d.name);
 
@@ -60,6 +60,14 @@ describe('Elasticsearch door', () => {
     expect(res.errors).toBe(true);
     expect(res.items.map((item) => Object.entries(item).map(([action, r]) => `${action} ${r.status}`)[0])).toEqual(['index 201', 'update 400', 'delete 400', 'index 201']);
     expect(await query(server, 'SELECT ok FROM mixed ORDER BY ok')).toEqual([{ ok: 1 }, { ok: 3 }]);
+  });
+
+  it('a broken document, or one line holding two, fails alone in a raw bulk body', async () => {
+    const body = nd({ index: { _index: 'rawbulk' } }, { '@timestamp': at(1), k: 1 }, { index: { _index: 'rawbulk' } }, '{"k": 2,', { index: { _index: 'rawbulk' } }, '{"k":3},{"k":4}', { index: { _index: 'rawbulk' } }, { k: 5 });
+    const res = await server.request('/es/rawbulk/_bulk', { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson' } });
+    const out = (await res.json()) as { errors: boolean; items: { index: { status: number } }[] };
+    expect(out.items.map((i) => i.index.status)).toEqual([201, 400, 400, 201]);
+    expect(await query(server, 'SELECT k FROM rawbulk ORDER BY k')).toEqual([{ k: 1 }, { k: 5 }]);
   });
 
   it('applies the key\'s dataset scope to every _index: the other index\'s items get 403', async () => {
@@ -159,9 +167,10 @@ describe('Splunk HEC door', () => {
 });
 
 describe('fuzzed bodies get 4xx and store nothing of the bad items', () => {
-  const esPost = (body: Buffer | string, headers: Record<string, string> = {}) => server.request('/es/_bulk', { method: 'POST', body, headers: { 'content-type': 'application/x-ndjson', ...headers } });
+  const esPost = (body: Buffer | string, headers: Record<string, string> = {}) =>
+    server.request('/es/_bulk', { method: 'POST', body: typeof body === 'string' ? body : new Uint8Array(body), headers: { 'content-type': 'application/x-ndjson', ...headers } });
 
-  it.each([
+  it.each<[string, string | Buffer, number, Record<string, string>?]>([
     ['a wrong action line', '{"index":{"_index":"fuzz1"}}\n{"@timestamp":"2026-11-28T00:00:00Z"}\n{"frobnicate":{}}\n{}\n', 400],
     ['an action line cut in half', '{"index":{"_index":"fuzz1"', 400],
     ['a body of NULs', '\u0000\u0000\u0000', 400],
@@ -169,7 +178,7 @@ describe('fuzzed bodies get 4xx and store nothing of the bad items', () => {
     ['a gzip bomb (100 MB of spaces)', gzipSync(Buffer.alloc(100 * 1024 * 1024, 0x20)), 413, { 'content-encoding': 'gzip' }],
     ['a 10 MB line', `{"index":{"_index":"fuzz1"}}\n{"m":"${'x'.repeat(10 * 1024 * 1024)}"}\n`, 413],
   ])('%s', async (_name, body, status, headers = {}) => {
-    const res = await esPost(body, headers as Record<string, string>);
+    const res = await esPost(body, headers);
     expect(res.status).toBe(status);
     expect(res.headers.get('x-elastic-product')).toBe('Elasticsearch');
     expect(await datasets()).not.toContain('fuzz1');
@@ -198,7 +207,7 @@ describe('fuzzed bodies get 4xx and store nothing of the bad items', () => {
 
   it('a Loki snappy bomb and a truncated protobuf are 4xx; nothing is stored', async () => {
     for (const body of [Buffer.from([0xff, 0xff, 0xff, 0xff, 0x0f, 0x00]), Buffer.from([0x0a, 0x05, 0x0a])]) {
-      const res = await server.request('/loki/api/v1/push?stream=lokifuzz', { method: 'POST', body, headers: { 'content-type': 'application/x-protobuf' } });
+      const res = await server.request('/loki/api/v1/push?stream=lokifuzz', { method: 'POST', body: new Uint8Array(body), headers: { 'content-type': 'application/x-protobuf' } });
       expect(res.status).toBeGreaterThanOrEqual(400);
       expect(res.status).toBeLessThan(500);
     }

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { datasetOfIndex, decodeBulk, type BulkItem } from '../../src/ingest/esbulk/decode.ts';
 
 /** A recording sink: every item and every document the decoder reports, in order. */
-function record(body: string, defaultIndex?: string) {
+function record(body: string, defaultIndex?: string, exact = true) {
   const items: BulkItem[] = [];
   const docs: [string, unknown][] = [];
   decodeBulk(Buffer.from(body), defaultIndex, '2026-11-28T00:00:00.000Z', {
     item: (item) => items.push(item),
-    document: (dataset, json) => docs.push([dataset, JSON.parse(json)]),
-  });
+    document: (dataset, json) => docs.push([dataset, exact ? JSON.parse(json) : json]),
+  }, exact);
   return { items, docs, statuses: items.map((i) => (i.outcome.ok ? 'ok' : `${i.outcome.status} ${i.outcome.type}`)) };
 }
 
@@ -56,6 +56,19 @@ describe('decodeBulk', () => {
     ['no index anywhere', nd({ index: {} }, { '@timestamp': T }), /names no _index/],
   ])('%s refuses the whole request', (_name, body, message) => {
     expect(() => record(body)).toThrow(message);
+  });
+
+  // Without `exact` a document is only looked at; the service parses the group and falls back to exact.
+  it.each([
+    ['an object is passed on as it is', '{"@timestamp":"t","a":1}', ['ok'], ['{"@timestamp":"t","a":1}']],
+    ['@timestamp is added in front when absent', '{ "a": 1 }', ['ok'], ['{"@timestamp":"2026-11-28T00:00:00.000Z", "a": 1 }']],
+    ['… also to an empty object', '{}', ['ok'], ['{"@timestamp":"2026-11-28T00:00:00.000Z"}']],
+    ['not an object: fails alone', '[1]', ['400 document_parsing_exception'], []],
+    ['two objects on one line pass (the service\'s event count catches them)', '{"a":1},{"b":2}', ['ok'], ['{"@timestamp":"2026-11-28T00:00:00.000Z","a":1},{"b":2}']],
+  ])('fast path: %s', (_name, doc, statuses, docs) => {
+    const r = record(nd({ index: { _index: 'a' } }, doc), undefined, false);
+    expect(r.statuses).toEqual(statuses);
+    expect(r.docs.map(([, json]) => json)).toEqual(docs);
   });
 
   it('keeps _id and the action of each item', () => {

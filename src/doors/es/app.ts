@@ -39,35 +39,63 @@ function info() {
 }
 
 let seqNo = 0;
+/** Ids of documents sent without one: unique per process start (a random prefix), cheap per item. */
+const idPrefix = randomUUID().slice(0, 8);
+let idCount = 0;
+const nextId = () => `${idPrefix}${(idCount++).toString(36).padStart(8, '0')}`;
 
 /** One bulk item's entry of the response, from what the decoder and storage said of it. */
 function itemEntry(item: BulkItem, stored: GroupResult | undefined) {
-  const base = { _index: item.index, _id: item.id ?? randomUUID().replaceAll('-', '').slice(0, 20) };
+  const base = { _index: item.index, _id: item.id ?? nextId() };
   if (!item.outcome.ok) return { [item.action]: { ...base, status: item.outcome.status, error: { type: item.outcome.type, reason: item.outcome.reason, index: item.index } } };
   if (stored && 'error' in stored) return { [item.action]: { ...base, status: esStatus(stored.error), error: { ...esError(stored.error), index: item.index } } };
   const ok = { _version: 1, result: 'created', _shards: { total: 1, successful: 1, failed: 0 }, _seq_no: seqNo++, _primary_term: 1, status: 201 };
   return { [item.action]: { ...base, ...ok } };
 }
 
+/**
+ * Decodes a bulk body into item results and groups per dataset; documents only looked at (the fast
+ * path), each group with its exact decoding as the fallback that updates its items' outcomes.
+ */
+function bulkGroups(body: Buffer, index: string | undefined, items: BulkItem[]): EventGroup[] {
+  const received = new Date().toISOString();
+  const collect = (exact: boolean, only: string | undefined) => {
+    const groups = new Map<string, EventGroup>();
+    let n = 0;
+    decodeBulk(
+      body,
+      index,
+      received,
+      {
+        item: (item) => {
+          if (!exact) items.push(item);
+          else if (item.dataset === only) items[n].outcome = item.outcome;
+          n++;
+        },
+        document: (dataset, json) => {
+          if (only !== undefined && dataset !== only) return;
+          let g = groups.get(dataset);
+          if (!g) groups.set(dataset, (g = { dataset, events: [], time: ES_TIME_FIELD }));
+          g.events.push(json);
+        },
+      },
+      exact,
+    );
+    return groups;
+  };
+  const fast = [...collect(false, undefined).values()];
+  for (const g of fast) g.exact = () => collect(true, g.dataset).get(g.dataset) ?? { dataset: g.dataset, events: [], time: ES_TIME_FIELD };
+  return fast;
+}
+
 async function bulk(c: Context<AppEnv>, services: Services) {
   const started = Date.now();
   const items: BulkItem[] = [];
-  const groups = new Map<string, EventGroup>();
   const results = await services.ingest.ingestGroups({
     headers: c.req.raw.headers,
     ...requestBody(c),
     rights: ingestRights(c.get('principal')),
-    decode: (body) => {
-      decodeBulk(body, c.req.param('index'), new Date().toISOString(), {
-        item: (item) => items.push(item),
-        document: (dataset, json) => {
-          const g = groups.get(dataset) ?? { dataset, events: [], time: ES_TIME_FIELD };
-          g.events.push(json);
-          groups.set(dataset, g);
-        },
-      });
-      return [...groups.values()];
-    },
+    decode: (body) => bulkGroups(body, c.req.param('index'), items),
   });
   const byDataset = new Map(results.map((r) => [r.dataset, r]));
   const entries = items.map((item) => itemEntry(item, byDataset.get(item.dataset)));

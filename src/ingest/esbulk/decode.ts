@@ -59,8 +59,20 @@ function parseAction(line: string, lineNo: number): { action: BulkItem['action']
   return { action: keys[0] as BulkItem['action'], meta: meta as Record<string, unknown> };
 }
 
-/** A document line as the JSON text to store, with `@timestamp` added when it has none. */
-function documentText(line: string, receivedIso: string): string | ItemOutcome {
+/**
+ * A document line as the JSON text to store, with `@timestamp` added when it has none. `exact`: parsed
+ * here, so that a bad document fails alone. Otherwise only its shape is looked at (an object's braces;
+ * `"@timestamp"` anywhere in it taken as present): the worker that stores the batch parses it anyway, and
+ * a batch it refuses is decoded again exactly (the caller's fallback). That keeps one parse per document
+ * in the common case.
+ */
+function documentText(line: string, receivedIso: string, exact: boolean): string | ItemOutcome {
+  if (!exact) {
+    const t = line.trim();
+    if (t.charCodeAt(0) !== 0x7b || t.charCodeAt(t.length - 1) !== 0x7d) return fail(400, 'document_parsing_exception', 'the document is not a JSON object');
+    if (t.includes(`"${ES_TIME_FIELD}"`)) return t;
+    return `{"${ES_TIME_FIELD}":"${receivedIso}"${/^\{\s*\}$/.test(t) ? '' : ','}${t.slice(1)}`;
+  }
   let doc: unknown;
   try {
     doc = JSON.parse(line);
@@ -76,7 +88,7 @@ function documentText(line: string, receivedIso: string): string | ItemOutcome {
  * Decodes a bulk body. `defaultIndex` is the `{index}` of `/{index}/_bulk`. Blank lines are skipped;
  * a final line without its newline is accepted (Elasticsearch requires it, shippers always send it).
  */
-export function decodeBulk(body: Buffer, defaultIndex: string | undefined, receivedIso: string, sink: BulkSink): void {
+export function decodeBulk(body: Buffer, defaultIndex: string | undefined, receivedIso: string, sink: BulkSink, exact = true): void {
   const lines = body.toString('utf8').split('\n');
   let i = 0;
   const next = () => {
@@ -102,7 +114,7 @@ export function decodeBulk(body: Buffer, defaultIndex: string | undefined, recei
       sink.item({ action, index, dataset, id, outcome: fail(400, 'illegal_argument_exception', 'update is not supported: datasets are append-only') });
       continue;
     }
-    const text = documentText(doc, receivedIso);
+    const text = documentText(doc, receivedIso, exact);
     if (typeof text !== 'string') {
       sink.item({ action, index, dataset, id, outcome: text });
       continue;
