@@ -95,8 +95,15 @@ export function decodeBulk(body: Buffer, defaultIndex: string | undefined, recei
     while (i < lines.length && lines[i].trim() === '') i++;
     return i < lines.length ? lines[i++] : undefined;
   };
+  // Shippers repeat one action line for a whole batch (`{"create":{"_index":"logs"}}`): parsed once.
+  let lastLine: string | undefined;
+  let last: ReturnType<typeof parseAction> | undefined;
   for (let line = next(); line !== undefined; line = next()) {
-    const { action, meta } = parseAction(line, i);
+    if (line !== lastLine) {
+      last = parseAction(line, i);
+      lastLine = line;
+    }
+    const { action, meta } = last!;
     const index = typeof meta._index === 'string' && meta._index !== '' ? meta._index : defaultIndex;
     const id = typeof meta._id === 'string' ? meta._id : undefined;
     if (index === undefined) throw invalidInput(`line ${i}: the ${action} action names no _index, and the URL none either`);
