@@ -52,6 +52,17 @@ describe('Elasticsearch door', () => {
     expect(rows).toEqual(docs.map((d) => ({ t: d['@timestamp'], message: d.message, service_name: 'checkout', n: d.n })));
   });
 
+  it('answers the start-up calls through the client: ping, license, templates, pipelines, index exists', async () => {
+    const client = new Client({ node: `${server.url}/es/`, auth: { apiKey: ADMIN_KEY } });
+    expect(await client.ping()).toBe(true);
+    expect((await client.license.get()).license.status).toBe('active');
+    expect(await client.indices.existsIndexTemplate({ name: 'logs' })).toBe(false);
+    expect((await client.indices.putIndexTemplate({ name: 'logs', index_patterns: ['logs-*'] })).acknowledged).toBe(true);
+    expect((await client.ingest.putPipeline({ id: 'p', processors: [] })).acknowledged).toBe(true);
+    expect(await client.indices.exists({ index: 'applogs-2026.11.28' })).toBe(true);
+    expect(await client.indices.exists({ index: 'never-written' })).toBe(false);
+  });
+
   it('fails a bad item alone: update and delete get 4xx, the others are stored', async () => {
     const client = new Client({ node: `${server.url}/es`, auth: { username: 'elastic', password: ADMIN_KEY } });
     const res = await client.bulk({
