@@ -1,4 +1,5 @@
 import { createRequire } from 'node:module';
+import protobuf from 'protobufjs';
 import snappy from 'snappy';
 import { describe, expect, it } from 'vitest';
 import { decodePush, nanosToIso, parseLabels } from '../../src/ingest/loki/decode.ts';
@@ -48,6 +49,21 @@ describe('decodePush', () => {
       { job: 'app', host: 'h1', line: 'a', timestamp: nanosToIso(1_764_324_000_000_000_005n) },
       { job: 'app', host: 'h1', line: 'b', timestamp: nanosToIso(1_764_324_001_000_000_000n) },
     ]);
+  });
+
+  it('protobuf structured metadata (field 3 of an entry, written field by field here)', () => {
+    // PushRequest{streams:[{labels, entries:[{timestamp{seconds,nanos}, line, structuredMetadata:[{name,value}]}]}]}
+    const w = protobuf.Writer.create();
+    w.uint32((1 << 3) | 2).fork();
+    w.uint32((1 << 3) | 2).string('{job="app"}');
+    w.uint32((2 << 3) | 2).fork();
+    w.uint32((1 << 3) | 2).fork().uint32((1 << 3) | 0).int64(1764324000).uint32((2 << 3) | 0).int32(42).ldelim();
+    w.uint32((2 << 3) | 2).string('with metadata');
+    w.uint32((3 << 3) | 2).fork().uint32((1 << 3) | 2).string('trace_id').uint32((2 << 3) | 2).string('abc').ldelim();
+    w.ldelim();
+    w.ldelim();
+    const body = snappy.compressSync(Buffer.from(w.finish()));
+    expect(events(body, 'application/x-protobuf')).toEqual([{ job: 'app', trace_id: 'abc', line: 'with metadata', timestamp: nanosToIso(1_764_324_000_000_000_042n) }]);
   });
 
   it.each([

@@ -8,7 +8,7 @@ import { Hono, type Context } from 'hono';
 import { DomainError } from '../../errors.ts';
 import { log } from '../../log.ts';
 import { datasetOfIndex, decodeBulk, ES_TIME_FIELD, type BulkItem } from '../../ingest/esbulk/decode.ts';
-import type { EventGroup, GroupResult } from '../../ingest/service.ts';
+import type { EventGroup, GroupResult } from '../../ingest/groups.ts';
 import { ingestRights } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { requestBody } from '../shared/requestBody.ts';

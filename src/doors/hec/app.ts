@@ -6,7 +6,7 @@
 import { Hono, type Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
-import { DomainError, type ErrorKind } from '../../errors.ts';
+import { DomainError, tooLarge, type ErrorKind } from '../../errors.ts';
 import { log } from '../../log.ts';
 import { decodeEvents, decodeRaw, HEC_TIME_FIELD, HecError } from '../../ingest/hec/decode.ts';
 import { ingestRights } from '../shared/auth.ts';
@@ -70,6 +70,25 @@ async function ingest(c: Context<AppEnv>, services: Services, raw: boolean) {
 }
 
 const AckRequest = z.object({ acks: z.array(z.number().int().nonnegative()) });
+/** An ack request lists ids: anything larger than this is not one. */
+const MAX_ACK_BODY = 64 * 1024;
+
+/** A small JSON body (an ack request), read up to MAX_ACK_BODY; undefined when it is not JSON. */
+async function smallJson(c: Context): Promise<unknown> {
+  const { body } = requestBody(c);
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of body instanceof Uint8Array ? [body] : body) {
+    size += chunk.byteLength;
+    if (size > MAX_ACK_BODY) throw tooLarge(`an ack request is larger than ${MAX_ACK_BODY} bytes`);
+    chunks.push(chunk);
+  }
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'));
+  } catch {
+    return undefined;
+  }
+}
 
 /** The `/services/collector` sub-app. */
 export function createHecApp(services: Services): Hono<AppEnv> {
@@ -77,7 +96,7 @@ export function createHecApp(services: Services): Hono<AppEnv> {
   for (const p of ['/', '/event', '/event/1.0']) app.post(p, (c) => ingest(c, services, false));
   for (const p of ['/raw', '/raw/1.0']) app.post(p, (c) => ingest(c, services, true));
   app.post('/ack', async (c) => {
-    const parsed = AckRequest.safeParse(await c.req.json().catch(() => undefined));
+    const parsed = AckRequest.safeParse(await smallJson(c));
     if (!parsed.success) throw new HecError(6, 'Invalid data format');
     return c.json({ acks: Object.fromEntries(parsed.data.acks.map((id) => [String(id), true])) });
   });
