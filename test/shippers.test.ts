@@ -81,6 +81,13 @@ describe('Elasticsearch door', () => {
     expect(await query(server, 'SELECT k FROM rawbulk ORDER BY k')).toEqual([{ k: 1 }, { k: 5 }]);
   });
 
+  it('takes gzip bodies (the client\'s compression option)', async () => {
+    const client = new Client({ node: `${server.url}/es`, auth: { bearer: ADMIN_KEY }, compression: true });
+    const res = await client.bulk({ operations: Array.from({ length: 50 }, (_, i) => [{ create: { _index: 'gzipped' } }, { '@timestamp': at(i), i }]).flat() });
+    expect(res.errors).toBe(false);
+    expect(await query(server, 'SELECT count(*) AS n, sum(i) AS s FROM gzipped')).toEqual([{ n: 50, s: (49 * 50) / 2 }]);
+  });
+
   it('applies the key\'s dataset scope to every _index: the other index\'s items get 403', async () => {
     const client = new Client({ node: `${server.url}/es`, auth: { apiKey: Buffer.from(`id:${SCOPED_KEY}`).toString('base64') } });
     const res = await client.bulk({ operations: [{ index: { _index: 'allowed' } }, { '@timestamp': at(1) }, { index: { _index: 'forbidden' } }, { '@timestamp': at(2) }] });
