@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import type { AppEnv } from '../shared/context.ts';
 
 /** Where `npm run build:console` (run by prestart/pretest) writes the console. */
-export const CONSOLE_DIR = path.resolve(import.meta.dirname, '../../console-dist');
+export const CONSOLE_DIR = path.resolve(import.meta.dirname, '../../../console-dist');
 
 /**
  * The console talks only to this origin and runs only its own bundle: no inline script, no third-party
