@@ -17,6 +17,7 @@ import { benchTimeField } from './timeField.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
 import { benchFirstQuery } from './firstQuery.ts';
+import { benchShippers } from './shippers.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -215,6 +216,10 @@ async function main(): Promise<void> {
     table(await benchOtlpGrpc());
     console.log('\n## OTLP/JSON logs: CPU per record (flush included), in rounds, beside JSON.parse and DuckDB on the same data');
     table(await benchOtlpLogs());
+  }
+  if (process.env.BENCH_SKIP_SHIPPERS !== '1') {
+    console.log('\n## Log shippers\' doors beside the JSON endpoint on the same events (8 clients, 1,000 events per request)');
+    table(await benchShippers());
   }
   if (process.env.BENCH_SKIP_TIME !== '1') {
     console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
