@@ -51,6 +51,40 @@ function utcMs(year: number, month: number, day: number, hour: number, minute: n
   return new Date(Date.UTC(2000, month - 1, day, hour, minute, second, ms)).setUTCFullYear(year);
 }
 
+/**
+ * An ISO time's optional fraction at `i` (`.` or `,`, 1 to 9 digits, of which milliseconds keep the first
+ * three): its milliseconds and where it ends; undefined if it is malformed.
+ */
+function fraction(s: string, i: number): { ms: number; end: number } | undefined {
+  const dot = s.charCodeAt(i);
+  if (dot !== 46 && dot !== 44) return { ms: 0, end: i };
+  let ms = 0;
+  let digits = 0;
+  for (i++; i < s.length; i++, digits++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) break;
+    if (digits < 3) ms = ms * 10 + d;
+  }
+  if (digits === 0 || digits > 9) return undefined;
+  for (let k = digits; k < 3; k++) ms *= 10;
+  return { ms, end: i };
+}
+
+/** The zone at `i` to the end (none, `Z`, `±HH:MM` or `±HHMM`) as minutes east of UTC; NaN if malformed. */
+function zoneOffset(s: string, i: number): number {
+  const n = s.length;
+  if (i === n) return 0;
+  const z = s.charCodeAt(i);
+  if ((z === 90 || z === 122) && i + 1 === n) return 0;
+  if (!((z === 43 || z === 45) && (i + 6 === n || i + 5 === n))) return NaN;
+  const oh = two(s, i + 1);
+  const colon = i + 6 === n;
+  if (colon && s.charCodeAt(i + 3) !== 58) return NaN;
+  const om = two(s, colon ? i + 4 : i + 3);
+  if (!(oh <= 23 && om <= 59)) return NaN;
+  return (z === 43 ? 1 : -1) * (oh * 60 + om);
+}
+
 /** `YYYY-MM-DD[T ]HH:MM:SS[.f][Z|±HH:MM|±HHMM]`, as epoch ms; NaN if it is not one. */
 function parseIso(s: string): number {
   const n = s.length;
@@ -64,34 +98,11 @@ function parseIso(s: string): number {
   const minute = two(s, 14);
   const second = two(s, 17);
   if (!(year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month) && hour <= 23 && minute <= 59 && second <= 59)) return NaN;
-  let i = 19;
-  let ms = 0;
-  const dot = s.charCodeAt(i);
-  if (dot === 46 || dot === 44) {
-    // `.` or `,`: 1 to 9 digits, of which milliseconds keep the first three.
-    let digits = 0;
-    for (i++; i < n; i++, digits++) {
-      const d = s.charCodeAt(i) - 48;
-      if (d < 0 || d > 9) break;
-      if (digits < 3) ms = ms * 10 + d;
-    }
-    if (digits === 0 || digits > 9) return NaN;
-    for (let k = digits; k < 3; k++) ms *= 10;
-  }
-  let offsetMin = 0;
-  if (i < n) {
-    const z = s.charCodeAt(i);
-    if ((z === 90 || z === 122) && i + 1 === n) {
-      // Z
-    } else if ((z === 43 || z === 45) && (i + 6 === n || i + 5 === n)) {
-      const oh = two(s, i + 1);
-      const colon = i + 6 === n;
-      if (colon && s.charCodeAt(i + 3) !== 58) return NaN;
-      const om = two(s, colon ? i + 4 : i + 3);
-      if (!(oh <= 23 && om <= 59)) return NaN;
-      offsetMin = (z === 43 ? 1 : -1) * (oh * 60 + om);
-    } else return NaN;
-  }
+  const frac = fraction(s, 19);
+  if (frac === undefined) return NaN;
+  const offsetMin = zoneOffset(s, frac.end);
+  if (Number.isNaN(offsetMin)) return NaN;
+  const ms = frac.ms;
   return utcMs(year, month, day, hour, minute, second, ms) - offsetMin * 60_000;
 }
 
