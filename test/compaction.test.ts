@@ -4,6 +4,12 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson } from './helpers/wire.ts';
+
+/**
+ * These tests wait for replaced and expired files to be deleted: Iceberg snapshots that still list them
+ * expire after seconds here (the default keeps them 15 minutes, and the delete grace follows it).
+ */
+const SHORT_SNAPSHOTS = { P_ICEBERG_INTERVAL: '500ms', P_ICEBERG_SNAPSHOT_RETENTION: '1s' };
 import { sleep, waitFor } from './helpers/wait.ts';
 
 const parquetFiles = (dir: string) => listFiles(dir, '.parquet');
@@ -24,7 +30,7 @@ describe('compaction and retention (local storage)', () => {
 
   it('merges small files into one per hour while queries see every row exactly once', async () => {
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
+    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms', ...SHORT_SNAPSHOTS };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     await server.request('/api/v1/logstream/c', { method: 'PUT' });
@@ -85,7 +91,7 @@ describe('compaction and retention (local storage)', () => {
       ['partly', [[0, 4], [3, 6], [10, 14]], [2, 1, 0, 3, 3, 4, 4, 6, 5, 14, 13, 12, 11, 10]],
     ];
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
+    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms', ...SHORT_SNAPSHOTS };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     for (const [name, batches] of cases) {
@@ -128,7 +134,7 @@ describe('compaction and retention (local storage)', () => {
       }));
     const batches = [records(0, 9), records(5, 14, 'v'), records(20, 29)];
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' };
+    const env = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms', ...SHORT_SNAPSHOTS };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     for (const batch of batches) {
@@ -156,7 +162,7 @@ describe('compaction and retention (local storage)', () => {
 
   it('compaction survives kill -9 at any moment with no loss and no duplicates', async () => {
     const dataDir = await tempDir();
-    const env = { P_FLUSH_INTERVAL: '50ms', P_COMPACTION_INTERVAL: '100ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms' };
+    const env = { P_FLUSH_INTERVAL: '50ms', P_COMPACTION_INTERVAL: '100ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms', ...SHORT_SNAPSHOTS };
     let server = await startServer({ dataDir, env });
     servers.push(server);
     await server.request('/api/v1/logstream/k', { method: 'PUT' });
@@ -178,7 +184,7 @@ describe('compaction and retention (local storage)', () => {
   });
 
   it('retention removes files older than the limit', async () => {
-    const server = await startServer({ env: { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '300ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms' } });
+    const server = await startServer({ env: { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '300ms', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '500ms', ...SHORT_SNAPSHOTS } });
     servers.push(server);
     await server.request('/api/v1/logstream/r', { method: 'PUT' });
     expect((await server.request('/api/v1/logstream/r', { method: 'POST', json: [{ a: 1 }, { a: 2 }] })).status).toBe(200);
@@ -195,7 +201,7 @@ describe('compaction and retention (local storage)', () => {
 });
 
 describe('crash at each step of a flush and of a compaction (kill -9 at a failpoint)', () => {
-  const base = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms' };
+  const base = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms', ...SHORT_SNAPSHOTS };
   const servers: TestServer[] = [];
   afterAll(async () => {
     for (const s of servers) await s.kill();
