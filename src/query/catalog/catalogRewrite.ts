@@ -36,125 +36,148 @@ const REG_CASTS: Record<string, string> = {
  * (reports whether it did).
  */
 export function inspect(ast: Node, datasets: ReadonlySet<string>, database: string, columns: ReadonlySet<string> = new Set()): { catalog: boolean; rewritten: boolean } {
-  const renamedFrom = new WeakMap<Node, string>();
-  let catalog = false;
-  let rewritten = false;
-  const visit = (value: unknown): void => {
+  const inspector = new Inspector(datasets, database, columns);
+  inspector.visit(ast);
+  nameRenamedColumns(ast, inspector.renamedFrom);
+  return { catalog: inspector.catalog, rewritten: inspector.rewritten };
+}
+
+/** Replaces a node's contents in place (its parent keeps pointing at it). */
+function replaceNode(n: Node, by: Node): void {
+  for (const k of Object.keys(n)) delete n[k];
+  Object.assign(n, by);
+}
+
+/** One walk of `inspect`: what it found, and each kind of node's check and rewrite. */
+class Inspector {
+  catalog = false;
+  rewritten = false;
+  readonly renamedFrom = new WeakMap<Node, string>();
+
+  constructor(
+    private readonly datasets: ReadonlySet<string>,
+    private readonly database: string,
+    private readonly columns: ReadonlySet<string>,
+  ) {}
+
+  visit(value: unknown): void {
     if (Array.isArray(value)) {
-      value.forEach(visit);
+      for (const v of value) this.visit(v);
       return;
     }
     if (value === null || typeof value !== 'object') return;
     const n = value as Node;
-    if (n.type === 'BASE_TABLE') {
-      const schema = String(n.schema_name ?? '').toLowerCase();
-      const name = String(n.table_name ?? '').toLowerCase();
-      if (String(n.catalog_name ?? '') && (String(n.catalog_name).toLowerCase() === database || !CATALOG_SCHEMAS.has(schema))) {
-        // `db.public.logs`: any database name is this one.
-        n.catalog_name = '';
-        rewritten = true;
-      }
-      if (CATALOG_SCHEMAS.has(schema) || (!schema && name.startsWith('pg_') && !datasets.has(name))) {
-        catalog = true;
-        // information_schema views DuckDB answers with its own type names: `information_schema_<name>`.
-        const macro = schema === 'information_schema' ? `information_schema_${name}` : name;
-        if (RELATION_MACROS.has(macro) && (schema === 'pg_catalog' || schema === 'information_schema' || !schema)) {
-          const alias = String(n.alias || name);
-          for (const k of Object.keys(n)) delete n[k];
-          Object.assign(n, {
-            type: 'TABLE_FUNCTION', alias, sample: null, column_name_alias: [], with_ordinality: 'WITHOUT_ORDINALITY',
-            function: { class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: `__${macro}`, schema: '', children: [], filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false, catalog: '' },
-          });
-          rewritten = true;
-          return;
-        }
-      } else if (schema === 'public') {
-        n.schema_name = '';
-        rewritten = true;
-      }
+    // A catalog relation replaced by its macro has nothing left to visit.
+    if (n.type === 'BASE_TABLE' && this.baseTable(n)) return;
+    if (n.class === 'COLUMN_REF') this.columnRef(n);
+    if (n.type === 'TABLE_FUNCTION' && n.alias && !(n.column_name_alias as unknown[] | undefined)?.length) this.aliasedTableFunction(n);
+    if (n.class === 'FUNCTION') this.func(n);
+    if (anyOfListAsContains(n)) this.rewritten = true;
+    if (n.class === 'CAST') this.cast(n);
+    for (const v of Object.values(n)) this.visit(v);
+  }
+
+  /** Returns whether the relation was replaced by a catalog macro. */
+  private baseTable(n: Node): boolean {
+    const schema = String(n.schema_name ?? '').toLowerCase();
+    const name = String(n.table_name ?? '').toLowerCase();
+    if (String(n.catalog_name ?? '') && (String(n.catalog_name).toLowerCase() === this.database || !CATALOG_SCHEMAS.has(schema))) {
+      // `db.public.logs`: any database name is this one.
+      n.catalog_name = '';
+      this.rewritten = true;
     }
-    if (n.class === 'COLUMN_REF') {
-      // `pg_catalog.pg_namespace.nspname`, `public.logs.n`: the table is in FROM unqualified (or renamed).
-      const names = n.column_names as string[];
-      if (names.length >= 3 && (CATALOG_SCHEMAS.has(names[0].toLowerCase()) || names[0].toLowerCase() === 'public')) {
-        n.column_names = names.slice(1);
-        rewritten = true;
-      }
-      const keyword = keywordFunction(n, columns);
-      if (keyword) {
-        renamedFrom.set(n, keyword);
-        catalog = rewritten = true;
-      }
+    if (schema === 'public') {
+      n.schema_name = '';
+      this.rewritten = true;
+      return false;
     }
-    if (n.type === 'TABLE_FUNCTION' && n.alias && !(n.column_name_alias as unknown[] | undefined)?.length) {
-      // PostgreSQL: `FROM generate_series(…) s` names the column `s` too (a scalar function's alias).
-      const fn = String((n.function as Node | undefined)?.function_name ?? '').toLowerCase();
-      if (fn === 'generate_series' || fn === 'unnest') {
-        n.column_name_alias = [n.alias];
-        rewritten = true;
-      } else if (SCALAR_IN_FROM.has(fn)) {
-        // `FROM string_to_array(…) s`: a scalar function in FROM is a one-row table whose column is `s`.
-        const call = { ...(n.function as Node), alias: String(n.alias) };
-        const alias = n.alias;
-        for (const k of Object.keys(n)) delete n[k];
-        Object.assign(n, {
-          type: 'SUBQUERY', alias, sample: null, column_name_alias: [],
-          subquery: { node: { type: 'SELECT_NODE', modifiers: [], cte_map: { map: [] }, select_list: [call], from_table: { type: 'EMPTY', alias: '', sample: null }, where_clause: null, group_expressions: [], group_sets: [], aggregate_handling: 'STANDARD_HANDLING', having: null, sample: null, qualify: null } },
-        });
-        rewritten = true;
-      }
+    if (!(CATALOG_SCHEMAS.has(schema) || (!schema && name.startsWith('pg_') && !this.datasets.has(name)))) return false;
+    this.catalog = true;
+    // information_schema views DuckDB answers with its own type names: `information_schema_<name>`.
+    const macro = schema === 'information_schema' ? `information_schema_${name}` : name;
+    if (!RELATION_MACROS.has(macro)) return false;
+    replaceNode(n, {
+      type: 'TABLE_FUNCTION', alias: String(n.alias || name), sample: null, column_name_alias: [], with_ordinality: 'WITHOUT_ORDINALITY',
+      function: { class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: `__${macro}`, schema: '', children: [], filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false, catalog: '' },
+    });
+    this.rewritten = true;
+    return true;
+  }
+
+  private columnRef(n: Node): void {
+    // `pg_catalog.pg_namespace.nspname`, `public.logs.n`: the table is in FROM unqualified (or renamed).
+    const names = n.column_names as string[];
+    if (names.length >= 3 && (CATALOG_SCHEMAS.has(names[0].toLowerCase()) || names[0].toLowerCase() === 'public')) {
+      n.column_names = names.slice(1);
+      this.rewritten = true;
     }
-    if (n.class === 'FUNCTION') {
-      const name = String(n.function_name ?? '').toLowerCase();
-      const schema = String(n.schema ?? '').toLowerCase();
-      // No client introspection needs DuckDB's own metadata, settings or file functions: they would
-      // show the service's paths and extensions rather than the datasets.
-      if (CATALOG_DENIED_PREFIXES.some((p) => name.startsWith(p))) throw invalidInput(`function "${name}" is not allowed`);
-      if (schema === 'pg_catalog' || CATALOG_FUNCTIONS.has(name) || CATALOG_FUNCTION_PREFIXES.some((p) => name.startsWith(p))) catalog = true;
-      if (schema === 'pg_catalog' && MAIN_MACROS.has(name)) {
-        n.schema = '';
-        rewritten = true;
-      }
-      if (name === 'to_timestamp' && (n.children as Node[]).length === 2) {
-        // Superset's PostgreSQL dialect writes times as to_timestamp(text, 'YYYY-MM-DD HH24:MI:SS.US').
-        const fmt = (n.children as Node[])[1];
-        const value = (fmt?.value as Node | undefined)?.value;
-        if (fmt?.class === 'CONSTANT' && typeof value === 'string') {
-          (fmt.value as Node).value = strptimeFormat(value);
-          n.function_name = 'strptime';
-          n.schema = '';
-          rewritten = true;
-        }
-      }
-      const renamed = name === 'current_setting' ? ((n.children as unknown[]).length === 2 ? '__pg_setting2' : '__pg_setting') : FUNCTION_RENAMES[name];
-      if (renamed && (schema === '' || schema === 'pg_catalog')) {
-        n.function_name = renamed;
-        n.schema = '';
-        renamedFrom.set(n, name);
-        rewritten = true;
-      }
+    const keyword = keywordFunction(n, this.columns);
+    if (keyword) {
+      this.renamedFrom.set(n, keyword);
+      this.catalog = this.rewritten = true;
     }
-    if (anyOfListAsContains(n)) rewritten = true;
-    if (n.class === 'CAST') {
-      const info = (n.cast_type as Node | undefined)?.type_info as Node | null | undefined;
-      const typeName = String(info?.name ?? '').toLowerCase();
-      const macro = REG_CASTS[typeName];
-      if (info?.type === 'UNBOUND_TYPE_INFO' && macro) {
-        catalog = true;
-        rewritten = true;
-        const child = n.child;
-        for (const k of Object.keys(n)) delete n[k];
-        Object.assign(n, {
-          class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: macro, schema: '', catalog: '', children: [child],
-          filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
-        });
-      }
+  }
+
+  /** PostgreSQL: `FROM generate_series(…) s` names the column `s` too (a scalar function's alias). */
+  private aliasedTableFunction(n: Node): void {
+    const fn = String((n.function as Node | undefined)?.function_name ?? '').toLowerCase();
+    if (fn === 'generate_series' || fn === 'unnest') {
+      n.column_name_alias = [n.alias];
+      this.rewritten = true;
+    } else if (SCALAR_IN_FROM.has(fn)) {
+      // `FROM string_to_array(…) s`: a scalar function in FROM is a one-row table whose column is `s`.
+      const call = { ...(n.function as Node), alias: String(n.alias) };
+      replaceNode(n, {
+        type: 'SUBQUERY', alias: n.alias, sample: null, column_name_alias: [],
+        subquery: { node: { type: 'SELECT_NODE', modifiers: [], cte_map: { map: [] }, select_list: [call], from_table: { type: 'EMPTY', alias: '', sample: null }, where_clause: null, group_expressions: [], group_sets: [], aggregate_handling: 'STANDARD_HANDLING', having: null, sample: null, qualify: null } },
+      });
+      this.rewritten = true;
     }
-    for (const v of Object.values(n)) visit(v);
-  };
-  visit(ast);
-  nameRenamedColumns(ast, renamedFrom);
-  return { catalog, rewritten };
+  }
+
+  private func(n: Node): void {
+    const name = String(n.function_name ?? '').toLowerCase();
+    const schema = String(n.schema ?? '').toLowerCase();
+    // No client introspection needs DuckDB's own metadata, settings or file functions: they would
+    // show the service's paths and extensions rather than the datasets.
+    if (CATALOG_DENIED_PREFIXES.some((p) => name.startsWith(p))) throw invalidInput(`function "${name}" is not allowed`);
+    if (schema === 'pg_catalog' || CATALOG_FUNCTIONS.has(name) || CATALOG_FUNCTION_PREFIXES.some((p) => name.startsWith(p))) this.catalog = true;
+    if (schema === 'pg_catalog' && MAIN_MACROS.has(name)) {
+      n.schema = '';
+      this.rewritten = true;
+    }
+    if (name === 'to_timestamp' && (n.children as Node[]).length === 2) this.toTimestamp(n);
+    const renamed = name === 'current_setting' ? ((n.children as unknown[]).length === 2 ? '__pg_setting2' : '__pg_setting') : FUNCTION_RENAMES[name];
+    if (renamed && (schema === '' || schema === 'pg_catalog')) {
+      n.function_name = renamed;
+      n.schema = '';
+      this.renamedFrom.set(n, name);
+      this.rewritten = true;
+    }
+  }
+
+  /** Superset's PostgreSQL dialect writes times as to_timestamp(text, 'YYYY-MM-DD HH24:MI:SS.US'). */
+  private toTimestamp(n: Node): void {
+    const fmt = (n.children as Node[])[1];
+    const value = (fmt?.value as Node | undefined)?.value;
+    if (fmt?.class !== 'CONSTANT' || typeof value !== 'string') return;
+    (fmt.value as Node).value = strptimeFormat(value);
+    n.function_name = 'strptime';
+    n.schema = '';
+    this.rewritten = true;
+  }
+
+  private cast(n: Node): void {
+    const info = (n.cast_type as Node | undefined)?.type_info as Node | null | undefined;
+    const macro = REG_CASTS[String(info?.name ?? '').toLowerCase()];
+    if (info?.type !== 'UNBOUND_TYPE_INFO' || !macro) return;
+    this.catalog = true;
+    this.rewritten = true;
+    replaceNode(n, {
+      class: 'FUNCTION', type: 'FUNCTION', alias: '', function_name: macro, schema: '', catalog: '', children: [n.child],
+      filter: null, order_bys: { type: 'ORDER_MODIFIER', orders: [] }, distinct: false, is_operator: false, export_state: false,
+    });
+  }
 }
 
 const CATALOG_DENIED_PREFIXES = ['duckdb_', 'pragma_', 'read_', 'glob', 'sniff_', 'parquet_', 'getenv', 'getvariable', 'json_execute', 'query', 'current_query', 'which_secret', 'iceberg_', 'delta_'];
