@@ -14,6 +14,9 @@ export const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
   too_many_requests: 429,
   storage: 500,
   unavailable: 503,
+  // The client went away (or asked to stop): nobody reads the answer, 400 for the log.
+  cancelled: 400,
+  internal: 500,
 };
 
 /** Status, headers and JSON body `{"error": message}` of a domain error. */

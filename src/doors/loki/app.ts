@@ -29,6 +29,8 @@ const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
   too_many_requests: 429,
   storage: 500,
   unavailable: 503,
+  cancelled: 400,
+  internal: 500,
 };
 
 async function push(c: Context<AppEnv>, services: Services) {
