@@ -5,7 +5,7 @@ import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
 import { createApp } from './doors/http/app.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
-import { connectionCap, limitConnections } from './doors/shared/connections.ts';
+import { ConnectionBudget, connectionCap } from './doors/shared/connections.ts';
 import { startOtlpGrpc } from './doors/grpc/otlp.ts';
 import { startPgServer } from './doors/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
@@ -113,9 +113,16 @@ async function main(): Promise<void> {
     return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
   });
 
+  // One connection budget for every door's listener (docs/security.md "The door contract").
+  const connections = new ConnectionBudget({
+    maxConnections: connectionCap(config.server.maxConnections),
+    ingestReserve: config.server.ingestConnections,
+    headersTimeoutMs: config.server.headersTimeoutMs,
+  });
   const services = {
     config,
     keys,
+    connections,
     storage,
     duck,
     ingestPool,
@@ -141,7 +148,7 @@ async function main(): Promise<void> {
   const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
   const grpcAddr = config.otlpGrpc.addr;
-  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
+  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections }) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
     log.info('listening', {
@@ -158,7 +165,7 @@ async function main(): Promise<void> {
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
-  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
+  connections.attachHttp(http, { name: 'http', ingest: true });
 
   let stopping = false;
   const shutdown = async (signal: string) => {

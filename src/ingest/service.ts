@@ -61,6 +61,11 @@ export interface IngestRequest {
   /** The body: a buffer already received (gRPC), or the stream still arriving (HTTP). */
   body: Uint8Array | IngestBody;
   rights: IngestRights;
+  /**
+   * The reservation a door already took in the in-flight budget for this body (gRPC takes it before
+   * reading the message: docs/security.md "The door contract"); the service resizes and releases it.
+   */
+  lease?: InflightLease;
   /** Aborted when the client goes away: the batch is then not stored. */
   signal?: AbortSignal;
 }
@@ -135,7 +140,12 @@ export class IngestService {
     // A body already received (gRPC) is reserved whole; one still arriving (HTTP) is reserved as it
     // arrives (readBody), so a slow client holds only what it has sent. The reservation is given back
     // when the batch is stored or refused.
-    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, rights.key);
+    const received = req.body instanceof Uint8Array ? req.body.byteLength : 0;
+    let lease: InflightLease;
+    if (req.lease) {
+      lease = req.lease;
+      await lease.resize(received);
+    } else lease = await this.inflight.acquire(received, rights.key);
     try {
       req.signal?.throwIfAborted();
       const body = req.body instanceof Uint8Array ? req.body : await this.readBody(req.body, lease, declared);
