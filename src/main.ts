@@ -148,7 +148,7 @@ async function main(): Promise<void> {
   const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
   const grpcAddr = config.otlpGrpc.addr;
-  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections }) : undefined;
+  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest }) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } }, () =>
     log.info('listening', {

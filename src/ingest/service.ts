@@ -122,6 +122,15 @@ export class IngestService {
    * rights, declared size) is checked before the body is read.
    */
   async ingest(req: IngestRequest): Promise<IngestResult> {
+    try {
+      return await this.admitAndStore(req);
+    } finally {
+      // A reservation the door took is the service's from here on, also when a check below refuses.
+      req.lease?.release();
+    }
+  }
+
+  private async admitAndStore(req: IngestRequest): Promise<IngestResult> {
     const { format, headers, rights } = req;
     const kind = kindOf(format);
     // X-P-Log-Source may be omitted (the endpoint names the kind, and some clients cannot send custom

@@ -6,13 +6,19 @@
  * 1. authenticates from the metadata — a call without a valid key is answered UNAUTHENTICATED and its
  *    message is never read;
  * 2. takes one of the key's export slots (P_OTLP_GRPC_MAX_CALLS in all, half of them per key);
- * 3. reserves the largest message (P_MAX_BODY_BYTES) in the ingest in-flight budget, waiting its turn
- *    like an HTTP body, and only then lets the message be read; once read, the reservation shrinks to
- *    the message's size and travels with it to the ingest service, which releases it.
+ * 3. reserves a first step (one flow-control window) in the ingest in-flight budget, waiting its turn
+ *    like an HTTP body, and only then lets the message be read; as the message arrives the reservation
+ *    grows in steps, the stream paused while it waits for room (HTTP/2 flow control then holds the
+ *    sender), so what a call holds is always reserved; once read, the reservation travels with the
+ *    message to the ingest service, which releases it;
+ * 4. a message slower than P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT ends the call
+ *    (DEADLINE_EXCEEDED), as a slow HTTP body is cut.
  *
  * The connection's head is done (the budget stops counting it as silent) at its first authenticated call.
  */
+import type { ServerHttp2Stream } from 'node:http2';
 import * as grpc from '@grpc/grpc-js';
+import { timedOut } from '../../errors.ts';
 import type { InflightBudget, InflightLease } from '../../ingest/inflight.ts';
 import type { Connection } from '../shared/connections.ts';
 import { authenticate, type ApiKeys, type Principal } from '../shared/auth.ts';
@@ -29,12 +35,15 @@ export interface AdmissionDeps {
   keys: ApiKeys;
   inflight: InflightBudget;
   calls: KeySlots;
-  /** The largest message, reserved before reading one. */
-  maxMessageBytes: number;
+  /** The slow-message deadline: P_INGEST_BODY_TIMEOUT's grace, then P_INGEST_MIN_BODY_RATE (bytes/s). */
+  bodyTimeoutMs: number;
+  minBodyRate: number;
   /** The budget's connection behind a peer address (grpc-js names a call's peer `address:port`). */
   connectionOf: (peer: string) => Connection | undefined;
   /** Turns a refusal into the status the client gets. */
   statusOf: (err: unknown) => Partial<grpc.StatusObject>;
+  /** Counts a call refused here (its handler never runs): the method's path and the code. */
+  refused: (path: string, code: number) => void;
 }
 
 /** Metadata as HTTP headers (text entries; binary `-bin` ones carry nothing the service reads). */
@@ -49,49 +58,128 @@ export function headersOf(metadata: grpc.Metadata): Headers {
 /** Export calls only: the health service is open to probes without a key, and reads no message worth bounding. */
 const guarded = (path: string) => path.endsWith('/Export');
 
-export function admissionInterceptor(deps: AdmissionDeps): grpc.ServerInterceptor {
+/** The reservation grows in steps of this much: HTTP/2's initial flow-control window, what an unread stream may already hold. */
+const RESERVE_STEP = 64 * 1024;
+
+/**
+ * The HTTP/2 stream under a call: grpc-js hands the innermost interceptor its base call, which keeps
+ * the stream as `stream` (not part of its typed interface). Undefined if that ever changes: then the
+ * reservation covers the largest message before reading (correct, only less concurrent).
+ */
+function streamOf(call: grpc.ServerInterceptingCallInterface): ServerHttp2Stream | undefined {
+  const stream = (call as unknown as { stream?: unknown }).stream;
+  return stream && typeof (stream as ServerHttp2Stream).pause === 'function' ? (stream as ServerHttp2Stream) : undefined;
+}
+
+/** One guarded call's admission: its key, slot, reservation and the stream it meters. */
+class Admission {
+  principal: Principal | undefined;
+  lease: InflightLease | undefined;
+  private giveSlot: (() => void) | undefined;
+  private received = 0;
+  private growing = false;
+  private deadline: NodeJS.Timeout | undefined;
+  /** The reservation went with the message to the ingest service, which releases it. */
+  private handedOn = false;
+  finished = false;
+
+  constructor(
+    private readonly deps: AdmissionDeps,
+    private readonly call: grpc.ServerInterceptingCallInterface,
+    private readonly maxMessageBytes: number,
+    private readonly path: string,
+  ) {}
+
+  /** Authenticates, takes a slot and the first step of the budget; throws the refusal. */
+  async admit(metadata: grpc.Metadata): Promise<void> {
+    this.principal = authenticate(this.deps.keys, headersOf(metadata));
+    this.deps.connectionOf(this.call.getPeer())?.ready();
+    this.giveSlot = this.deps.calls.take(this.principal.id);
+    const stream = streamOf(this.call);
+    const lease = await this.deps.inflight.acquire(stream ? RESERVE_STEP : this.maxMessageBytes, this.principal.id);
+    this.lease = lease;
+    if (this.finished) return lease.release();
+    if (stream) this.meter(stream);
+    this.armDeadline();
+  }
+
+  /** Counts what arrives; past the reservation the stream pauses until the next step is granted. */
+  private meter(stream: ServerHttp2Stream): void {
+    stream.on('data', (chunk: Buffer) => {
+      this.received += chunk.byteLength;
+      if (this.received <= this.lease!.bytes || this.growing || this.finished) return;
+      this.growing = true;
+      stream.pause();
+      const want = Math.min(this.maxMessageBytes + RESERVE_STEP, (Math.ceil(this.received / RESERVE_STEP) + 1) * RESERVE_STEP);
+      this.lease!.resize(want).then(
+        () => {
+          this.growing = false;
+          if (!this.finished) stream.resume();
+        },
+        (err: unknown) => this.refuse(err),
+      );
+    });
+  }
+
+  private armDeadline(): void {
+    const started = Date.now();
+    const check = () => {
+      const due = started + this.deps.bodyTimeoutMs + (this.received / this.deps.minBodyRate) * 1000;
+      if (this.finished) return;
+      if (Date.now() < due) {
+        this.deadline = setTimeout(check, due - Date.now());
+        return;
+      }
+      this.refuse(timedOut(`the message arrived too slowly (${this.received} bytes in ${Date.now() - started} ms; P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT)`));
+    };
+    this.deadline = setTimeout(check, this.deps.bodyTimeoutMs);
+  }
+
+  /** The message is here: its reservation matches what arrived and goes with it. */
+  deliver(message: Buffer): AdmittedExport {
+    clearTimeout(this.deadline);
+    this.handedOn = true;
+    void this.lease!.resize(message.byteLength);
+    return { body: message, lease: this.lease!, principal: this.principal! };
+  }
+
+  refuse(err: unknown): void {
+    if (this.finished) return;
+    this.finish();
+    const status = { code: grpc.status.INTERNAL, details: '', metadata: new grpc.Metadata(), ...this.deps.statusOf(err) } as grpc.StatusObject;
+    this.deps.refused(this.path, status.code);
+    this.call.sendStatus(status);
+  }
+
+  /** The call ended (answered, refused or cancelled): slot and any reservation not handed on go back. */
+  finish(): void {
+    this.finished = true;
+    clearTimeout(this.deadline);
+    this.giveSlot?.();
+    if (!this.handedOn) this.lease?.release();
+  }
+}
+
+export function admissionInterceptor(deps: AdmissionDeps, maxMessageBytes: number): grpc.ServerInterceptor {
   return (method, call) => {
     if (!guarded(method.path)) return new grpc.ServerInterceptingCall(call);
-    let principal: Principal | undefined;
-    let lease: InflightLease | undefined;
-    let giveSlot: (() => void) | undefined;
-    let finished = false;
-    const finish = () => {
-      finished = true;
-      giveSlot?.();
-      // The ingest service released it already when it took it; otherwise (refused, cancelled) here.
-      lease?.release();
-    };
-    const refuse = (err: unknown) => {
-      finish();
-      call.sendStatus({ code: grpc.status.INTERNAL, details: '', metadata: new grpc.Metadata(), ...deps.statusOf(err) } as grpc.StatusObject);
-    };
-    const admit = async (metadata: grpc.Metadata): Promise<void> => {
-      principal = authenticate(deps.keys, headersOf(metadata));
-      deps.connectionOf(call.getPeer())?.ready();
-      giveSlot = deps.calls.take(principal.id);
-      lease = await deps.inflight.acquire(deps.maxMessageBytes, principal.id);
-      if (finished) lease.release();
-    };
+    const admission = new Admission(deps, call, maxMessageBytes, method.path);
     return new grpc.ServerInterceptingCall(call, {
       start: (next) =>
         next({
           onReceiveMetadata: (metadata, mdNext) => {
-            admit(metadata).then(
+            admission.admit(metadata).then(
               () => {
-                if (!finished) mdNext(metadata);
+                if (!admission.finished) mdNext(metadata);
               },
-              refuse,
+              (err: unknown) => admission.refuse(err),
             );
           },
-          onReceiveMessage: (message: Buffer, msgNext) => {
-            // The reservation now matches what arrived (the ingest service grows it again to decode).
-            void lease!.resize(message.byteLength).then(() => msgNext({ body: message, lease: lease!, principal: principal! } satisfies AdmittedExport));
-          },
-          onCancel: finish,
+          onReceiveMessage: (message: Buffer, msgNext) => msgNext(admission.deliver(message)),
+          onCancel: () => admission.finish(),
         }),
       sendStatus: (status, next) => {
-        finish();
+        admission.finish();
         next(status);
       },
     });

@@ -95,6 +95,8 @@ export interface OtlpGrpcDeps {
   keys: ApiKeys;
   ingest: IngestService;
   connections: ConnectionBudget;
+  /** The slow-body bounds of ingestion, applied to a message as it arrives. */
+  slowBody: { bodyTimeoutMs: number; minBodyRate: number };
 }
 
 const GRPC_DOOR = { name: 'grpc', ingest: true };
@@ -113,10 +115,14 @@ function newServer(settings: Config['otlpGrpc'], deps: OtlpGrpcDeps, connectionO
         keys: deps.keys,
         inflight: deps.ingest.inflight,
         calls: new KeySlots('OTLP/gRPC exports in progress (P_OTLP_GRPC_MAX_CALLS)', Math.max(1, Math.ceil(settings.maxCalls / 2)), settings.maxCalls),
-        maxMessageBytes: settings.maxMessageBytes,
+        ...deps.slowBody,
         connectionOf,
         statusOf: grpcError,
-      }),
+        refused: (path, code) => {
+          log.info('grpc', { method: path.slice(1), code, refused: true });
+          grpcRequests.inc({ method: path.slice(1), code: String(code) });
+        },
+      }, settings.maxMessageBytes),
     ],
   });
 }
