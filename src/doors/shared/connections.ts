@@ -88,6 +88,13 @@ export class ConnectionBudget {
     return this.open.size;
   }
 
+  /** Open connections per door. */
+  openByDoor(): Map<string, number> {
+    const by = new Map<string, number>();
+    for (const e of this.open) by.set(e.door.name, (by.get(e.door.name) ?? 0) + 1);
+    return by;
+  }
+
   /**
    * Admits a connection a door's listener accepted, or closes it (undefined) when the budget is spent
    * for that door. Its head clock starts now.
