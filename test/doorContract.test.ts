@@ -54,6 +54,8 @@ async function ingestServed(what: string): Promise<void> {
       method: 'POST',
       headers: { 'x-api-key': WRITER, 'x-p-stream': DATASET, 'content-type': 'application/json' },
       body: JSON.stringify([{ probe: what }]),
+      // One attempt is bounded, so a frozen event loop fails the wait instead of answering late.
+      signal: AbortSignal.timeout(5000),
     }).catch(() => undefined);
     return res?.status === 200;
   });
