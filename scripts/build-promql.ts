@@ -18,7 +18,7 @@ const root = path.resolve(import.meta.dirname, '..');
 const src = path.join(root, 'promql');
 const out = path.join(root, 'promql-dist');
 
-function goBinary(): string {
+export function goBinary(): string {
   if (process.env.GO) return process.env.GO;
   try {
     execFileSync('go', ['version'], { stdio: 'ignore' });

@@ -119,14 +119,7 @@ async function main(): Promise<void> {
     ingestReserve: config.server.ingestConnections,
     headersTimeoutMs: config.server.headersTimeoutMs,
   });
-  const doors = ['http', 'grpc', 'pg'];
-  stateGauge('lakehouse_connections_open', 'Open connections per front door, all taken from one budget (P_MAX_CONNECTIONS).', ['door'], () => {
-    const by = connections.openByDoor();
-    return doors.map((door) => ({ labels: { door }, value: by.get(door) ?? 0 }));
-  });
-  stateGauge('lakehouse_connections_refused', 'Connections closed as they were accepted because the connection budget was spent, per front door, since start.', ['door'], () =>
-    doors.map((door) => ({ labels: { door }, value: connections.refused.get(door) ?? 0 })),
-  );
+  connections.registerGauges(['http', 'grpc', 'pg']);
   const services = {
     config,
     keys,

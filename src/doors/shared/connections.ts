@@ -3,6 +3,7 @@ import type { Server } from 'node:http';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { log } from '../../log.ts';
+import { stateGauge } from '../../metrics.ts';
 
 /**
  * The connection budget every door's listener takes its connections from (docs/security.md "The door
@@ -144,6 +145,17 @@ export class ConnectionBudget {
       if (conn) socket.once('data', () => conn.ready());
     });
     server.on('close', () => this.httpServers.delete(server));
+  }
+
+  /** /metrics: open and refused connections per door. */
+  registerGauges(doors: string[]): void {
+    stateGauge('lakehouse_connections_open', 'Open connections per front door, all taken from one budget (P_MAX_CONNECTIONS).', ['door'], () => {
+      const by = this.openByDoor();
+      return doors.map((door) => ({ labels: { door }, value: by.get(door) ?? 0 }));
+    });
+    stateGauge('lakehouse_connections_refused', 'Connections closed as they were accepted because the connection budget was spent, per front door, since start.', ['door'], () =>
+      doors.map((door) => ({ labels: { door }, value: this.refused.get(door) ?? 0 })),
+    );
   }
 
   /** Makes room: idle keep-alive HTTP connections, and connections of any door silent past the grace. */
