@@ -116,7 +116,10 @@ class Admission {
           this.growing = false;
           if (!this.finished) stream.resume();
         },
-        (err: unknown) => this.refuse(err),
+        // Once the message went on, the ingest service sizes the reservation (and answers a refusal) itself.
+        (err: unknown) => {
+          if (!this.handedOn) this.refuse(err);
+        },
       );
     });
   }
@@ -139,7 +142,9 @@ class Admission {
   deliver(message: Buffer): AdmittedExport {
     clearTimeout(this.deadline);
     this.handedOn = true;
-    void this.lease!.resize(message.byteLength);
+    // Only ever shrunk here (never waits, never refuses): growing it is the ingest service's, which
+    // answers a refusal as the call's status.
+    if (message.byteLength < this.lease!.bytes) void this.lease!.resize(message.byteLength);
     return { body: message, lease: this.lease!, principal: this.principal! };
   }
 
