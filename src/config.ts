@@ -82,6 +82,17 @@ const serverSettings = {
     .positive()
     .optional()
     .describe('Most TCP connections open at once; default half the open-files limit (at most 8192), so the WAL, flushes, query workers and S3 keep their file descriptors.'),
+  P_INGEST_CONNECTIONS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .optional()
+    .describe(
+      'Connections of P_MAX_CONNECTIONS that only the doors taking ingestion (HTTP, OTLP/gRPC) may use, so a flood on another door (PostgreSQL) cannot lock ingest clients out. Default: an eighth of P_MAX_CONNECTIONS.',
+    ),
+  P_TAIL_PER_KEY: int(4).describe(
+    'Most live-tail long polls (`POST /api/v1/tail` waiting for rows) one API key may hold at once (429 beyond): a console tab holds one, so a key cannot fill the connection budget with waits.',
+  ),
   P_HEADERS_TIMEOUT: duration('10s').describe(
     'Time a connection has to send a complete request head (also a connection that sends nothing): long for any real client, short enough that idle sockets cannot pile up.',
   ),
@@ -205,6 +216,12 @@ const otlpGrpcSettings = {
     .describe('host:port of the OTLP/gRPC server (logs, traces, metrics, grpc.health.v1), or `off`. Port `0`: any free port (`grpcPort` in the `listening` log line). Default: OTLP\'s registered gRPC port, where Collectors and SDKs send by default.'),
   P_OTLP_GRPC_MAX_CONNECTION_AGE: duration('5m').describe(
     'An OTLP/gRPC connection is closed (with a GOAWAY; clients reconnect) after this long, so long-lived HTTP/2 connections spread over the workers behind a load balancer. Default 5m: a Collector moves to another worker within minutes at the cost of one reconnect.',
+  ),
+  P_OTLP_GRPC_MAX_STREAMS: int(16).describe(
+    'Most concurrent calls (HTTP/2 streams) on one OTLP/gRPC connection. Default 16: a Collector exports over a few streams, and each stream may hold up to one flow-control window (64 KiB) unread.',
+  ),
+  P_OTLP_GRPC_MAX_CALLS: int(64).describe(
+    'Most OTLP/gRPC exports in progress at once over all connections (UNAVAILABLE with a retry delay beyond), counted from an authenticated call\'s metadata, before its message is read.',
   ),
   P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: duration('30s').describe(
     'How long requests already running on a connection past its maximum age may take to finish before it is closed. Default 30s: longer than an export takes with default timeouts.',
@@ -352,7 +369,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     server: {
       maxBodyBytes: e.P_MAX_BODY_BYTES,
       maxConnections: e.P_MAX_CONNECTIONS,
+      ingestConnections: e.P_INGEST_CONNECTIONS,
       headersTimeoutMs: e.P_HEADERS_TIMEOUT,
+      tailPerKey: e.P_TAIL_PER_KEY,
     },
     /** The ingest service's group: admission, body reading and the per-request limits of every front door. */
     ingest: {
@@ -421,6 +440,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       addr: e.P_OTLP_GRPC_ADDR.trim().toLowerCase() === 'off' ? undefined : e.P_OTLP_GRPC_ADDR,
       maxConnectionAgeMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE,
       maxConnectionAgeGraceMs: e.P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE,
+      maxStreams: e.P_OTLP_GRPC_MAX_STREAMS,
+      maxCalls: e.P_OTLP_GRPC_MAX_CALLS,
       // The Collector's batches are often larger than gRPC's 4 MiB default: the same limit as an HTTP body.
       maxMessageBytes: e.P_MAX_BODY_BYTES,
     },

@@ -7,7 +7,7 @@ import { loadConfig, type Config } from './config.ts';
 import { listenError, StartupError } from './errors.ts';
 import { createApp } from './doors/http/app.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
-import { connectionCap, limitConnections } from './doors/shared/connections.ts';
+import { ConnectionBudget, connectionCap } from './doors/shared/connections.ts';
 import { startOtlpGrpc } from './doors/grpc/otlp.ts';
 import { startPgServer } from './doors/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
@@ -130,9 +130,17 @@ async function main(): Promise<void> {
     return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
   });
 
+  // One connection budget for every door's listener (docs/security.md "The door contract").
+  const connections = new ConnectionBudget({
+    maxConnections: connectionCap(config.server.maxConnections),
+    ingestReserve: config.server.ingestConnections,
+    headersTimeoutMs: config.server.headersTimeoutMs,
+  });
+  connections.registerGauges(['http', 'grpc', 'pg']);
   const services = {
     config,
     keys,
+    connections,
     storage,
     duck,
     ingestPool,
@@ -158,7 +166,7 @@ async function main(): Promise<void> {
   const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
   const grpcAddr = config.otlpGrpc.addr;
-  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
+  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest }) : undefined;
   // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
   const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } });
 
@@ -166,7 +174,7 @@ async function main(): Promise<void> {
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
-  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
+  connections.attachHttp(http, { name: 'http', ingest: true });
   const port = await listening(http, `${config.host}:${config.port}`);
   // One line with every port bound, for whoever asked for port 0 (the test helpers read it): at every level.
   log.announce('listening', {
