@@ -14,7 +14,7 @@ import * as net from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawOtlpClient } from './helpers/otlpGrpc.ts';
-import { ADMIN_KEY, freePort, startServer, type TestServer } from './helpers/server.ts';
+import { ADMIN_KEY, ANY_PORT, startServer, type TestServer } from './helpers/server.ts';
 import { sleep, waitFor } from './helpers/wait.ts';
 
 const WRITER = 'contract-writer-key';
@@ -255,24 +255,41 @@ const pgDoor: DoorDriver = {
     return answer;
   },
   slowMessage: { pending: 'the PostgreSQL door bounds an idle session (P_PG_IDLE_TIMEOUT), not yet a message trickled byte by byte' },
-  // The PostgreSQL statement findings are fixed on branch pg-guards (A1 catalog statements in the
-  // worker, A4 statements/portals per session and key, A7 held portals): the lead enables these two
-  // rows after merging it (the cases are the HTTP ones over node-postgres, see docs/security.md).
-  statefulFlood: { pending: 'enable after merging pg-guards (A4, A7): 1 MB Parse messages and idle portals of one reader key' },
-  statements: { pending: 'enable after merging pg-guards (A1): version() with 40 nested subqueries, range(1e11), string_split of 30 M' },
+  // A4 and A7 (bounded statements and portals per session and key, held portals time-limited) are
+  // tested over the raw protocol in test/pgGuards.test.ts; as a row here they are still to come.
+  statefulFlood: { pending: '1 MB Parse messages and idle portals of one reader key: see test/pgGuards.test.ts (A4, A7)' },
+  statements: async () => {
+    // A1: catalog statements run in the query workers, under the sandbox, the key's slots and the time limit.
+    const run = async (label: string, sql: string) => {
+      const client = new pg.Client({ host: '127.0.0.1', port: ports.pg, user: 'reader', password: READER, database: 'lakehouse' });
+      client.on('error', () => undefined);
+      await client.connect();
+      try {
+        await client.query(sql);
+        return { label, status: 'ok' };
+      } catch (err) {
+        return { label, status: String((err as { code?: string }).code) };
+      } finally {
+        await client.end().catch(() => undefined);
+      }
+    };
+    return Promise.all([
+      run('version() with 40 nested subqueries', `SELECT version(), ${'(SELECT '.repeat(40)}1${')'.repeat(40)}`),
+      run('version() over range(1e11)', 'SELECT version(), count(*) FROM range(100000000000)'),
+      run('version() with a 30 M element string split', "SELECT version(), len(string_split(repeat('a,', 30000000), ','))"),
+    ]);
+  },
 };
 
 /** Every door under the contract. A new door is one more driver here. */
 const DOORS: DoorDriver[] = [httpDoor, grpcDoor, pgDoor];
 
 beforeAll(async () => {
-  ports.grpc = await freePort();
-  ports.pg = await freePort();
   server = await startServer({
     env: {
       P_API_KEYS: `${ADMIN_KEY}:admin,${WRITER}:writer,${READER}:reader:${DATASET}|${METRICS}`,
-      P_OTLP_GRPC_ADDR: `127.0.0.1:${ports.grpc}`,
-      P_PG_ADDR: `127.0.0.1:${ports.pg}`,
+      P_OTLP_GRPC_ADDR: ANY_PORT,
+      P_PG_ADDR: ANY_PORT,
       P_MAX_CONNECTIONS: String(CAP),
       P_HEADERS_TIMEOUT: '1s',
       P_INGEST_BODY_TIMEOUT: '1s',
@@ -284,6 +301,8 @@ beforeAll(async () => {
     },
   });
   ports.http = Number(new URL(server.url).port);
+  ports.grpc = server.grpcPort!;
+  ports.pg = server.pgPort!;
   await ingestServed('start-up');
   expect((await server.request(`/api/v1/logstream/${METRICS}`, { method: 'PUT', headers: { 'x-p-log-source': 'otel-metrics' } })).status).toBe(200);
 });
@@ -337,8 +356,10 @@ describe.each(DOORS)('the door contract: $name', (door) => {
       const running = statements();
       await ingestServed(`expensive statements on ${door.name}`);
       for (const { label, status } of await running) {
-        // 400 (checked), 408 (time limit), 413 (too large), 422 (PromQL's refusal), 503 (memory limit): never 500, never a hang.
-        expect(['400', '408', '413', '422', '503'], `${label}: ${status}`).toContain(status);
+        // HTTP: 400 (checked), 408 (time limit), 413 (too large), 422 (PromQL's refusal), 503 (memory limit).
+        // PostgreSQL: 42601 (checked), 57014 (time limit), 53300 (the key's slots), 54000/53200 (memory).
+        // Never a 500 or XX000, never a hang.
+        expect(['400', '408', '413', '422', '503', '42601', '57014', '53300', '54000', '53200'], `${label}: ${status}`).toContain(status);
       }
     });
   } else it.todo(`deep and expensive statements: ${statements.pending}`);
