@@ -1,7 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { z } from 'zod';
-import { memoryBudget, sizedDefaults } from './memoryBudget.ts';
+import { flushableColumns, memoryBudget, sizedDefaults } from './memoryBudget.ts';
 
 /** Sizes such as `10MiB`, `512KB` or plain byte counts. */
 function parseBytes(text: string): number {
@@ -124,7 +124,7 @@ const ingestSettings = {
 
 /** The write-ahead log, Parquet files, catalog and background work of the storage engine. */
 const storageSettings = {
-  P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000).'),
+  P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000). The limit in force is the smaller of this and what a flush can write in the storage DuckDB\'s memory: (storage memory − 32 MiB − 1.5 × P_FLUSH_BYTES) / 512 KiB, at least 16 (58 at a 512 MiB budget, 570 at 2 GiB, this setting from ~1,056 MiB of storage memory, a ~6.2 GiB budget; docs/memory.md "Wide datasets"); the start log\'s `maxColumns` says which.'),
   P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
   P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
@@ -322,6 +322,21 @@ function icebergSettings(e: z.infer<typeof envSchema>) {
   return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
 }
 
+/**
+ * P_MAX_COLUMNS, or fewer when the storage DuckDB's memory could not flush that many columns (a wide
+ * dataset never flushed: issue 30 A11). A P_STORAGE_MEMORY_LIMIT this cannot read (DuckDB accepts more
+ * forms) counts as the sized default.
+ */
+function effectiveMaxColumns(e: z.infer<typeof envSchema>, sized: ReturnType<typeof sizedDefaults>): number {
+  let storageBytes = sized.storageMemoryBytes;
+  try {
+    if (e.P_STORAGE_MEMORY_LIMIT) storageBytes = parseBytes(e.P_STORAGE_MEMORY_LIMIT);
+  } catch {
+    // keep the sized default
+  }
+  return Math.min(e.P_MAX_COLUMNS, flushableColumns(storageBytes, e.P_FLUSH_BYTES ?? sized.flushBytes));
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -331,6 +346,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const e = parsed.data;
   const budget = e.P_MEMORY_BUDGET ? { bytes: e.P_MEMORY_BUDGET, source: 'P_MEMORY_BUDGET' } : memoryBudget();
   const sized = sizedDefaults(budget.bytes);
+  const maxColumns = effectiveMaxColumns(e, sized);
   const mib = (b: number) => `${Math.floor(b / 1024 / 1024)}MiB`;
   const addr = /^(.*):(\d+)$/.exec(e.P_ADDR);
   if (!addr) throw new Error(`invalid configuration: P_ADDR must be host:port, got ${e.P_ADDR}`);
@@ -369,7 +385,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
       // The placement of values: a dataset's column limit, and the distinct names one request may bring
       // (docs/configuration.md, P_MAX_COLUMNS).
-      maxColumns: e.P_MAX_COLUMNS,
+      maxColumns,
       maxNamesPerRequest: Math.max(1000, 4 * e.P_MAX_COLUMNS),
       // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
       // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
@@ -380,7 +396,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     /** The storage engine's group (its data dir, node id and delete grace are added where it starts). */
     engine: {
-      maxColumns: e.P_MAX_COLUMNS,
+      maxColumns,
       flushIntervalMs: e.P_FLUSH_INTERVAL,
       flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
       diskReserveBytes: e.P_DISK_RESERVE,

@@ -97,6 +97,7 @@ async function main(): Promise<void> {
     queryMemoryLimit: config.queryPool.memoryLimit,
     maxInflightBytes: config.ingest.maxInflightBytes,
     flushBytes: config.engine.flushBytes,
+    maxColumns: config.engine.maxColumns,
   });
   await storage.init(reserved);
   storage.start();
