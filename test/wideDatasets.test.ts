@@ -50,4 +50,14 @@ describe('a wide dataset at a 512 MiB budget', () => {
     const key = (e: Record<string, unknown>) => String(e.f0000);
     expect(stored.sort((a, b) => key(a).localeCompare(key(b)))).toEqual([...events].sort((a, b) => key(a).localeCompare(key(b))));
   }, 120_000);
+
+  it('field-stats over the wide dataset answers, counting the rows it looked at', async () => {
+    const res = await server.request('/api/v1/field-stats', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'SELECT * FROM wide', startTime: '1h', endTime: 'now', top: 2 }) });
+    expect(res.status).toBe(200);
+    const stats = (await res.json()) as { total: number; sampled: number; fields: { name: string; present: number; distinct: number }[] };
+    expect(stats.total).toBe(ROWS);
+    expect(stats.sampled).toBe(Math.min(ROWS, Math.floor(200_000 / stats.fields.length)));
+    // f0000 is a column (the first field of every event); its values are all different in the events sent.
+    expect(stats.fields.find((f) => f.name === 'f0000')).toMatchObject({ present: ROWS, distinct: new Set(events.map((e) => e.f0000)).size });
+  });
 });
