@@ -61,3 +61,37 @@ describe('field statistics', () => {
     conn.closeSync();
   });
 });
+
+describe('stripTrailingLimit is linear (A2: a backtracking expression froze the event loop on 300 KB of spaces)', () => {
+  // An independent reference: the same rule over words split by a linear split.
+  const reference = (sql: string) => {
+    const s = sql.trim().replace(/;$/, '').trimEnd();
+    const words = s.split(/[ \t\n\r\f\v]+/);
+    const n = words.length;
+    const num = (w: string | undefined) => w !== undefined && /^\d+$/.test(w);
+    let drop = 0;
+    if (n >= 5 && words[n - 4].toLowerCase() === 'limit' && num(words[n - 3]) && words[n - 2].toLowerCase() === 'offset' && num(words[n - 1])) drop = 4;
+    else if (n >= 3 && words[n - 2].toLowerCase() === 'limit' && num(words[n - 1])) drop = 2;
+    return words.slice(0, n - drop).join(' ');
+  };
+  const normalise = (s: string) => s.split(/[ \t\n\r\f\v]+/).join(' ');
+  test.each([
+    'SELECT * FROM app LIMIT 10',
+    'SELECT * FROM app\n\tlimit 10 offset 20 ;',
+    'SELECT * FROM app LIMIT x',
+    'SELECT * FROM app OFFSET 5',
+    'LIMIT 5',
+    'SELECT 1 LIMIT 5 OFFSET',
+    'SELECT * FROM app ORDER BY t LIMIT 10 OFFSET 5',
+  ])('%j as the reference does', (sql) => {
+    expect(normalise(stripTrailingLimit(sql))).toBe(reference(sql));
+  });
+
+  test.each([
+    ['300 KB of spaces before a word (the reproducer)', `SELECT * FROM app${' '.repeat(300_000)}x`],
+    ['320 KB of "limit 1 " pairs', `SELECT * FROM app ${'limit 1 '.repeat(40_000)}x`],
+    ['300 KB of spaces and a semicolon', `SELECT 1${' '.repeat(300_000)};`],
+  ])('%s: answered (the old expression took minutes)', (_label, sql) => {
+    expect(normalise(stripTrailingLimit(sql))).toBe(reference(sql));
+  });
+});
