@@ -1,7 +1,7 @@
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { memoryBudget, sizedDefaults } from './memoryBudget.ts';
-import { envSchema, type Env } from './settings.ts';
+import { flushableColumns, memoryBudget, sizedDefaults } from './memoryBudget.ts';
+import { envSchema, parseBytes, type Env } from './settings.ts';
 
 export { envSchema, parseDurationMs, settingGroups } from './settings.ts';
 
@@ -120,6 +120,21 @@ type Sized = ReturnType<typeof sizedDefaults>;
 
 const mib = (b: number) => `${Math.floor(b / 1024 / 1024)}MiB`;
 
+/**
+ * P_MAX_COLUMNS, or fewer when the storage DuckDB's memory could not flush that many columns (a wide
+ * dataset never flushed: issue 30 A11). A P_STORAGE_MEMORY_LIMIT this cannot read (DuckDB accepts more
+ * forms) counts as the sized default.
+ */
+function effectiveMaxColumns(e: Env, sized: Sized): number {
+  let storageBytes = sized.storageMemoryBytes;
+  try {
+    if (e.P_STORAGE_MEMORY_LIMIT) storageBytes = parseBytes(e.P_STORAGE_MEMORY_LIMIT);
+  } catch {
+    // keep the sized default
+  }
+  return Math.min(e.P_MAX_COLUMNS, flushableColumns(storageBytes, e.P_FLUSH_BYTES ?? sized.flushBytes));
+}
+
 function ingestGroup(e: Env, sized: Sized) {
   return {
     maxBodyBytes: e.P_MAX_BODY_BYTES,
@@ -135,7 +150,7 @@ function ingestGroup(e: Env, sized: Sized) {
     eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
     // The placement of values: a dataset's column limit, and the distinct names one request may bring
     // (docs/configuration.md, P_MAX_COLUMNS).
-    maxColumns: e.P_MAX_COLUMNS,
+    maxColumns: effectiveMaxColumns(e, sized),
     maxNamesPerRequest: Math.max(1000, 4 * e.P_MAX_COLUMNS),
     // Decoding threads beside the event loop: one per core. Measured on 2 cores (interleaved pairs, 500k
     // JSON events in batches of 1,000): 1 worker 126k / 81k events/s, 2 workers 137k / 109k, the same
@@ -148,7 +163,7 @@ function ingestGroup(e: Env, sized: Sized) {
 
 function engineGroup(e: Env, sized: Sized) {
   return {
-    maxColumns: e.P_MAX_COLUMNS,
+    maxColumns: effectiveMaxColumns(e, sized),
     flushIntervalMs: e.P_FLUSH_INTERVAL,
     flushBytes: e.P_FLUSH_BYTES ?? sized.flushBytes,
     diskReserveBytes: e.P_DISK_RESERVE,

@@ -103,6 +103,7 @@ async function startStorage(config: Config, tmp: string, id: string) {
     queryMemoryLimit: config.queryPool.memoryLimit,
     maxInflightBytes: config.ingest.maxInflightBytes,
     flushBytes: config.engine.flushBytes,
+    maxColumns: config.engine.maxColumns,
   });
   await storage.init(reserved);
   storage.start();

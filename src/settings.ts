@@ -5,7 +5,7 @@
 import { z } from 'zod';
 
 /** Sizes such as `10MiB`, `512KB` or plain byte counts. */
-function parseBytes(text: string): number {
+export function parseBytes(text: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([kmgt]?i?b?)?\s*$/i.exec(text);
   if (!m) throw new Error(`not a size: ${text}`);
   const unit = (m[2] ?? '').toLowerCase().replace(/i?b$/, '');
@@ -136,7 +136,7 @@ const ingestSettings = {
 
 /** The write-ahead log, Parquet files, catalog and background work of the storage engine. */
 const storageSettings = {
-  P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000).'),
+  P_MAX_COLUMNS: int(2000).describe('Most columns a dataset may get from data; further new fields go to `p_overflow` (the distinct-names limit per request is 4× this, at least 1,000). The limit in force is the smaller of this and what a flush can write in the storage DuckDB\'s memory: (storage memory − 32 MiB − 1.5 × P_FLUSH_BYTES) / 512 KiB, at least 16 (58 at a 512 MiB budget, 570 at 2 GiB, this setting from ~1,056 MiB of storage memory, a ~6.2 GiB budget; docs/memory.md "Wide datasets"); the start log\'s `maxColumns` says which.'),
   P_FLUSH_INTERVAL: duration('20s').describe('WAL → Parquet at the latest this long after the first unflushed event; also how stale another worker may see this one.'),
   P_FLUSH_BYTES: sizedBytes().describe('WAL bytes a flush converts at a time. Default: 1/32 of the memory budget, 4–16 MiB (a flush\'s memory grows with it).'),
   P_WAL_MAX_BYTES: bytes('1GiB').describe('WAL size per dataset beyond which ingestion answers 503 + `Retry-After` (flushes failing, e.g. S3 down).'),
