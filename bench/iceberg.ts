@@ -16,6 +16,9 @@
  */
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
+import { execFile } from 'node:child_process';
+import * as os from 'node:os';
+import { promisify } from 'node:util';
 import { readerCounts } from '../test/helpers/iceberg.ts';
 import { api, BENCH_KEY, fmt, median, runIfMain, sendAll, settle, startService, waitFlushed, watchTree, type BenchServer } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
@@ -50,6 +53,43 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs = 120_000): Prom
     if (Date.now() > deadline) throw new Error('timed out');
     await new Promise((r) => setTimeout(r, 100));
   }
+}
+
+const QUERIES: Record<string, string> = {
+  count: 'SELECT count(*) AS n FROM {t}',
+  'by level': 'SELECT level, count(*) AS n FROM {t} GROUP BY level ORDER BY level',
+};
+
+/** A path a setup script kept in the lakehouse test cache (71-spark.sh). */
+async function cachedPath(name: string): Promise<string> {
+  const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test');
+  return (await fs.readFile(path.join(cache, name), 'utf8')).trim();
+}
+
+/**
+ * Each query through Spark local (second run, warm JVM) beside our SQL over HTTP (second run): rows
+ * checked equal, wall ms of each. Spark reads the same Parquet files through the Iceberg table.
+ */
+async function sparkBeside(server: BenchServer, table: string): Promise<string[][]> {
+  const script = path.resolve(import.meta.dirname, 'iceberg_spark.py');
+  const args = { uri: `http://127.0.0.1:${server.port}/iceberg`, key: BENCH_KEY, jar: await cachedPath('iceberg-spark-jar'), table, queries: QUERIES };
+  const { stdout } = await promisify(execFile)(await cachedPath('spark-python'), [script, JSON.stringify(args)], { maxBuffer: 1 << 22, timeout: 300_000 });
+  const spark = JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, { rows: unknown[][]; ms: number; firstMs: number }>;
+  const out: string[][] = [];
+  for (const [label, sql] of Object.entries(QUERIES)) {
+    const body = { query: sql.replace('{t}', table), startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
+    let ours: Record<string, unknown>[] = [];
+    let ms = 0;
+    for (let i = 0; i < 2; i++) {
+      const t = performance.now();
+      ours = (await api(server.port, 'POST', '/api/v1/query', body)) as Record<string, unknown>[];
+      ms = performance.now() - t;
+    }
+    const mine = JSON.stringify(ours.map((r) => Object.values(r).map((v) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v))));
+    if (mine !== JSON.stringify(spark[label].rows)) throw new Error(`${label}: Spark ${JSON.stringify(spark[label].rows)} ≠ ours ${mine}`);
+    out.push([label, fmt(ms, 0), fmt(spark[label].ms, 0), fmt(spark[label].firstMs, 0)]);
+  }
+  return out;
 }
 
 /** One round on `server`: a fresh dataset, the bodies, the flush (and the commit when `lake`): CPU s per 1M events. */
@@ -98,12 +138,16 @@ export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVE
     const files = await lakeFiles(on.dataDir);
     const made = await commits(on.port);
     const [lagSec, pollSec] = await lag(on, data);
+    const beside = await sparkBeside(on, 'bench_iceberg_lag');
     const pct = (x: number) => `${x >= 1 ? '+' : ''}${fmt((x - 1) * 100, 1)}%`;
     const paired = median(runs.on.map((x, i) => x / runs.off[i]));
     return [
       ['case', 'events/round', 'service CPU s/1M (median)', 'vs off', 'rounds', 'lake files/commit', 'ack → pyiceberg'],
       ['P_ICEBERG=off', fmt(events), fmt(median(runs.off), 2), '', runs.off.map((x) => fmt(x, 2)).join(' '), '', ''],
       ['P_ICEBERG=on', fmt(events), fmt(median(runs.on), 2), `${pct(median(runs.on) / median(runs.off))} (paired ${pct(paired)})`, runs.on.map((x) => fmt(x, 2)).join(' '), `${fmt(files / made, 1)} (${files} in ${made} commits)`, `${fmt(lagSec, 1)} s (poll ≤ ${fmt(pollSec, 1)} s; flush 2 s + interval ${INTERVAL})`],
+      [],
+      ['query (same rows checked)', 'our SQL ms (warm)', 'Spark local ms (warm)', 'Spark first run ms'],
+      ...beside,
     ];
   } finally {
     await on.stop();
