@@ -3,25 +3,14 @@
 Argument: JSON {uri, key, jar, table, queries: {label: sql with {t}}}. Each query runs twice in one JVM;
 prints JSON {label: {"rows": [...], "ms": second run's wall time, "firstMs": first run's}}.
 """
-import json, sys, time
+import json, os, sys, time
 
-from pyspark.sql import SparkSession
+# The Spark session the tests' Spark script uses (test/fixtures/iceberg/lake_spark.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'test', 'fixtures', 'iceberg'))
+from lake_spark import lake_session
 
 args = json.loads(sys.argv[1])
-spark = (
-    SparkSession.builder.master("local[2]")
-    .config("spark.jars", args["jar"])
-    .config("spark.ui.enabled", "false")
-    .config("spark.driver.memory", "1g")
-    .config("spark.sql.session.timeZone", "UTC")
-    .config("spark.sql.catalog.lake", "org.apache.iceberg.spark.SparkCatalog")
-    .config("spark.sql.catalog.lake.type", "rest")
-    .config("spark.sql.catalog.lake.uri", args["uri"])
-    .config("spark.sql.catalog.lake.credential", "lakehouse:" + args["key"])
-    .config("spark.sql.catalog.lake.oauth2-server-uri", args["uri"] + "/v1/oauth/tokens")
-    .getOrCreate()
-)
-spark.sparkContext.setLogLevel("ERROR")
+spark = lake_session(args["uri"], args["key"], args["jar"], 2, "1g")
 t = f"lake.lakehouse.`{args['table']}`"
 out = {}
 for label, sql in args["queries"].items():
