@@ -27,13 +27,24 @@ async function cached(name: string): Promise<string> {
   return found;
 }
 
+/** What the JVM readers are given: the catalog, the range, each table's time column; on S3 their own keys. */
+export interface JvmArgs {
+  uri: string;
+  key: string;
+  start: string;
+  end: string;
+  tables: Record<string, string>;
+  s3?: { accessKey: string; secretKey: string };
+}
+
 /**
  * Each table's [all rows, rows in range] counted by Spark 4.0 local with iceberg-spark-runtime
- * (scripts/test-setup.d/71-spark.sh), one JVM for all of them.
+ * (scripts/test-setup.d/71-spark.sh), one JVM for all of them; on S3 with iceberg-aws-bundle beside it.
  */
-export async function sparkCounts(args: { uri: string; key: string; start: string; end: string; tables: Record<string, string> }): Promise<Record<string, [number, number]>> {
+export async function sparkCounts(args: JvmArgs): Promise<Record<string, [number, number]>> {
   const script = path.resolve(import.meta.dirname, '../fixtures/iceberg/spark.py');
-  const { stdout } = await run(await cached('spark-python'), [script, JSON.stringify({ ...args, jar: await cached('iceberg-spark-jar') })], { maxBuffer: 1 << 22, timeout: 300_000 });
+  const jars = [await cached('iceberg-spark-jar'), ...(args.s3 ? [await cached('iceberg-aws-bundle-jar')] : [])];
+  const { stdout } = await run(await cached('spark-python'), [script, JSON.stringify({ ...args, jar: jars.join(',') })], { maxBuffer: 1 << 22, timeout: 300_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!);
 }
 
@@ -65,13 +76,14 @@ export async function readerCounts(args: ReaderArgs): Promise<{ pyiceberg: [numb
  * Each table's [all rows, rows in range] counted by Java iceberg-core 1.12's RESTCatalog and
  * IcebergGenerics (test/fixtures/iceberg/java/Reader.java, classpath from 72-iceberg-java.sh), one JVM.
  */
-export async function javaCounts(args: { uri: string; key: string; start: string; end: string; tables: Record<string, string> }): Promise<Record<string, [number, number]>> {
+export async function javaCounts(args: JvmArgs): Promise<Record<string, [number, number]>> {
   const source = path.resolve(import.meta.dirname, '../fixtures/iceberg/java/Reader.java');
   const file = path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test'), 'iceberg-java-classpath');
   const classpath = await fs.readFile(file, 'utf8').catch(() => {
     throw new Error(`${file} is missing: run \`bash scripts/test-setup.sh\` (npm test runs it first)`);
   });
   const tables = Object.entries(args.tables).map(([name, time]) => `${name}=${time}`);
-  const { stdout } = await run('java', ['-cp', classpath.trim(), source, args.uri, args.key, args.start, args.end, ...tables], { maxBuffer: 1 << 22, timeout: 300_000 });
+  const env = { ...process.env, ...(args.s3 ? { LAKE_S3_ACCESS_KEY: args.s3.accessKey, LAKE_S3_SECRET_KEY: args.s3.secretKey } : {}) };
+  const { stdout } = await run('java', ['-cp', classpath.trim(), source, args.uri, args.key, args.start, args.end, ...tables], { env, maxBuffer: 1 << 22, timeout: 300_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!);
 }
