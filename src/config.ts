@@ -28,7 +28,8 @@ function pgSettings(e: Env) {
 
 function icebergSettings(e: Env) {
   if (e.P_ICEBERG === 'off') return undefined;
-  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
+  const push = e.P_ICEBERG_PUSH_URI ? { uri: e.P_ICEBERG_PUSH_URI, token: e.P_ICEBERG_PUSH_TOKEN, warehouse: e.P_ICEBERG_PUSH_WAREHOUSE, namespace: e.P_ICEBERG_NAMESPACE } : undefined;
+  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT, push };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {

@@ -89,6 +89,9 @@ async function startStorage(config: Config, tmp: string, id: string) {
   stateGauge('lakehouse_iceberg_lag_seconds', 'Seconds the oldest file of a dataset not yet in its Iceberg table has waited since this worker saw it (0: the table shows every file).', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergLagSeconds(m.name) })),
   );
+  stateGauge('lakehouse_iceberg_push_lag_seconds', 'Seconds the external catalog\'s copy of a dataset\'s table (P_ICEBERG_PUSH_URI) has been behind this worker\'s (0: in step, or no push).', ['dataset'], () =>
+    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergPushLagSeconds(m.name) })),
+  );
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
   );

@@ -261,6 +261,11 @@ const icebergSettingsGroup = {
   ),
   P_ICEBERG_NAMESPACE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('lakehouse').describe('The one namespace of the REST catalog; its tables are the datasets.'),
   P_ICEBERG_S3_PUBLIC_ENDPOINT: z.string().optional().describe('S3 endpoint handed to readers in LoadTable when they reach the bucket by another address than the workers (default: P_S3_URL).'),
+  P_ICEBERG_PUSH_URI: z.string().url().optional().describe(
+    'An Iceberg REST catalog the user runs (Polaris, Lakekeeper, Nessie, …; its base URI, without /v1): each table is registered there in namespace P_ICEBERG_NAMESPACE and every new snapshot is committed there too (docs/lake.md "Push"). Its failure never blocks publishing here.',
+  ),
+  P_ICEBERG_PUSH_TOKEN: z.string().optional().describe('Bearer token sent to P_ICEBERG_PUSH_URI.'),
+  P_ICEBERG_PUSH_WAREHOUSE: z.string().optional().describe('The warehouse asked for at P_ICEBERG_PUSH_URI\'s /v1/config (catalogs that serve several warehouses need it).'),
 };
 
 /** The memory the service may use, which the memory-sized defaults derive from (docs/memory.md). */

@@ -300,6 +300,11 @@ export class StorageEngine {
     return this.iceberg?.lagSeconds(name) ?? 0;
   }
 
+  /** How long the external catalog's copy of the table has been behind (P_ICEBERG_PUSH_URI; 0 without). */
+  icebergPushLagSeconds(name: string): number {
+    return this.iceberg?.push?.lagSeconds(name) ?? 0;
+  }
+
   /** Background work, one timer per task (see scheduler.ts). */
   start(): void {
     const { flushIntervalMs, catalogRefreshMs, compactionIntervalMs, deleteGraceMs, orphanSweepMs } = this.settings;

@@ -1,4 +1,4 @@
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -67,7 +67,7 @@ export async function snapshotRows(args: Pick<ReaderArgs, 'uri' | 'key' | 'table
 }
 
 /** Each reader's [all rows, rows in range] (see test/fixtures/iceberg/readers.py). */
-export async function readerCounts(args: ReaderArgs): Promise<{ pyiceberg: [number, number]; duckdb: [number, number] }> {
+export async function readerCounts(args: ReaderArgs & { pyicebergOnly?: boolean }): Promise<{ pyiceberg: [number, number]; duckdb: [number, number] }> {
   const { stdout } = await run(await icebergPython(), [SCRIPT, JSON.stringify(args)], { maxBuffer: 1 << 20, timeout: 120_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!);
 }
@@ -86,4 +86,48 @@ export async function javaCounts(args: JvmArgs): Promise<Record<string, [number,
   const env = { ...process.env, ...(args.s3 ? { LAKE_S3_ACCESS_KEY: args.s3.accessKey, LAKE_S3_SECRET_KEY: args.s3.secretKey } : {}) };
   const { stdout } = await run('java', ['-cp', classpath.trim(), source, args.uri, args.key, args.start, args.end, ...tables], { env, maxBuffer: 1 << 22, timeout: 300_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!);
+}
+
+export interface RestFixture {
+  /** The catalog's base URI (P_ICEBERG_PUSH_URI). */
+  uri: string;
+  stop: () => void;
+}
+
+/**
+ * The Iceberg project's REST catalog server (iceberg-open-api test fixtures, scripts/test-setup.d/
+ * 73-iceberg-rest-fixture.sh) over in-memory SQLite, in a child JVM. It binds a port of the kernel's
+ * choice (`rest.port=0`) and the port is read from Jetty's "Started ServerConnector…{0.0.0.0:PORT}" log
+ * line: no port is picked and released. It exits with the test (its stdin closes when the test ends).
+ */
+export async function startRestFixture(): Promise<RestFixture> {
+  const classpath = await fs.readFile(path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test'), 'iceberg-rest-fixture-classpath'), 'utf8').catch(() => {
+    throw new Error('iceberg-rest-fixture-classpath is missing: run `bash scripts/test-setup.sh` (npm test runs it first)');
+  });
+  const warehouse = await fs.mkdtemp(path.join(os.tmpdir(), 'iceberg-rest-fixture-'));
+  const env = { ...process.env, CATALOG_REST_PORT: '0', CATALOG_WAREHOUSE: warehouse };
+  const child = spawn('java', ['-Xmx256m', '-cp', classpath.trim(), 'org.apache.iceberg.rest.RESTCatalogServer'], { env, stdio: ['pipe', 'ignore', 'pipe'] });
+  let log = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the REST fixture did not start within 60 s: ${log}`)), 60_000);
+    child.stderr!.on('data', (d) => {
+      log += d.toString();
+      const started = /Started ServerConnector@\S+\{[^}]*\}\{[^}]*:(\d+)\}/.exec(log);
+      if (started) {
+        clearTimeout(timer);
+        resolve(Number(started[1]));
+      }
+    });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`the REST fixture exited (${code}): ${log}`));
+    });
+  });
+  return {
+    uri: `http://127.0.0.1:${port}`,
+    stop: () => {
+      child.kill('SIGKILL');
+      void fs.rm(warehouse, { recursive: true, force: true });
+    },
+  };
 }
