@@ -23,10 +23,16 @@ export { hourPartition };
  * pick the same file and their manifests never conflict. Files that reached the target are left alone,
  * so a file is rewritten only while it is small (bounded write amplification).
  */
-export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: number): FileEntry[][] {
+export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: number, rewrite: (f: FileEntry) => boolean = () => false): FileEntry[][] {
   const groups = new Map<string, FileEntry[]>();
+  // Files that must be rewritten whatever their size (see UPGRADES_PER_PASS): each alone, a few a pass.
+  const upgrades: FileEntry[][] = [];
   for (const f of files) {
-    if (f.nodeId !== nodeId || f.bytes >= targetBytes) continue;
+    if (f.nodeId !== nodeId) continue;
+    if (f.bytes >= targetBytes) {
+      if (upgrades.length < UPGRADES_PER_PASS && hourPartition(f.key) && rewrite(f)) upgrades.push([f]);
+      continue;
+    }
     const hour = hourPartition(f.key);
     if (!hour) continue;
     const list = groups.get(hour) ?? [];
@@ -50,8 +56,16 @@ export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: 
     }
     if (run.length >= 2) out.push(run);
   }
-  return out;
+  return [...out, ...upgrades];
 }
+
+/**
+ * Large files rewritten alone per compaction pass when `rewrite` asks for it: a nanosecond-timed file
+ * written before the microsecond copy for Iceberg readers existed (docs/lake.md "Old files") is read
+ * and written again once, with the copy, a few a pass so the pass stays bounded. Small ones need no
+ * such step: the ordinary merge rewrites them with the copy.
+ */
+export const UPGRADES_PER_PASS = 2;
 
 /**
  * Splits files, listed by their first time (as planCompaction lists a group), into runs: a run is a
@@ -248,10 +262,12 @@ export async function compactDataset(
   turn: Turn = (fn) => fn(),
   /** The service is shutting down: no further merge, and no pause after the last one. */
   stopped: () => boolean = () => false,
+  /** A large file to rewrite anyway (see UPGRADES_PER_PASS). */
+  rewrite?: (f: FileEntry) => boolean,
 ): Promise<number> {
   let merged = 0;
   const files = ds.catalog.all().filter((f) => !ctx.quarantine.has(f.key));
-  for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes)) {
+  for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes, rewrite)) {
     if (ds.deleted || stopped()) break;
     try {
       await turn(() => mergeGroup(ctx, manifests, ds, group));

@@ -279,7 +279,9 @@ export class StorageEngine {
   /** Retention, then compaction of this worker's small files; one compaction per dataset at a time. */
   private async maintain(ds: Dataset): Promise<void> {
     if (ds.compacting || ds.deleted || this.closing) return;
-    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing));
+    // The Iceberg publisher names the old nanosecond-timed files it cannot publish: rewritten with the copy.
+    const rewrite = this.iceberg && ((f: { key: string }) => this.iceberg!.lacksTimeCopy(f.key));
+    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing, rewrite));
     ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
     await ds.compacting;
   }

@@ -51,6 +51,8 @@ export class IcebergPublisher {
   /** The external catalog's push (P_ICEBERG_PUSH_URI), and the deleted tables already dropped there. */
   readonly push?: CatalogPush;
   private readonly dropped = new Set<string>();
+  /** Files of nanosecond-timed datasets written without the microsecond copy: compaction rewrites them. */
+  private readonly withoutTimeCopy = new Set<string>();
 
   constructor(
     private readonly ctx: StorageContext,
@@ -69,6 +71,11 @@ export class IcebergPublisher {
 
   private naming(ds: Dataset): SnapshotNaming {
     return { uri: this.uri, keyOf: (u) => this.keyOf(u), avroKey: (f) => icebergAvroKey(ds.meta.name, ds.meta.generation, f) };
+  }
+
+  /** Whether a file is one of a nanosecond-timed dataset's written without the microsecond copy (seen so far). */
+  lacksTimeCopy(key: string): boolean {
+    return this.withoutTimeCopy.has(key);
   }
 
   /** Whether a retained snapshot of some table lists this data file (the GC keeps it while one does). */
@@ -220,6 +227,7 @@ export class IcebergPublisher {
     }
     // A file merged or deleted before it was published no longer waits (the lag gauge).
     for (const key of this.firstSeen.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.firstSeen.delete(key);
+    for (const key of this.withoutTimeCopy) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.withoutTimeCopy.delete(key);
     // Removed by the catalog, or no longer readable as the table's types (a column widened since).
     const remove = new Set([...live].filter((k) => ds.catalog.isRemoved(k) || (inCatalog.has(k) && !readable.has(k))));
     return { add, remove };
@@ -229,8 +237,12 @@ export class IcebergPublisher {
   private async readable(f: FileEntry, schema: Schema, timeColumn: string | undefined): Promise<boolean> {
     if (timeColumn !== undefined && fileHour(f) === undefined) return false;
     const types = await this.typesOf(f.key);
-    // A nanosecond-timed file written before the microsecond copy existed has no table time column.
-    if (timeColumn !== undefined && !(timeColumn in types)) return false;
+    // A nanosecond-timed file written before the microsecond copy existed has no table time column:
+    // it stays out until compaction rewrites it with the copy (lacksTimeCopy).
+    if (timeColumn !== undefined && !(timeColumn in types)) {
+      this.withoutTimeCopy.add(f.key);
+      return false;
+    }
     for (const [column, type] of Object.entries(types)) {
       const want = schema[column];
       if (want === undefined) return false;
