@@ -13,7 +13,7 @@ import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
-import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
+import { fileStatsFromCopy, timeShadow, writtenTypes, type WrittenFile } from './parquetWriter.ts';
 
 export { hourPartition };
 
@@ -224,6 +224,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
       ingestedBytes: 0,
     });
     committed = true;
+    ctx.written?.(key, writtenTypes(columns, ds.meta.timeColumn));
     failpoint('compaction-after-manifest');
     compactions.inc({ result: 'ok' });
     compactionDuration.observe((Date.now() - started) / 1000);

@@ -73,6 +73,8 @@ export class StorageEngine {
       const iceberg = new IcebergPublisher(this.ctx, settings.iceberg);
       this.iceberg = iceberg;
       this.gc.keep = (key) => iceberg.referenced(key);
+      // Files this worker writes need no footer read to be published: their types are known.
+      this.ctx.written = (key, types) => iceberg.knowTypes(key, types);
     }
     // A removed file's series index goes with it (deleting one a file never had is harmless).
     this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule([...keys, ...keys.map(seriesIndexKey)], at));

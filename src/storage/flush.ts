@@ -9,7 +9,7 @@ import { encodeSchema } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { dataFileKey, flushFileStem, schemaKey, stagingDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
-import { writeParquet } from './parquetWriter.ts';
+import { writeParquet, writtenTypes } from './parquetWriter.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
@@ -190,6 +190,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       },
     );
     await removal;
+    for (const f of add) ctx.written?.(f.key, writtenTypes(columns, timeColumn));
     ds.flushFailures = 0;
     ds.retryFlushAt = 0;
     flushes.inc({ result: 'ok' });

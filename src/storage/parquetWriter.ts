@@ -30,6 +30,16 @@ export function timeShadow(columns: [string, ColumnType][], timeColumn: string):
   return type === 'TIMESTAMP_NS' ? `, CAST(${sqlIdent(timeColumn)} AS TIMESTAMP) AS ${sqlIdent(TIME_US_COLUMN)}` : '';
 }
 
+/**
+ * The column types a file written from `columns` holds (every column cast to its type, plus the
+ * microsecond copy): what the Iceberg publisher would otherwise read back from the file's footer.
+ */
+export function writtenTypes(columns: [string, ColumnType][], timeColumn: string): Record<string, ColumnType> {
+  const types: Record<string, ColumnType> = Object.fromEntries(columns);
+  if (types[timeColumn] === 'TIMESTAMP_NS') types[TIME_US_COLUMN] = 'TIMESTAMP';
+  return types;
+}
+
 /** Parses DuckDB's text form of a TIMESTAMP / TIMESTAMP_NS ('2026-11-22 23:34:36.123456789') to epoch ms. */
 export function timestampTextToMs(text: string): number {
   const m = /^(\d{4,})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?/.exec(text);

@@ -228,6 +228,8 @@ export class IcebergPublisher {
     // A file merged or deleted before it was published no longer waits (the lag gauge).
     for (const key of this.firstSeen.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.firstSeen.delete(key);
     for (const key of this.withoutTimeCopy) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.withoutTimeCopy.delete(key);
+    // Files gone from the catalog never come back: their types are no longer needed.
+    for (const key of this.fileTypes.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.fileTypes.delete(key);
     // Removed by the catalog, or no longer readable as the table's types (a column widened since).
     const remove = new Set([...live].filter((k) => ds.catalog.isRemoved(k) || (inCatalog.has(k) && !readable.has(k))));
     return { add, remove };
@@ -249,6 +251,11 @@ export class IcebergPublisher {
       if (publishable(want) && want !== type) return false;
     }
     return true;
+  }
+
+  /** A file's column types as its writer (this worker's flush or compaction) wrote them. */
+  knowTypes(key: string, types: Record<string, ColumnType>): void {
+    this.fileTypes.set(key, types);
   }
 
   private async typesOf(key: string): Promise<Record<string, ColumnType>> {
