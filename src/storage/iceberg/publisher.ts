@@ -146,8 +146,8 @@ export class IcebergPublisher {
       if (await this.ctx.store.putIfAbsent(key, JSON.stringify(next.metadata))) {
         icebergCommits.inc({ result: 'committed' });
         for (const f of next.plan.add) this.firstSeen.delete(f.key);
-        const committed = await this.reader.load(name, generation, version + 1);
-        if (committed) await this.remember(name, generation, committed);
+        // What was written is the state: its manifests are in the reader's cache, nothing is read back.
+        await this.remember(name, generation, await this.reader.fromMetadata(version + 1, next.metadata));
         await this.cleanUp(ds, state, next.metadata, version + 1);
         return true;
       }
