@@ -24,6 +24,7 @@ describe('planPush', () => {
   it.each([
     ['in step', theirs(ours([snap(1, 1)]), EXTRA), ours([snap(1, 1)]), 'none'],
     ['another generation (uuid)', { ...theirs(ours([])), 'table-uuid': 'other' }, ours([]), 'replace'],
+    ['this worker is behind (another pushed a newer version)', theirs(ours([snap(1, 1), snap(2, 2)]), EXTRA), ours([snap(1, 1)]), 'none'],
   ])('%s → %s', (_case, t, o, kind) => {
     expect(planPush(t, o, EXTRA).kind).toBe(kind);
   });

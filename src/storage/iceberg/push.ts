@@ -31,6 +31,7 @@ const TheirsZ = z
     'table-uuid': z.string(),
     'current-snapshot-id': z.number().nullable().optional(),
     'current-schema-id': z.number().int(),
+    'last-sequence-number': z.number().int().optional(),
     schemas: z.array(z.object({ 'schema-id': z.number().int() }).passthrough()),
     snapshots: z.array(z.object({ 'snapshot-id': z.number() }).passthrough()).optional(),
     properties: z.record(z.string(), z.string()).optional(),
@@ -40,6 +41,7 @@ export type TheirTable = z.infer<typeof TheirsZ>;
 const LoadZ = z.object({ 'metadata-location': z.string().optional(), metadata: TheirsZ });
 const ConfigZ = z.object({ defaults: z.record(z.string(), z.string()).optional(), overrides: z.record(z.string(), z.string()).optional() });
 
+/** `none`: in step, or this worker is behind the table there (it never takes it back). */
 export type PushPlan = { kind: 'none' } | { kind: 'replace' } | { kind: 'commit'; body: { requirements: object[]; updates: object[] } };
 
 /**
@@ -49,6 +51,8 @@ export type PushPlan = { kind: 'none' } | { kind: 'replace' } | { kind: 'commit'
  */
 export function planPush(theirs: TheirTable, ours: TableMetadata, extra: Record<string, string>): PushPlan {
   if (theirs['table-uuid'] !== ours['table-uuid']) return { kind: 'replace' };
+  // A worker behind the table there (another worker pushed a newer version of ours) never takes it back.
+  if ((theirs['last-sequence-number'] ?? 0) > ours['last-sequence-number']) return { kind: 'none' };
   const updates: object[] = [];
   const theirSchemas = new Set(theirs.schemas.map((s) => s['schema-id']));
   const added = ours.schemas.filter((s) => !theirSchemas.has(s['schema-id']));
