@@ -14,9 +14,11 @@ import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
 import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
+import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
 import { benchFirstQuery } from './firstQuery.ts';
+import { benchShippers } from './shippers.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -216,9 +218,22 @@ async function main(): Promise<void> {
     console.log('\n## OTLP/JSON logs: CPU per record (flush included), in rounds, beside JSON.parse and DuckDB on the same data');
     table(await benchOtlpLogs());
   }
+  if (process.env.BENCH_SKIP_SHIPPERS !== '1') {
+    console.log('\n## Log shippers\' doors beside the JSON endpoint on the same events (8 clients, 1,000 events per request)');
+    table(await benchShippers());
+  }
   if (process.env.BENCH_SKIP_TIME !== '1') {
     console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
     table(await benchTimeField());
+  }
+  if (process.env.BENCH_SKIP_ICEBERG !== '1') {
+    console.log('\n## Iceberg lake (docs/lake.md): publish cost on vs off, lake files per commit, ack → pyiceberg; Spark local beside our SQL');
+    // Two tables, separated by an empty row.
+    const rows = await benchIceberg();
+    const cut = rows.findIndex((r) => r.length === 0);
+    table(rows.slice(0, cut));
+    console.log('');
+    table(rows.slice(cut + 1));
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
   if (process.env.BENCH_SKIP_PG !== '1') {

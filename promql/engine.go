@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -42,7 +43,18 @@ var promParser = parser.NewParser(parser.Options{
 	EnableExperimentalFunctions: true,
 	EnableBinopFillModifiers:    true,
 	EnableUnquotedUTF8Names:     true,
+	Functions:                   withPrometheus2Names(),
 })
+
+// withPrometheus2Names is the parser's functions plus the names Prometheus 2.x had for functions that
+// Prometheus 3 renamed: holt_winters is double_exponential_smoothing (renamed in 3.0, same arguments and
+// maths), so that dashboards and rules written for 2.x keep working. The alias is the same function
+// (the parsed expression names it by its new name, and the engine evaluates it as such).
+func withPrometheus2Names() map[string]*parser.Function {
+	fns := maps.Clone(parser.Functions)
+	fns["holt_winters"] = parser.Functions["double_exponential_smoothing"]
+	return fns
+}
 
 var engines = map[int]*promql.Engine{}
 

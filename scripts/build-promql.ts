@@ -7,8 +7,12 @@
  * than every source; a rebuild after an edit takes seconds thanks to Go's module and build caches (the
  * first one downloads the Prometheus module from the Go module proxy and compiles it: about a minute).
  *
- * Go is found as `go` on PATH, else /usr/local/go/bin/go (or $GO). The build runs at a lower CPU
+ * Go is found as $GO, else `go` on PATH, else /usr/local/go/bin/go. The build runs at a lower CPU
  * priority (nice 10) so that it does not starve a service running beside it.
+ *
+ * Go is optional for the service: without it (`--optional`, as `npm run build` and so `npm start` run
+ * this) the build says so in one line and the service starts without PromQL, whose endpoints then
+ * answer 503 saying how to add it. The test suite's global setup requires it.
  */
 import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
@@ -18,20 +22,27 @@ const root = path.resolve(import.meta.dirname, '..');
 const src = path.join(root, 'promql');
 const out = path.join(root, 'promql-dist');
 
-function goBinary(): string {
-  if (process.env.GO) return process.env.GO;
-  try {
-    execFileSync('go', ['version'], { stdio: 'ignore' });
-    return 'go';
-  } catch {
-    if (fs.existsSync('/usr/local/go/bin/go')) return '/usr/local/go/bin/go';
+/** The Go to build with, or undefined when there is none ($GO, when set, is the only one tried). */
+export function goBinary(): string | undefined {
+  const candidates = process.env.GO ? [process.env.GO] : ['go', '/usr/local/go/bin/go'];
+  for (const go of candidates) {
+    try {
+      execFileSync(go, ['version'], { stdio: 'ignore' });
+      return go;
+    } catch {
+      /* not this one */
+    }
   }
-  throw new Error('Go is needed to build the PromQL engine (promql/): install Go 1.26 or set $GO');
+  return undefined;
 }
+
+export const NO_GO =
+  'Go not found ($GO, go on PATH, /usr/local/go/bin/go): the service runs without PromQL (its endpoints answer 503); install Go 1.26+ and run `npm run build:promql` to add it';
 
 const mtime = (f: string) => fs.statSync(f).mtimeMs;
 
-export function buildPromql(): void {
+/** Builds the engine when it is missing or stale; without Go, throws unless `optional` (then says so and returns). */
+export function buildPromql({ optional = false } = {}): void {
   const binary = path.join(out, 'promql');
   // A tree with the engine built and no Go sources (the Docker image, whose Go stage built it): done.
   if (!fs.existsSync(src) && fs.existsSync(binary)) return;
@@ -39,6 +50,13 @@ export function buildPromql(): void {
   if (fs.existsSync(binary) && Math.max(...sources.map(mtime)) < mtime(binary)) return;
   const started = Date.now();
   const go = goBinary();
+  if (!go) {
+    if (!optional) throw new Error(NO_GO);
+    console.log(NO_GO);
+    return;
+  }
+  // The first build downloads Prometheus' module and compiles it: a minute or more with nothing to show.
+  if (!fs.existsSync(binary)) console.log(`building the PromQL engine with ${go} (first build: downloads and compiles Prometheus' engine, a minute or two)…`);
   fs.mkdirSync(out, { recursive: true });
   const tmp = `${binary}.tmp-${process.pid}`;
   const env = { ...process.env, CGO_ENABLED: '0' };
@@ -56,7 +74,7 @@ export function buildPromql(): void {
 
 if (process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename)) {
   try {
-    buildPromql();
+    buildPromql({ optional: process.argv.includes('--optional') });
   } catch (err) {
     console.error((err as Error).message);
     process.exit(1);

@@ -1,5 +1,5 @@
 /**
- * docs/configuration.md, generated from the settings' descriptions in src/config.ts, so the reference
+ * docs/configuration.md, generated from the settings' descriptions in src/settings.ts, so the reference
  * cannot drift from the schema: `npm run docs:config` writes it; test/unit/config.test.ts fails when the
  * committed file differs from what this renders.
  */
@@ -25,14 +25,12 @@ export function renderConfigDocs(): string {
   const out: string[] = [
     '# Configuration',
     '',
-    '<!-- Generated from the descriptions in src/config.ts by `npm run docs:config`; edit those, not this file. -->',
+    '<!-- Generated from the descriptions in src/settings.ts by `npm run docs:config`; edit those, not this file. -->',
     '',
     'Every setting is an environment variable, read once at start. Durations take `ms`, `s`, `m`, `h`, `d`',
     '(a plain number is milliseconds); sizes take `KiB`, `MiB`, `GiB` (or `KB`, `MB`, `GB`: the same powers',
     'of 1024; a plain number is bytes). An invalid value stops the service at start with a message naming the',
-    'variable. Tests also use `P_FAILPOINT` (the process kills itself at a named step of a flush or',
-    'compaction: `flush-after-upload`, `flush-after-manifest`, `compaction-after-upload`,',
-    '`compaction-after-manifest`).',
+    'variable. The last group, test only, is fault injection for the test suite.',
   ];
   const table = (settings: Record<string, z.ZodType>) => {
     out.push('', '| variable | default | what it does |', '|---|---|---|');

@@ -23,7 +23,11 @@ export type ErrorKind =
   /** Temporarily unable: WAL full, bucket unreachable, all query slots busy (503, retry later). */
   | 'unavailable'
   /** Stored data could not be read or written (500). */
-  | 'storage';
+  | 'storage'
+  /** The caller went away or asked to stop (a closed connection, a PostgreSQL CancelRequest). */
+  | 'cancelled'
+  /** A fault of the service itself, not of the input or the storage (500). */
+  | 'internal';
 
 export class DomainError extends Error {
   constructor(
@@ -35,6 +39,25 @@ export class DomainError extends Error {
     super(message);
     this.name = 'DomainError';
   }
+}
+
+/**
+ * A start-up failure the operator fixes with a setting (a port taken, say): logged as its message
+ * alone, one line naming the setting, instead of a stack.
+ */
+export class StartupError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StartupError';
+  }
+}
+
+/** The one line for a listener that could not bind: where, which setting, and what else to set. */
+export function listenError(door: string, addr: string, setting: string, err: Error, canTurnOff: boolean): StartupError {
+  // gRPC wraps the socket error ("No address added out of total 1 resolved errors: [listen EADDRINUSE …]").
+  const reason = /\bE[A-Z]+: [^\]]*/.exec(err.message)?.[0] ?? err.message;
+  const hint = canTurnOff ? `set ${setting} to a free host:port (port 0: any), or ${setting}=off` : `set ${setting} to a free host:port (port 0: any)`;
+  return new StartupError(`cannot listen for ${door} on ${addr} (${setting}): ${reason}; ${hint}`);
 }
 
 export const isDomainError = (err: unknown): err is DomainError => err instanceof DomainError;

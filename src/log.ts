@@ -7,8 +7,8 @@ export function setLogLevel(level: Level): void {
   threshold = level;
 }
 
-function emit(level: Level, msg: string, fields?: Record<string, unknown>): void {
-  if (order[level] < order[threshold]) return;
+function emit(level: Level, msg: string, fields?: Record<string, unknown>, always = false): void {
+  if (!always && order[level] < order[threshold]) return;
   const line = JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields }, (_k, v) =>
     typeof v === 'bigint' ? v.toString() : v instanceof Error ? { message: v.message, stack: v.stack } : v,
   );
@@ -20,4 +20,6 @@ export const log = {
   info: (msg: string, fields?: Record<string, unknown>) => emit('info', msg, fields),
   warn: (msg: string, fields?: Record<string, unknown>) => emit('warn', msg, fields),
   error: (msg: string, fields?: Record<string, unknown>) => emit('error', msg, fields),
+  /** An info line written at every log level: where the service listens (whoever bound port 0 needs it). */
+  announce: (msg: string, fields?: Record<string, unknown>) => emit('info', msg, fields, true),
 };

@@ -132,3 +132,10 @@ export function stateGauge<L extends string>(name: string, help: string, labelNa
     },
   });
 }
+
+export const icebergCommits = new Counter({
+  name: 'lakehouse_iceberg_commits_total',
+  help: 'Iceberg table commits by result: committed, or conflict (another worker committed that version first; reloaded and retried).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});

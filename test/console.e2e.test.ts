@@ -432,6 +432,36 @@ describe('web console', () => {
     await shot('metrics-many-series', 'console-metrics');
   });
 
+  test('switching dataset sends no query of the previous dataset (its metric, its labels) to the new one', async () => {
+    await go('#/metrics?dataset=prom&from=1h&to=now&metric=http_requests_total&by=route');
+    await page.getByTestId('legend').getByText('/fast').waitFor();
+    // The remote-write dataset's metrics: none of them is in the OTLP dataset switched to.
+    const oldMetrics = await page.getByTestId('metric-select').locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value));
+    expect(oldMetrics).toContain('http_requests_total');
+    const failed: string[] = [];
+    const sent: string[] = [];
+    const onResponse = (r: import('playwright-core').Response) => {
+      if (r.status() >= 400) failed.push(`${r.status()} ${r.request().method()} ${r.url()} ${r.request().postData() ?? ''}`);
+    };
+    const onRequest = (r: import('playwright-core').Request) => sent.push(`${r.url()} ${r.postData() ?? ''}`);
+    page.on('response', onResponse);
+    page.on('request', onRequest);
+    try {
+      await page.getByTestId('dataset-select').selectOption('metrics');
+      // The new dataset's first metric is drawn (SQL: an OTLP dataset) …
+      await page.getByTestId('metric-chart').locator('canvas').waitFor();
+      await expect.poll(() => page.getByTestId('metric-query').locator('pre').textContent()).toMatch(/FROM "?metrics"? WHERE/);
+      // … and nothing asked the new dataset about a metric of the old one (the one shown, or the first of
+      // its list, which the view falls back to until the new list is in), nor failed.
+      expect(sent.filter((x) => oldMetrics.some((m) => x.includes(m)))).toEqual([]);
+      expect(failed).toEqual([]);
+      expect(await page.getByTestId('metric-error').count()).toBe(0);
+    } finally {
+      page.off('response', onResponse);
+      page.off('request', onRequest);
+    }
+  });
+
   test('the PromQL box draws any expression on the same chart, and says what is wrong with a bad one', async () => {
     await go('#/metrics?dataset=prom&from=1h&to=now&metric=room_temperature_celsius');
     await page.getByTestId('metric-chart').locator('canvas').waitFor();
@@ -534,6 +564,18 @@ describe('web console', () => {
     await expect.poll(() => page.locator('.cm-content').textContent()).toContain('GROUP BY level');
     await expect.poll(() => page.getByTestId('row-count').textContent()).toMatch(new RegExp(`^${viaApi.length} rows`));
     await shot('saved-queries');
+    // Loaded while another dataset is shown: the view switches to the query's own dataset (its hit count
+    // and fields are app's, not a mix with otel-logs').
+    const [{ n: appEvents }] = (await (await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT count(*) AS n FROM app', startTime: '1h', endTime: 'now' } })).json()) as { n: number }[];
+    await go('#/explore?dataset=otel-logs&from=1h&to=now');
+    await page.getByTestId('field-list').getByTestId('field-severity_text').waitFor();
+    await openSaved();
+    await saved.getByRole('button', { name: 'levels of app', exact: true }).click();
+    await expect.poll(() => page.getByTestId('dataset-select').inputValue()).toBe('app');
+    expect(new URLSearchParams(page.url().split('?')[1]).get('dataset')).toBe('app');
+    await expect.poll(() => page.getByTestId('hit-count').textContent()).toBe(appEvents.toLocaleString('en-US'));
+    await page.getByTestId('field-list').getByTestId('field-user_plan').waitFor();
+    expect(await page.getByTestId('field-list').getByTestId('field-severity_text').count()).toBe(0);
     await openSaved();
     await saved.getByRole('button', { name: 'Delete saved query levels of app' }).click();
     await saved.getByText('None yet.').waitFor();

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, describe, expect, test } from 'vitest';
-import { freePort, startServer, tempDir, type TestServer } from './helpers/server.ts';
+import { ANY_PORT, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 /**
  * Every ```sh block of README.md and docs/*.md runs, in file order, one bash per file with `set -e`,
@@ -82,11 +82,10 @@ describe('the shell examples of README.md and docs/ run as pasted', () => {
     test(file, async () => {
       const blocks = shellBlocks(await fs.readFile(path.join(root, file), 'utf8'));
       if (blocks.length === 0) return;
-      const grpcPort = await freePort();
-      const pgPort = await freePort();
       // No P_API_KEYS: the service generates the admin key and keeps it in data/api-key, as for a reader.
-      // The gRPC and PostgreSQL doors on free ports (a service that has no such door ignores the setting).
-      const server = await startServer({ env: { P_API_KEYS: '', P_OTLP_GRPC_ADDR: `127.0.0.1:${grpcPort}`, P_PG_ADDR: `127.0.0.1:${pgPort}` } });
+      // The gRPC and PostgreSQL doors on any free port, which the service reports.
+      const server = await startServer({ env: { P_API_KEYS: '', P_OTLP_GRPC_ADDR: ANY_PORT, P_PG_ADDR: ANY_PORT } });
+      const { grpcPort, pgPort } = server;
       servers.push(server);
       const cwd = await tempDir('lakehouse-docs-');
       await fs.symlink(path.join(root, 'docs'), path.join(cwd, 'docs'));

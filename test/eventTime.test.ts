@@ -114,6 +114,9 @@ describe('a dataset with a time field of its events', () => {
       [{ event_time: Math.floor(Date.now() / 1000) }, /"event_time" is a number/],
       [{ event_time: iso(Date.now() - 11 * DAY) }, /"event_time" .*more than 10 days ago/],
       [{ event_time: '2026-02-30T00:00:00Z' }, /not a timestamp/],
+      // Bounded ahead too (issue 30 A10: events an hour apart over 11 years ahead wrote 100,000 files).
+      [{ event_time: iso(Date.now() + 2 * 3_600_000) }, /"event_time" .*after the request was received \(P_EVENT_TIME_FUTURE_LIMIT\)/],
+      [{ event_time: iso(Date.now() + 11 * 365 * DAY) }, /P_EVENT_TIME_FUTURE_LIMIT/],
     ];
     for (const [bad, message] of cases) {
       expect(await expectError(await ingest(server, 'backfill', [good, bad]), 400)).toMatch(message);

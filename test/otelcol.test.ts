@@ -12,7 +12,7 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import { waitFor } from './helpers/wait.ts';
 import { startCollector, startNginx, type Process } from './helpers/otelcol.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
-import { ADMIN_KEY, freePort, query, startServer, tempDir, type TestServer } from './helpers/server.ts';
+import { ADMIN_KEY, ANY_PORT, freePort, query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 
 /**
  * The OpenTelemetry Collector (built by scripts/test-setup.d/40-otelcol.sh) with its default `otlp`
@@ -38,18 +38,20 @@ describe('the OpenTelemetry Collector through nginx to two workers on S3', () =>
 
   beforeAll(async () => {
     s3 = await startS3Server();
-    const grpcPorts = [await freePort(), await freePort()];
-    workerEnv = grpcPorts.map((port) => ({
+    workerEnv = [0, 1].map(() => ({
       ...s3Env(s3),
-      P_OTLP_GRPC_ADDR: `127.0.0.1:${port}`,
+      // Any free port at first start; a worker started again takes back the port it had (nginx names it).
+      P_OTLP_GRPC_ADDR: ANY_PORT,
       P_FLUSH_INTERVAL: '500ms',
       P_CATALOG_REFRESH: '1s',
       P_MAX_INFLIGHT_BYTES: String(INFLIGHT),
       P_INFLIGHT_WAIT: '0',
     }));
+    const grpcPorts: number[] = [];
     for (let i = 0; i < 2; i++) {
       dataDirs.push(await tempDir());
-      await startWorker(i);
+      grpcPorts.push((await startWorker(i)).grpcPort!);
+      workerEnv[i].P_OTLP_GRPC_ADDR = `127.0.0.1:${grpcPorts[i]}`;
     }
 
     const dir = await tempDir('lakehouse-otelcol-');

@@ -13,7 +13,7 @@ import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trac
 import { requestClass, responseClass } from '../src/ingest/otlp/generated.ts';
 import { sleep, waitFor } from './helpers/wait.ts';
 import { RawOtlpClient } from './helpers/otlpGrpc.ts';
-import { ADMIN_KEY, freePort, query, startServer, type TestServer } from './helpers/server.ts';
+import { ADMIN_KEY, ANY_PORT, query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsProtobuf } from './helpers/wire.ts';
 
 /** gRPC status codes the OTLP specification names. */
@@ -71,17 +71,16 @@ describe('OTLP over gRPC', () => {
   let target: string;
   let raw: RawOtlpClient;
   beforeAll(async () => {
-    const port = await freePort();
-    target = `127.0.0.1:${port}`;
     server = await startServer({
       env: {
-        P_OTLP_GRPC_ADDR: target,
+        P_OTLP_GRPC_ADDR: ANY_PORT,
         P_API_KEYS: `${ADMIN_KEY}:admin,${READER_KEY}:reader,${SCOPED_KEY}:writer:grpc_scoped`,
         P_MAX_BODY_BYTES: String(LIMIT),
         P_MAX_INFLIGHT_BYTES: String(LIMIT),
         P_INFLIGHT_WAIT: '3s',
       },
     });
+    target = `127.0.0.1:${server.grpcPort}`;
     raw = new RawOtlpClient(target);
   }, 60_000);
   afterAll(async () => {
@@ -256,8 +255,8 @@ describe('OTLP/gRPC connections have a maximum age', () => {
   let server: TestServer;
   let port: number;
   beforeAll(async () => {
-    port = await freePort();
-    server = await startServer({ env: { P_OTLP_GRPC_ADDR: `127.0.0.1:${port}`, P_OTLP_GRPC_MAX_CONNECTION_AGE: '1s', P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: '1s' } });
+    server = await startServer({ env: { P_OTLP_GRPC_ADDR: ANY_PORT, P_OTLP_GRPC_MAX_CONNECTION_AGE: '1s', P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: '1s' } });
+    port = server.grpcPort!;
   }, 60_000);
   afterAll(async () => server?.stop());
 

@@ -245,6 +245,13 @@ describe('Prometheus remote write', () => {
       // One family asked for alone; the samples of those families are stored under their series' names.
       const one = (await (await server.request('/api/v1/logstream/prommeta/metric-metadata?metric=go_goroutines')).json()) as Families;
       expect(Object.keys(one)).toEqual(['go_goroutines']);
+      // The PromQL API's /metadata (Grafana's metric browser) answers from those families exactly as
+      // Prometheus itself answers about the metrics it scraped.
+      for (const family of Object.keys(wanted)) {
+        const ours = await (await server.request(`/prometheus/prommeta/api/v1/metadata?metric=${family}`)).json();
+        const theirs = await (await fetch(`${prom.url}/api/v1/metadata?metric=${family}`)).json();
+        expect(ours, family).toEqual(theirs);
+      }
       const seriesDeadline = Date.now() + 60_000;
       const names = ['prometheus_http_requests_total', 'go_goroutines', 'prometheus_http_request_duration_seconds_bucket'];
       for (;;) {

@@ -141,6 +141,16 @@ describe('PromQL over remote-write data', () => {
     expect(b).toEqual({ status: 'success', data: { jobs_done_total: [{ type: 'counter', help: 'Jobs done.', unit: '' }] } });
   });
 
+  it("takes Prometheus 2.x's holt_winters as its Prometheus 3 name, double_exponential_smoothing", async () => {
+    const q = (fn: string) => `${fn}(http_requests_total[10m], 0.5, 0.5)`;
+    const at = `&time=${sec(T0 + 600_000)}`;
+    const renamed = await get(`query?query=${encodeURIComponent(q('double_exponential_smoothing'))}${at}`);
+    const old = await get(`query?query=${encodeURIComponent(q('holt_winters'))}${at}`);
+    expect(renamed.status).toBe(200);
+    expect((renamed.body.data as { result: unknown[] }).result.length).toBeGreaterThan(0);
+    expect(old).toEqual(renamed);
+  });
+
   it('keeps the sign of a negative zero (count_values tells them apart)', async () => {
     const { body: b } = await get(`query?query=${encodeURIComponent('count_values("v", zero)')}&time=${sec(T0)}`);
     const data = b.data as { result: { metric: Record<string, string>; value: [number, string] }[] };
@@ -195,7 +205,17 @@ describe('PromQL over remote-write data', () => {
     const other = (await (await as('reader-b', 'other')).json()) as Envelope;
     expect((other.data as { result: { metric: Record<string, string> }[] }).result.map((r) => r.metric.__name__)).toEqual(['secret_metric']);
     expect((await as('writer-key', 'prom')).status).toBe(403);
-    expect((await as('wrong-key', 'prom')).status).toBe(401);
+    // A missing or unknown key, too, in Prometheus' envelope (what Grafana and vmalert read), on every spelling.
+    for (const [path, headers] of [
+      [`/prometheus/prom/api/v1/query?query=up`, { 'X-API-Key': 'wrong-key' }],
+      [`/prometheus/api/v1/query_range?query=up&start=0&end=60&step=15`, { 'X-P-Stream': 'prom', Authorization: 'Bearer wrong-key' }],
+      [`/prometheus/prom/api/v1/labels`, {}],
+    ] as const) {
+      const res = await fetch(`${server.url}${path}`, { headers });
+      expect(res.status, path).toBe(401);
+      expect(res.headers.get('www-authenticate'), path).toBe('Bearer');
+      expect(await res.json(), path).toEqual({ status: 'error', errorType: 'unauthorized', error: expect.any(String) });
+    }
     const viaHeader = await server.request(`/prometheus/api/v1/labels`, { headers: { 'X-API-Key': 'reader-a', 'X-P-Stream': 'other' } });
     expect(viaHeader.status).toBe(403);
   });

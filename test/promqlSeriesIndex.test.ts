@@ -89,7 +89,8 @@ async function expectAnswers(server: TestServer): Promise<void> {
 // The query time limit also sets how long removed files stay (twice it, plus a few seconds): long
 // enough for a worker's first PromQL call (it compiles the engine) on a busy machine, short enough to
 // see merged files go.
-const ENV = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '15s', P_CATALOG_REFRESH: '500ms' };
+// Merged files' indexes are deleted with them once no Iceberg snapshot lists them: snapshots expire after seconds here.
+const ENV = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '15s', P_CATALOG_REFRESH: '500ms', P_ICEBERG_INTERVAL: '500ms', P_ICEBERG_SNAPSHOT_RETENTION: '1s' };
 
 describe('the series index (local storage)', () => {
   let dataDir: string;

@@ -231,7 +231,7 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
     await expect(store.localPath('../escape')).rejects.toThrow(/not cacheable/);
   });
 
-  it('a cached copy truncated, deleted or without its Parquet footer is downloaded again under a new name', async () => {
+  it('a cached copy truncated, deleted, without its Parquet footer or changed inside is downloaded again under a new name', async () => {
     const { store, count } = await makeStore();
     const body = parquetLike(randomBytes(50_000));
     await store.putBytes('damage/x.parquet', body);
@@ -245,6 +245,12 @@ describe('S3ObjectStore against an S3 server (moto)', () => {
       ['footer overwritten', async (f) => {
         const h = await fs.open(f, 'r+');
         await h.write(Buffer.from('XXXX'), 0, 4, body.length - 4);
+        await h.close();
+      }],
+      // Issue 30 A14: same size, magic and footer, a change inside a page (wrong answers, silently).
+      ['same size, bytes changed inside', async (f) => {
+        const h = await fs.open(f, 'r+');
+        await h.write(Buffer.from('ZZZZ'), 0, 4, 1000);
         await h.close();
       }],
     ];

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The real PostgreSQL clients test/pgwire.test.ts, test/pgclients.test.ts and test/pgsession.test.ts use: psql (Debian's postgresql-client),
-# psycopg 3 and SQLAlchemy (PyPI, in a venv), pgjdbc (Maven Central) with a small Java program
+# psycopg 3 and SQLAlchemy (PyPI, in a venv; SQLAlchemy 1.4, 2.0 and 2.1 in venvs of their own), pgjdbc (Maven Central) with a small Java program
 # (test/fixtures/pgjdbc/PgClient.java) compiled against it. Everything lands in
 # $LAKEHOUSE_TEST_CACHE/pg-clients; a second run only checks what is there.
 set -euo pipefail
@@ -16,6 +16,21 @@ if ! "$venv/bin/python" -c 'import psycopg, sqlalchemy' 2>/dev/null; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install -q 'psycopg[binary]==3.2.*' 'sqlalchemy==2.0.*'
 fi
+
+# SQLAlchemy as users install it: the newest of each line clients use (issue 36), each in a venv of its
+# own. 1.4 has no psycopg 3 dialect: it runs on psycopg2.
+for line in 1.4 2.0 2.1; do
+  sa_venv=$cache/venv-sqlalchemy-$line
+  if ! "$sa_venv/bin/python" -c "import sqlalchemy, sys; sys.exit(not sqlalchemy.__version__.startswith('$line.'))" 2>/dev/null; then
+    rm -rf "$sa_venv"
+    python3 -m venv "$sa_venv"
+    if [ "$line" = 1.4 ]; then
+      "$sa_venv/bin/pip" install -q "sqlalchemy==$line.*" 'psycopg2-binary==2.9.*'
+    else
+      "$sa_venv/bin/pip" install -q --pre "sqlalchemy==$line.*" 'psycopg[binary]==3.2.*'
+    fi
+  fi
+done
 
 jdbc_version=42.7.4
 jar=$cache/postgresql-$jdbc_version.jar

@@ -51,6 +51,40 @@ function utcMs(year: number, month: number, day: number, hour: number, minute: n
   return new Date(Date.UTC(2000, month - 1, day, hour, minute, second, ms)).setUTCFullYear(year);
 }
 
+/**
+ * An ISO time's optional fraction at `i` (`.` or `,`, 1 to 9 digits, of which milliseconds keep the first
+ * three): its milliseconds and where it ends; undefined if it is malformed.
+ */
+function fraction(s: string, i: number): { ms: number; end: number } | undefined {
+  const dot = s.charCodeAt(i);
+  if (dot !== 46 && dot !== 44) return { ms: 0, end: i };
+  let ms = 0;
+  let digits = 0;
+  for (i++; i < s.length; i++, digits++) {
+    const d = s.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) break;
+    if (digits < 3) ms = ms * 10 + d;
+  }
+  if (digits === 0 || digits > 9) return undefined;
+  for (let k = digits; k < 3; k++) ms *= 10;
+  return { ms, end: i };
+}
+
+/** The zone at `i` to the end (none, `Z`, `±HH:MM` or `±HHMM`) as minutes east of UTC; NaN if malformed. */
+function zoneOffset(s: string, i: number): number {
+  const n = s.length;
+  if (i === n) return 0;
+  const z = s.charCodeAt(i);
+  if ((z === 90 || z === 122) && i + 1 === n) return 0;
+  if (!((z === 43 || z === 45) && (i + 6 === n || i + 5 === n))) return NaN;
+  const oh = two(s, i + 1);
+  const colon = i + 6 === n;
+  if (colon && s.charCodeAt(i + 3) !== 58) return NaN;
+  const om = two(s, colon ? i + 4 : i + 3);
+  if (!(oh <= 23 && om <= 59)) return NaN;
+  return (z === 43 ? 1 : -1) * (oh * 60 + om);
+}
+
 /** `YYYY-MM-DD[T ]HH:MM:SS[.f][Z|±HH:MM|±HHMM]`, as epoch ms; NaN if it is not one. */
 function parseIso(s: string): number {
   const n = s.length;
@@ -64,34 +98,11 @@ function parseIso(s: string): number {
   const minute = two(s, 14);
   const second = two(s, 17);
   if (!(year >= 1 && month >= 1 && month <= 12 && day >= 1 && day <= daysIn(year, month) && hour <= 23 && minute <= 59 && second <= 59)) return NaN;
-  let i = 19;
-  let ms = 0;
-  const dot = s.charCodeAt(i);
-  if (dot === 46 || dot === 44) {
-    // `.` or `,`: 1 to 9 digits, of which milliseconds keep the first three.
-    let digits = 0;
-    for (i++; i < n; i++, digits++) {
-      const d = s.charCodeAt(i) - 48;
-      if (d < 0 || d > 9) break;
-      if (digits < 3) ms = ms * 10 + d;
-    }
-    if (digits === 0 || digits > 9) return NaN;
-    for (let k = digits; k < 3; k++) ms *= 10;
-  }
-  let offsetMin = 0;
-  if (i < n) {
-    const z = s.charCodeAt(i);
-    if ((z === 90 || z === 122) && i + 1 === n) {
-      // Z
-    } else if ((z === 43 || z === 45) && (i + 6 === n || i + 5 === n)) {
-      const oh = two(s, i + 1);
-      const colon = i + 6 === n;
-      if (colon && s.charCodeAt(i + 3) !== 58) return NaN;
-      const om = two(s, colon ? i + 4 : i + 3);
-      if (!(oh <= 23 && om <= 59)) return NaN;
-      offsetMin = (z === 43 ? 1 : -1) * (oh * 60 + om);
-    } else return NaN;
-  }
+  const frac = fraction(s, 19);
+  if (frac === undefined) return NaN;
+  const offsetMin = zoneOffset(s, frac.end);
+  if (Number.isNaN(offsetMin)) return NaN;
+  const ms = frac.ms;
   return utcMs(year, month, day, hour, minute, second, ms) - offsetMin * 60_000;
 }
 
@@ -145,16 +156,23 @@ export interface TimeRule {
   earliestMs: number;
   /** As days, for the message. */
   limitDays: number;
+  /** Events later than this (epoch ms) are refused: the receive time plus P_EVENT_TIME_FUTURE_LIMIT. */
+  latestMs: number;
+  /** P_EVENT_TIME_FUTURE_LIMIT in ms, for the message. */
+  futureMs: number;
 }
 
-export function timeFieldRule(field: string, limitDays: number | undefined, receivedMs: number): TimeRule {
+/** The default of P_EVENT_TIME_FUTURE_LIMIT: a clock an hour ahead still gets its events in. */
+export const DEFAULT_FUTURE_LIMIT_MS = 3_600_000;
+
+export function timeFieldRule(field: string, limitDays: number | undefined, receivedMs: number, futureMs = DEFAULT_FUTURE_LIMIT_MS): TimeRule {
   const days = limitDays ?? DEFAULT_TIME_LIMIT_DAYS;
-  return { field, limitDays: days, earliestMs: receivedMs - days * DAY_MS };
+  return { field, limitDays: days, earliestMs: receivedMs - days * DAY_MS, latestMs: receivedMs + futureMs, futureMs };
 }
 
 /**
  * The event's time from its time field, as epoch ms; a 400 naming the field when it is missing, not a
- * string, not a time, or older than the limit (nothing of the request is stored).
+ * string, not a time, older than the limit or later than the future limit (nothing of the request is stored).
  */
 export function eventTimeMs(value: unknown, rule: TimeRule, index: number): number {
   const at = `event ${index}: time field "${rule.field}"`;
@@ -163,6 +181,8 @@ export function eventTimeMs(value: unknown, rule: TimeRule, index: number): numb
   const ms = parseTimestamp(value);
   if (Number.isNaN(ms)) throw invalidInput(`${at} holds "${value.slice(0, 64)}", which is not a timestamp (RFC 3339, "YYYY-MM-DD HH:MM:SS[.fff]" or RFC 2822)`);
   if (ms < rule.earliestMs) throw invalidInput(`${at} holds ${value.slice(0, 64)}, more than ${rule.limitDays} days ago (the dataset's time partition limit)`);
+  // Bounded into the future too: every hour holding events is a file of its own (issue 30 A10).
+  if (ms > rule.latestMs) throw invalidInput(`${at} holds ${value.slice(0, 64)}, more than ${rule.futureMs / 1000} s after the request was received (P_EVENT_TIME_FUTURE_LIMIT)`);
   return ms;
 }
 

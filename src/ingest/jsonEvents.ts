@@ -26,13 +26,17 @@ export const escapePairPart = (s: string) => s.replace(/[%^=]/g, (c) => `%${c.ch
 
 /**
  * `X-P-Meta-<key>: v` and `X-P-Tag-<key>: v` headers as `key=v` pairs joined by `^`, the form of
- * `p_metadata` / `p_tags` in earlier Parseable releases, with the separators escaped.
+ * `p_metadata` / `p_tags` in earlier Parseable releases, with the separators escaped. A header with
+ * an empty name after the prefix is ignored.
  */
 export function headerPairs(headers: Headers, prefix: 'x-p-meta-' | 'x-p-tag-'): string | null {
   const pairs: string[] = [];
   headers.forEach((value, name) => {
     const lower = name.toLowerCase();
-    if (lower.startsWith(prefix)) pairs.push(`${escapePairPart(lower.slice(prefix.length))}=${escapePairPart(value)}`);
+    const key = lower.startsWith(prefix) ? lower.slice(prefix.length) : '';
+    // A header with no name after the prefix (`X-P-Meta-: v`) is ignored: a pair needs a name, and
+    // `=v` was a pair no reader could look up (issue 30 L7).
+    if (key) pairs.push(`${escapePairPart(key)}=${escapePairPart(value)}`);
   });
   return pairs.length ? pairs.sort().join('^') : null;
 }

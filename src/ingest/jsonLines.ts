@@ -203,8 +203,8 @@ export function jsonEventsToLines(
       const out: Record<string, unknown> = {};
       walk(b, events[row], b.top, '', 1, row, out);
       if (rule !== undefined) {
-        // Missing, not a time, or too old: eventTimeMs says which, as a 400 naming the field.
-        if (!(b.rowTimeMs >= rule.earliestMs)) b.rowTimeMs = eventTimeMs(out[rule.field], rule, row);
+        // Missing, not a time, too old or too far ahead: eventTimeMs says which, as a 400 naming the field.
+        if (!(b.rowTimeMs >= rule.earliestMs && b.rowTimeMs <= rule.latestMs)) b.rowTimeMs = eventTimeMs(out[rule.field], rule, row);
         if (b.rowTimeMs < minMs) minMs = b.rowTimeMs;
         if (b.rowTimeMs > maxMs) maxMs = b.rowTimeMs;
         b.rowTimeMs = NaN;

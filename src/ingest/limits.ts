@@ -29,6 +29,8 @@ export interface RequestLimits {
    * is bounded apart: 4 × P_MAX_COLUMNS (at least 1,000), more names than a dataset could hold.
    */
   maxNames: number;
+  /** How far past the receive time a dataset's time field may be (P_EVENT_TIME_FUTURE_LIMIT); unset: 1 hour. */
+  eventTimeFutureMs?: number;
 }
 
 export const tooManyNames = (limits: RequestLimits) =>

@@ -103,7 +103,7 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       const events = eventsFromJson(parsed);
       // Strings that hold times become TIMESTAMP values (docs/time.md); a time field is checked on every event.
       const guess = timeGuess(target.schema);
-      const rule = target.time && timeFieldRule(target.time.field, target.time.limitDays, Date.parse(job.stamp.received));
+      const rule = target.time && timeFieldRule(target.time.field, target.time.limitDays, Date.parse(job.stamp.received), job.limits.eventTimeFutureMs);
       const fixed = rule ? new Set([...JSON_FIXED, rule.field]) : JSON_FIXED;
       const fast = jsonEventsToLines(events, job.stamp, job.maxDepth, job.limits.maxNames, { guess, rule });
       // Numbers that would not be stored as sent are refused (numbers.ts); the text is read only when

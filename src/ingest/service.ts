@@ -2,11 +2,12 @@ import type { Config } from '../config.ts';
 import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import type { ColumnType, DatasetKind } from '../model.ts';
-import type { DatasetMeta, SerializedRows } from '../storage/engine.ts';
+import type { DatasetMeta, SerializedRows, TimeField } from '../storage/engine.ts';
 import { emptySchema, type Schema } from '../storage/schema.ts';
-import { DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
+import { decodeBody, DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
 import { stampFromRequest } from './jsonEvents.ts';
 import { InflightBudget, type InflightLease } from './inflight.ts';
+import type { EventGroup, GroupResult, ShipperRequest } from './groups.ts';
 import type { IngestPool } from './ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
 import type { OtlpFormat, OtlpSignal } from './otlp/index.ts';
@@ -24,8 +25,8 @@ export interface IngestSink {
   find(name: string): DatasetMeta | undefined;
   schemaOf(name: string): { schema: Record<string, ColumnType> };
   resolve(name: string): Promise<DatasetMeta | undefined>;
-  /** Creates the dataset; its kind fixes its time column. */
-  create(name: string, kind: DatasetKind): Promise<{ meta: DatasetMeta }>;
+  /** Creates the dataset; its kind fixes its time column, unless a JSON dataset is given a time field. */
+  create(name: string, kind: DatasetKind, time?: TimeField): Promise<{ meta: DatasetMeta }>;
   append(name: string, batch: SerializedRows, rawBytes: number): Promise<{ count: number } | { conflict: string; schema: Schema }>;
 }
 
@@ -61,6 +62,11 @@ export interface IngestRequest {
   /** The body: a buffer already received (gRPC), or the stream still arriving (HTTP). */
   body: Uint8Array | IngestBody;
   rights: IngestRights;
+  /**
+   * The reservation a door already took in the in-flight budget for this body (gRPC takes it before
+   * reading the message: docs/security.md "The door contract"); the service resizes and releases it.
+   */
+  lease?: InflightLease;
   /** Aborted when the client goes away: the batch is then not stored. */
   signal?: AbortSignal;
 }
@@ -109,7 +115,7 @@ export class IngestService {
 
   /** The per-request work limits of a job (docs/ingestion.md "Limits per request"). */
   get limits(): RequestLimits {
-    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest };
+    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest, eventTimeFutureMs: this.config.eventTimeFutureMs };
   }
 
   /**
@@ -117,6 +123,15 @@ export class IngestService {
    * rights, declared size) is checked before the body is read.
    */
   async ingest(req: IngestRequest): Promise<IngestResult> {
+    try {
+      return await this.admitAndStore(req);
+    } finally {
+      // A reservation the door took is the service's from here on, also when a check below refuses.
+      req.lease?.release();
+    }
+  }
+
+  private async admitAndStore(req: IngestRequest): Promise<IngestResult> {
     const { format, headers, rights } = req;
     const kind = kindOf(format);
     // X-P-Log-Source may be omitted (the endpoint names the kind, and some clients cannot send custom
@@ -135,7 +150,12 @@ export class IngestService {
     // A body already received (gRPC) is reserved whole; one still arriving (HTTP) is reserved as it
     // arrives (readBody), so a slow client holds only what it has sent. The reservation is given back
     // when the batch is stored or refused.
-    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, rights.key);
+    const received = req.body instanceof Uint8Array ? req.body.byteLength : 0;
+    let lease: InflightLease;
+    if (req.lease) {
+      lease = req.lease;
+      await lease.resize(received);
+    } else lease = await this.inflight.acquire(received, rights.key);
     try {
       req.signal?.throwIfAborted();
       const body = req.body instanceof Uint8Array ? req.body : await this.readBody(req.body, lease, declared);
@@ -143,6 +163,53 @@ export class IngestService {
       return { dataset: name, ...(await this.store(name, kind, !(format.kind === 'json' && format.existingOnly), rights, job, lease, req.signal)) };
     } finally {
       lease.release();
+    }
+  }
+
+  /**
+   * Ingests a shipper's request: admitted and read like any other, then decoded by the protocol into
+   * groups, each stored into its dataset as JSON events (created on first use with the group's time
+   * field). A group that is refused (rights, kind, limits, a bad event) fails alone; an error of the
+   * whole body (size, encoding, syntax) is thrown.
+   */
+  async ingestGroups(req: ShipperRequest): Promise<GroupResult[]> {
+    const declared = declaredLength(req.headers.get('content-length'), req.body);
+    if (declared !== undefined && declared > this.config.maxBodyBytes) throw bodyTooLarge(this.config.maxBodyBytes);
+    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, req.rights.key);
+    try {
+      req.signal?.throwIfAborted();
+      const raw = req.body instanceof Uint8Array ? Buffer.from(req.body.buffer, req.body.byteOffset, req.body.byteLength) : await this.readBody(req.body, lease, declared);
+      const encoding = req.headers.get('content-encoding') ?? undefined;
+      // Decoding holds the compressed body and the decoded one at once (a bomb stops at the limit).
+      const max = this.config.maxDecompressedBytes;
+      await lease.resize(raw.byteLength + (isIdentityEncoding(encoding) ? 0 : Math.min(max, declaredDecodedSize(raw, encoding) ?? max)));
+      const groups = req.decode(decodeBody(raw, encoding, max));
+      const results: GroupResult[] = [];
+      for (const group of groups) results.push(await this.storeGroup(req, group, lease));
+      return results;
+    } finally {
+      lease.release();
+    }
+  }
+
+  private async storeGroup(req: ShipperRequest, group: EventGroup, lease: InflightLease): Promise<GroupResult> {
+    const result = await this.storeGroupOnce(req, group, lease);
+    return 'error' in result && result.error.kind === 'invalid' && group.exact ? this.storeGroupOnce(req, group.exact(), lease) : result;
+  }
+
+  private async storeGroupOnce(req: ShipperRequest, group: EventGroup, lease: InflightLease): Promise<GroupResult> {
+    const { dataset, events, time } = group;
+    if (events.length === 0) return { dataset, count: 0 };
+    try {
+      checkRight(req.rights, 'ingest', dataset);
+      const body = Buffer.from(`[${events.join(',')}]`);
+      const job: IngestJob = { body, maxDecompressedBytes: this.config.maxDecompressedBytes, limits: this.limits, kind: 'json', stamp: stampFromRequest(req.headers, req.peer), maxDepth: this.config.maxNesting };
+      // A document that was only looked at could hide two objects (`{…},{…}` on one line): the count must match.
+      const stored = await this.store(dataset, 'json', true, req.rights, job, lease, req.signal, { newTime: { field: time }, rows: events.length });
+      return { dataset, count: stored.count };
+    } catch (err) {
+      if (err instanceof DomainError && err.kind !== 'unavailable' && err.kind !== 'storage' && err.kind !== 'too_many_requests') return { dataset, error: err };
+      throw err;
     }
   }
 
@@ -214,6 +281,7 @@ export class IngestService {
     job: IngestJob,
     lease: InflightLease,
     signal: AbortSignal | undefined,
+    expect: { newTime?: TimeField; rows?: number } = {},
   ): Promise<{ count: number; info: IngestInfo }> {
     const maxColumns = this.config.maxColumns;
     // The body's buffer moves to the ingest worker (transferred, not copied): its length is read first.
@@ -238,7 +306,8 @@ export class IngestService {
     // A client that went away is not answered: no dataset is created and nothing of its batch is stored
     // (it will send it again).
     signal?.throwIfAborted();
-    const meta = await this.resolve(name, kind, create, rights);
+    if (expect.rows !== undefined && serialized.rows !== expect.rows) throw invalidInput(`the batch decoded to ${serialized.rows} events, not the ${expect.rows} sent`);
+    const meta = await this.resolve(name, kind, create, rights, expect.newTime);
     // A dataset another worker created with a time field: its events are checked for that field now.
     const time = datasetTime(meta);
     if (time?.field !== initial.time?.field) serialized = await this.pool.serialize(job, { ...initial, time });
@@ -256,12 +325,12 @@ export class IngestService {
   }
 
   /** Finds (or creates) the dataset; a dataset keeps the one kind it was created with. */
-  private async resolve(name: string, kind: DatasetKind, create: boolean, rights: IngestRights): Promise<DatasetMeta> {
+  private async resolve(name: string, kind: DatasetKind, create: boolean, rights: IngestRights, time?: TimeField): Promise<DatasetMeta> {
     let meta = await this.sink.resolve(name);
     if (!meta) {
       if (!create) throw notFound(`dataset "${name}" does not exist`);
       checkRight(rights, 'create', name);
-      meta = (await this.sink.create(name, kind)).meta;
+      meta = (await this.sink.create(name, kind, time)).meta;
     }
     if (meta.kind !== kind) {
       throw invalidInput(kind === 'json' ? `dataset "${name}" holds ${meta.kind} data; send JSON events to a JSON dataset` : `dataset "${name}" holds ${meta.kind} data, not ${kind}`);

@@ -44,6 +44,11 @@ export class Catalog {
     return true;
   }
 
+  /** Whether a manifest removed this file (compaction merged it, or retention or a delete removed it). */
+  isRemoved(key: string): boolean {
+    return this.removed.has(key);
+  }
+
   hasManifest(manifestKey: string): boolean {
     return this.seen.has(manifestKey);
   }

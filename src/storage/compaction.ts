@@ -13,7 +13,7 @@ import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
-import { fileStatsFromCopy, type WrittenFile } from './parquetWriter.ts';
+import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
 
 export { hourPartition };
 
@@ -70,11 +70,12 @@ export function timeRuns(files: Pick<FileEntry, 'minMs' | 'maxMs'>[]): number[][
   return runs;
 }
 
-/** A file to merge: its local path and its time range (the catalog's, to the millisecond). */
+/** A file to merge: its local path, its time range (the catalog's, to the millisecond) and its columns. */
 export interface MergeInput {
   path: string;
   minMs: number;
   maxMs: number;
+  columns: string[];
 }
 
 /**
@@ -84,7 +85,7 @@ export interface MergeInput {
  * ended, as stored. The condition is on the time column (`t`); the catalog's times are truncated to
  * the millisecond, so the window ends a millisecond after the latest end among the other files.
  */
-export function runParts(run: MergeInput[], t: string): [string[], string, boolean][] {
+export function runParts(run: Omit<MergeInput, 'columns'>[], t: string): [string[], string, boolean][] {
   if (run.length === 1) return [[[run[0].path], '', false]];
   const from = Math.min(...run.slice(1).map((f) => f.minMs));
   let last = 0;
@@ -114,7 +115,6 @@ export async function mergeParquet(
   opts: {
     /** The group's files in runs (see timeRuns), in time order. */
     runs: MergeInput[][];
-    presentColumns: Set<string>;
     columns: [string, ColumnType][];
     timeColumn: string;
     target: string;
@@ -122,9 +122,16 @@ export async function mergeParquet(
     rowGroupRows: number;
   },
 ): Promise<Omit<WrittenFile, 'partition'>> {
-  const proj = castProjection(opts.columns, opts.presentColumns);
   const t = sqlIdent(opts.timeColumn);
-  const read = (paths: string[]) => `SELECT ${proj} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
+  // A nanosecond-timed dataset's files carry a microsecond copy of the time column for Iceberg readers (parquetWriter.ts).
+  const columnsOf = new Map(opts.runs.flat().map((f) => [f.path, f.columns]));
+  // Each read names only the columns its own files hold (a NULL for the others): files of one hour
+  // differ in columns when a label or an attribute appears mid-hour, and a column the read's files
+  // lack, named in its projection, is a binder error that failed the merge on every pass (issue 36).
+  const read = (paths: string[]) => {
+    const present = new Set(paths.flatMap((p) => columnsOf.get(p) ?? []));
+    return `SELECT ${castProjection(opts.columns, present)}${timeShadow(opts.columns, opts.timeColumn)} FROM read_parquet(${listLiteral(paths)}, hive_partitioning = false, union_by_name = true)`;
+  };
   // DuckDB reads a file list in order, a UNION ALL's branches one after another, and COPY keeps that
   // order (preserve_insertion_order, the default). Files that overlap no other are read together.
   const parts: string[] = [];
@@ -172,8 +179,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
   let committed = false;
   try {
     const written = await mergeParquet(ctx.duck, {
-      runs: runs.map((run) => run.map((i) => ({ path: held.paths[i], minMs: group[i].minMs, maxMs: group[i].maxMs }))),
-      presentColumns: new Set(group.flatMap((f) => f.columns)),
+      runs: runs.map((run) => run.map((i) => ({ path: held.paths[i], minMs: group[i].minMs, maxMs: group[i].maxMs, columns: group[i].columns }))),
       columns,
       timeColumn: ds.meta.timeColumn,
       target: staging,
@@ -254,8 +260,20 @@ export async function compactDataset(
       // hundreds of groups would otherwise hold the shutdown for minutes.
       for (let waited = 0; waited < MERGE_SETTLE_MS && !stopped(); waited += 100) await new Promise((r) => setTimeout(r, 100));
     } catch (err) {
-      if (!isMissingObject(err)) throw err;
-      ctx.quarantine.add({ key: err.key, kind: 'parquet', dataset: ds.meta.name, reason: 'listed in the catalog but missing from the store' });
+      if (isMissingObject(err)) {
+        ctx.quarantine.add({ key: err.key, kind: 'parquet', dataset: ds.meta.name, reason: 'listed in the catalog but missing from the store' });
+        continue;
+      }
+      // A failing group ends only itself: one pass's error used to end the dataset's whole pass, and
+      // the same group failing first on every pass left every other hour uncompacted for good (issue
+      // 36). The group is planned again on the next pass.
+      compactions.inc({ result: 'failed' });
+      log.warn('compaction of a group failed; the other groups go on, this one is tried again next pass', {
+        dataset: ds.meta.name,
+        hour: hourPartition(group[0].key),
+        files: group.length,
+        error: (err as Error).message,
+      });
     }
   }
   return merged;

@@ -23,6 +23,10 @@ export interface StorageSettings {
   deleteGraceMs: number;
   /** How often the whole store is swept for objects of removed dataset generations. */
   orphanSweepMs: number;
+  /** Memory all datasets' remembered remote-write metadata may hold (P_METRIC_METADATA_MEMORY); unset: 16 MiB. */
+  metricMetadataBytes?: number;
+  /** Iceberg publishing (storage/iceberg/); undefined: off. */
+  iceberg?: import('./iceberg/publisher.ts').IcebergSettings;
   /** First wait before a failed flush is tried again, doubling to 30 s (default 500 ms; tests shorten it). */
   flushRetryBaseMs?: number;
 }

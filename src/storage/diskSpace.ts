@@ -7,6 +7,17 @@ import { classifyFailure } from '../failures.ts';
 const DISK_RETRY_SEC = 10;
 
 /**
+ * The default reserve: room for one flush of data that does not compress (its Parquet about as large
+ * as its WAL bytes), twice P_FLUSH_BYTES, for a segment is sealed only once it holds P_FLUSH_BYTES and
+ * may end one request past it; at most a quarter of a small file system, so the WAL keeps the rest.
+ * It was P_FLUSH_BYTES capped at 1/32 of the file system: 2 MiB on 64 MiB, smaller than one flush,
+ * so a full small disk never recovered by itself (issue 30 A12).
+ */
+export function defaultReserve(flushBytes: number, fileSystemBytes: number): number {
+  return Math.min(2 * flushBytes, Math.floor(fileSystemBytes / 4));
+}
+
+/**
  * Keeps the local disk able to flush (issue 19): the WAL stops taking appends while the free space is
  * under a reserve, so the flush, which needs room for its Parquet files before it can delete the WAL
  * segments they replace, always has some; and while a flush fails for lack of space, appends stop
@@ -25,13 +36,13 @@ export class DiskGuard {
 
   constructor(
     private readonly dir: string,
-    /** Bytes to keep free; undefined: min(P_FLUSH_BYTES, 1/32 of the file system). */
+    /** Bytes to keep free; undefined: defaultReserve. */
     private readonly reserveSetting: number | undefined,
     private readonly flushBytes: number,
     /** Called when space came back while a flush was blocked: retry the flushes now. */
     private readonly onSpaceBack: () => void,
   ) {
-    this.reserve = reserveSetting ?? flushBytes;
+    this.reserve = reserveSetting ?? 2 * flushBytes;
   }
 
   /** Reads the free space of the data directory's file system. */
@@ -39,7 +50,7 @@ export class DiskGuard {
     const st = await fs.statfs(this.dir);
     this.free = st.bavail * st.bsize;
     this.appendedSince = 0;
-    this.reserve = this.reserveSetting ?? Math.min(this.flushBytes, Math.floor((st.blocks * st.bsize) / 32));
+    this.reserve = this.reserveSetting ?? defaultReserve(this.flushBytes, st.blocks * st.bsize);
     if (this.blockedAt !== undefined && this.free >= this.blockedAt + this.reserve) {
       log.info('disk: space came back; retrying the flushes before taking appends again', { freeBytes: this.free });
       this.blockedAt = this.free;

@@ -9,6 +9,8 @@ import { DatasetSet, type TimeField } from './datasetSet.ts';
 import { DiskGuard } from './diskSpace.ts';
 import { flushDataset, inTurn } from './flush.ts';
 import { GarbageCollector } from './gc.ts';
+import { IcebergPublisher } from './iceberg/publisher.ts';
+import type { TableMetadata } from './iceberg/metadata.ts';
 import { metaKey, seriesIndexKey } from './layout.ts';
 import { Manifests } from './manifests.ts';
 import { MetricMetadataStore, type IncomingFamily, type MetricFamilyMeta } from './metricMetadata.ts';
@@ -57,6 +59,8 @@ export class StorageEngine {
   private closing = false;
   /** Free space kept for flushes (see diskSpace.ts). */
   private readonly disk: DiskGuard;
+  /** The Iceberg publisher, unless P_ICEBERG=off. */
+  private readonly iceberg?: IcebergPublisher;
 
   constructor(
     readonly store: ObjectStore,
@@ -65,6 +69,11 @@ export class StorageEngine {
   ) {
     this.ctx = { store, duck, settings, quarantine: this.quarantine };
     this.gc = new GarbageCollector(this.ctx);
+    if (settings.iceberg) {
+      const iceberg = new IcebergPublisher(this.ctx, settings.iceberg);
+      this.iceberg = iceberg;
+      this.gc.keep = (key) => iceberg.referenced(key);
+    }
     // A removed file's series index goes with it (deleting one a file never had is harmless).
     this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule([...keys, ...keys.map(seriesIndexKey)], at));
     this.datasets = new DatasetSet(this.ctx, this.manifests, this.gc);
@@ -176,7 +185,11 @@ export class StorageEngine {
     while (ds.flushing) await ds.flushing.catch(() => undefined);
     ds.flushing = flushDataset(this.ctx, this.manifests, ds, this.flushTurn)
       .then(
-        () => this.disk.flushSucceeded(),
+        // Only a flush that wrote something tells about the disk: an empty one after another dataset's
+        // flush failed for lack of space logged "a flush succeeded" though none had (issue 30 A15).
+        (flushed) => {
+          if (flushed) this.disk.flushSucceeded();
+        },
         (err) => {
           this.disk.flushFailed(err);
           throw err;
@@ -271,6 +284,22 @@ export class StorageEngine {
     await ds.compacting;
   }
 
+  /** Whether datasets are published as Iceberg tables (P_ICEBERG). */
+  get icebergEnabled(): boolean {
+    return this.iceberg !== undefined;
+  }
+
+  /** A dataset's Iceberg table as readers load it (its newest metadata and where it is), or undefined when off. */
+  async icebergTable(name: string): Promise<{ location: string; metadata: TableMetadata } | undefined> {
+    await this.require(name);
+    return this.iceberg?.current(this.datasets.dataset(name));
+  }
+
+  /** Seconds the oldest file not yet in a dataset's Iceberg table has waited (0 when off or none waits). */
+  icebergLagSeconds(name: string): number {
+    return this.iceberg?.lagSeconds(name) ?? 0;
+  }
+
   /** Background work, one timer per task (see scheduler.ts). */
   start(): void {
     const { flushIntervalMs, catalogRefreshMs, compactionIntervalMs, deleteGraceMs, orphanSweepMs } = this.settings;
@@ -289,6 +318,8 @@ export class StorageEngine {
     });
     this.scheduler.every('gc', Math.min(5000, deleteGraceMs), () => this.gc.collect());
     this.scheduler.every('orphan sweep', orphanSweepMs, () => this.datasets.sweepOrphans());
+    const iceberg = this.iceberg;
+    if (iceberg) this.scheduler.every('iceberg', iceberg.settings.intervalMs, () => iceberg.publishAll(this.datasets.all()));
   }
 
   /** Graceful shutdown: stop the timers, flush everything, close the logs. */

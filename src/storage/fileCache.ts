@@ -8,6 +8,8 @@ interface Entry {
   key: string;
   file: string;
   size: number;
+  /** The file's inode and change time when it was downloaded or adopted (see fileStamp). */
+  stamp: string;
   pins: number;
   /** Logical clock of the last use: strictly ordered, unlike Date.now() within one millisecond. */
   lastUsed: number;
@@ -43,11 +45,23 @@ const tagged = (file: string, tag: string) => {
 let downloadSeq = 0;
 
 /**
- * Why a cached file cannot stand for its object, or undefined when it can: it is gone, its size is not
- * the downloaded size, or (Parquet) it lacks the magic at either end or its footer length points
- * outside the file. Cheap: one open, one stat and two small reads.
+ * A file's inode and modification time (ns): any write to it, or a file put in its place, changes them.
+ * Not the change time: the query workers' hard links to a cached file change that on every query.
  */
-export async function cachedFileProblem(file: string, size: number, parquet: boolean): Promise<string | undefined> {
+const stampOf = (st: { ino: bigint; mtimeNs: bigint }) => `${st.ino}:${st.mtimeNs}`;
+export async function fileStamp(file: string): Promise<string> {
+  return stampOf(await fs.stat(file, { bigint: true }));
+}
+
+/**
+ * Why a cached file cannot stand for its object, or undefined when it can: it is gone, its size is not
+ * the downloaded size, it was written since it was downloaded (its inode or modification time is not
+ * the `stamp` taken then: a same-size change inside a page gave silently wrong answers, issue 30 A14),
+ * or (Parquet) it lacks the magic at either end or its footer length points outside the file. Cheap:
+ * one open, one stat and two small reads. A writer that sets the modification time back on purpose
+ * (utimes) is not caught: the cache directory is the service's own (docs/storage.md).
+ */
+export async function cachedFileProblem(file: string, size: number, parquet: boolean, stamp?: string): Promise<string | undefined> {
   let handle: fs.FileHandle;
   try {
     handle = await fs.open(file, 'r');
@@ -56,8 +70,10 @@ export async function cachedFileProblem(file: string, size: number, parquet: boo
     throw err;
   }
   try {
-    const actual = (await handle.stat()).size;
+    const st = await handle.stat({ bigint: true });
+    const actual = Number(st.size);
     if (actual !== size) return `the cached file has ${actual} bytes, ${size} were downloaded`;
+    if (stamp !== undefined && stampOf(st) !== stamp) return 'the cached file was written after it was downloaded';
     if (!parquet) return undefined;
     if (size < 12) return 'the cached file is too short for Parquet';
     const head = Buffer.alloc(4);
@@ -86,8 +102,9 @@ const DOWNLOAD_CONCURRENCY = 4;
  * - Downloads land under a temporary name, are fsynced, then renamed: a crash or power loss never
  *   leaves a partial file under a real name (which would be trusted forever after).
  * - On startup the index is rebuilt from the directory; stray temporary files are deleted.
- * - Each use checks the cached file first (size, and a Parquet file's magic and footer length): one
- *   truncated, deleted or overwritten on disk is dropped and downloaded again under a new name, so a
+ * - Each use checks the cached file first (size, inode and modification time as downloaded, and a Parquet
+ *   file's magic and footer length): one truncated, deleted or written to on disk (even a same-size
+ *   change inside a page) is dropped and downloaded again under a new name, so a
  *   query never reads a damaged copy (and never silently loses its rows) while the object is sound.
  */
 export class FileCache {
@@ -127,17 +144,17 @@ export class FileCache {
 
   private async adopt(): Promise<void> {
     await fs.mkdir(this.dir, { recursive: true });
-    const found: { key: string; file: string; size: number; used: number }[] = [];
+    const found: { key: string; file: string; size: number; stamp: string; used: number }[] = [];
     const walk = async (d: string): Promise<void> => {
       for (const e of await fs.readdir(d, { withFileTypes: true })) {
         const p = path.join(d, e.name);
         if (e.isDirectory()) await walk(p);
         else if (PARTIAL.test(e.name)) await fs.rm(p, { force: true });
         else if (e.isFile()) {
-          const stat = await fs.stat(p);
+          const stat = await fs.stat(p, { bigint: true });
           const key = path.relative(this.dir, p).split(path.sep).join('/').replace(DOWNLOAD_TAG, '$1');
           // atime is only as fresh as the mount's atime policy allows; mtime is the download time.
-          found.push({ key, file: p, size: stat.size, used: Math.max(stat.atimeMs, stat.mtimeMs) });
+          found.push({ key, file: p, size: Number(stat.size), stamp: stampOf(stat), used: Number(stat.atimeMs > stat.mtimeMs ? stat.atimeMs : stat.mtimeMs) });
         }
       }
     };
@@ -150,7 +167,7 @@ export class FileCache {
         this.total -= older.size;
         await fs.rm(older.file, { force: true });
       }
-      this.entries.set(f.key, { key: f.key, file: f.file, size: f.size, pins: 0, lastUsed: ++this.clock });
+      this.entries.set(f.key, { key: f.key, file: f.file, size: f.size, stamp: f.stamp, pins: 0, lastUsed: ++this.clock });
       this.total += f.size;
     }
     if (found.length) log.info('file cache adopted', { dir: this.dir, files: found.length, bytes: this.total });
@@ -224,7 +241,7 @@ export class FileCache {
     if (have) {
       have.pins++;
       have.lastUsed = ++this.clock;
-      const problem = await cachedFileProblem(have.file, have.size, key.endsWith('.parquet'));
+      const problem = await cachedFileProblem(have.file, have.size, key.endsWith('.parquet'), have.stamp);
       if (!problem) {
         this.counters.hits++;
         fileCacheLookups.inc({ result: 'hit' });
@@ -254,9 +271,10 @@ export class FileCache {
     const file = tagged(this.fileFor(key), `${(++downloadSeq).toString(36)}${Date.now().toString(36)}`);
     // The cache can be fetched again, so its directory is not fsynced; a partial file never gets the real name.
     const size = await replaceFile(file, `${file}.partial-${process.pid}-${Math.random().toString(36).slice(2)}`, (tmp) => this.fetch(key, tmp), false);
+    const stamp = await fileStamp(file);
     this.counters.downloads++;
     // Synchronously from here to the return: the waiters' pins exist before anything can evict.
-    const entry: Entry = { key, file, size, pins: flight.waiters, lastUsed: ++this.clock };
+    const entry: Entry = { key, file, size, stamp, pins: flight.waiters, lastUsed: ++this.clock };
     this.entries.set(key, entry);
     this.total += size;
     return entry;

@@ -15,6 +15,9 @@ export class GarbageCollector {
   /** Keys the last sweep found orphaned: deleted if the next sweep finds them orphaned again. */
   private suspects = new Set<string>();
 
+  /** A file this says is still needed (an Iceberg snapshot lists it) waits for a later collection. */
+  keep: (key: string) => boolean = () => false;
+
   constructor(private readonly ctx: StorageContext) {}
 
   /** Deletes `keys` once `at` has passed. */
@@ -23,9 +26,10 @@ export class GarbageCollector {
   }
 
   async collect(now = Date.now()): Promise<void> {
-    const due = this.pending.filter((d) => d.at <= now);
+    const due = this.pending.filter((d) => d.at <= now && !this.keep(d.key));
     if (!due.length) return;
-    this.pending = this.pending.filter((d) => d.at > now);
+    const doomed = new Set(due);
+    this.pending = this.pending.filter((d) => !doomed.has(d));
     await this.ctx.store.delete(due.map((d) => d.key)).catch((err) => {
       this.pending.push(...due);
       log.warn('deleting removed files failed; will retry', { error: (err as Error).message });

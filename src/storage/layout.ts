@@ -13,6 +13,8 @@ import * as path from 'node:path';
  * {dataset}/date=…/hour=…/minute=…/{generation}.{node}.{seq}_{i}.parquet     flushed files
  * {dataset}/date=…/hour=…/{generation}.{node}.{seq}.compacted.parquet        compacted files
  * {data file key}.series                                    a metrics data file's series index (seriesIndex.ts)
+ * {dataset}/.iceberg/{generation}/metadata/v{N}.metadata.json     Iceberg table metadata (storage/iceberg/)
+ * {dataset}/.iceberg/{generation}/metadata/{uuid}.avro            Iceberg manifests and manifest lists
  * ```
  */
 
@@ -41,6 +43,17 @@ export const manifestKey = (name: string, generation: string, nodeId: string, se
 export const metricMetadataPrefix = (name: string, generation: string) => `${name}/.metric-metadata/${generation}/`;
 export const metricMetadataKey = (name: string, generation: string, nodeId: string) => `${metricMetadataPrefix(name, generation)}${nodeId}.json`;
 
+/** A dataset generation's Iceberg metadata (storage/iceberg/): metadata JSON, manifests, manifest lists. */
+export const icebergMetadataPrefix = (name: string, generation: string) => `${name}/.iceberg/${generation}/metadata/`;
+export const icebergMetadataKey = (name: string, generation: string, version: number) => `${icebergMetadataPrefix(name, generation)}v${pad(version)}.metadata.json`;
+export const icebergAvroKey = (name: string, generation: string, fileName: string) => `${icebergMetadataPrefix(name, generation)}${fileName}`;
+
+/** The version of an Iceberg metadata key, or undefined for another key. */
+export function parseIcebergMetadataVersion(key: string): number | undefined {
+  const m = /\/\.iceberg\/[^/]+\/metadata\/v(\d{12})\.metadata\.json$/.exec(key);
+  return m ? Number(m[1]) : undefined;
+}
+
 /** Stem of the files one flush writes (DuckDB appends `_{i}.parquet`). */
 export const flushFileStem = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}`;
 export const compactedFileName = (generation: string, nodeId: string, seq: number) => `${generation}.${nodeId}.${pad(seq)}.compacted.parquet`;
@@ -58,7 +71,7 @@ export function hourPartition(key: string): string | undefined {
   return /\/(date=[^/]+\/hour=[^/]+)\//.exec(key)?.[1];
 }
 
-export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'metric-metadata' | 'data' | 'series-index';
+export type ObjectRole = 'metadata' | 'schema' | 'manifest' | 'metric-metadata' | 'data' | 'series-index' | 'iceberg';
 
 export interface ParsedKey {
   role: ObjectRole;
@@ -77,6 +90,8 @@ export function parseKey(key: string): ParsedKey | undefined {
   if (m) return { role: 'schema', dataset: m[1], generation: m[2], nodeId: m[3] };
   m = /^([^/.][^/]*)\/\.metric-metadata\/([^/]+)\/([^/]+)\.json$/.exec(key);
   if (m) return { role: 'metric-metadata', dataset: m[1], generation: m[2], nodeId: m[3] };
+  m = /^([^/.][^/]*)\/\.iceberg\/([^/]+)\/metadata\/[^/]+$/.exec(key);
+  if (m) return { role: 'iceberg', dataset: m[1], generation: m[2] };
   m = /^([^/.][^/]*)\/\.manifests\/([^/]+)\/([^/]+)\.(\d{12})\.json$/.exec(key);
   if (m) return { role: 'manifest', dataset: m[1], generation: m[2], nodeId: m[3], seq: Number(m[4]) };
   m = /^([^/.][^/]*)\/date=[^/]+\/hour=[^/]+\/(?:minute=[^/]+\/)?([^/.]+)\.([^/]+)\.(\d{12})(?:_\d+|\.compacted)\.parquet(\.series)?$/.exec(key);

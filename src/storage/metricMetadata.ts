@@ -106,22 +106,82 @@ export function mergeFamilies(tables: ReadonlyMap<string, StoredMetricFamily>[],
   }));
 }
 
+/** What one family costs in memory, roughly: its strings (UTF-16) and a map entry's overhead. */
+export function familyBytes(name: string, f: MetricFamilyMeta): number {
+  return 2 * (name.length + f.type.length + f.help.length + f.unit.length) + 96;
+}
+
+const tableBytes = (t: ReadonlyMap<string, StoredMetricFamily>) => {
+  let n = 0;
+  for (const [name, f] of t) n += familyBytes(name, f);
+  return n;
+};
+
+/** Default of the memory all datasets' remembered tables may hold together (P_METRIC_METADATA_MEMORY). */
+export const DEFAULT_METRIC_METADATA_BYTES = 16 * 1024 * 1024;
+
 interface Own {
+  name: string;
   generation: string;
   families: Map<string, StoredMetricFamily>;
+  /** familyBytes of `families`. */
+  bytes: number;
+  /** Logical clock of the last use, for eviction. */
+  used: number;
+  /** Requests holding or waiting for this table: never evicted meanwhile. */
+  users: number;
   /** This worker's object read back from the store; every write waits for it (and fails with it). */
   loaded: Promise<void>;
   /** Serialises this worker's writes, so each holds everything received before it. */
   lock: Promise<void>;
 }
 
+/**
+ * Each worker keeps its own table of every dataset it received metadata for, so a request writes its
+ * object without reading it first. The tables together are bounded (`maxBytes`, counted in the memory
+ * budget): past it the least recently used tables no request holds are dropped from memory, and read
+ * back from the store by their next request. Unbounded, 117 metadata-only requests to new datasets
+ * (10,000 families of 1 KiB help each) ran the heap out of memory (issue 30 A9).
+ */
 export class MetricMetadataStore {
   private own = new Map<string, Own>();
+  private clock = 0;
+  private total = 0;
 
   constructor(
     private readonly ctx: StorageContext,
     private readonly limits: MetricMetadataLimits = METRIC_METADATA_LIMITS,
+    private readonly maxBytes: number = ctx.settings.metricMetadataBytes ?? DEFAULT_METRIC_METADATA_BYTES,
   ) {}
+
+  /** Bytes the tables in memory hold (familyBytes), and how many datasets they are for. */
+  get memory(): { bytes: number; datasets: number } {
+    return { bytes: this.total, datasets: this.own.size };
+  }
+
+  private setFamilies(own: Own, families: Map<string, StoredMetricFamily>): void {
+    const bytes = tableBytes(families);
+    // Counted only while in memory: a table forgotten meanwhile (evicted, its load failed) is not.
+    if (this.own.get(own.name) === own) this.total += bytes - own.bytes;
+    own.families = families;
+    own.bytes = bytes;
+  }
+
+  private forget(name: string, own: Own): void {
+    if (this.own.get(name) !== own) return;
+    this.own.delete(name);
+    this.total -= own.bytes;
+  }
+
+  /** Drops the least recently used tables no request holds until the rest fit in maxBytes. */
+  private evict(): void {
+    if (this.total <= this.maxBytes) return;
+    const idle = [...this.own].filter(([, o]) => o.users === 0).sort((a, b) => a[1].used - b[1].used);
+    for (const [name, o] of idle) {
+      if (this.total <= this.maxBytes) break;
+      this.forget(name, o);
+    }
+  }
 
   /**
    * Remembers families for a dataset generation; resolves once whatever changed is in the store (the
@@ -132,12 +192,15 @@ export class MetricMetadataStore {
     const { name, generation } = meta;
     let own = this.own.get(name);
     if (!own || own.generation !== generation) {
-      const fresh: Own = { generation, families: new Map(), loaded: Promise.resolve(), lock: Promise.resolve() };
+      if (own) this.forget(name, own);
+      const fresh: Own = { name, generation, families: new Map(), bytes: 0, used: 0, users: 0, loaded: Promise.resolve(), lock: Promise.resolve() };
+      this.own.set(name, (own = fresh));
       fresh.loaded = this.load(fresh, name);
       fresh.loaded.catch(() => undefined); // awaited below; this only keeps a failure from counting as unhandled
-      this.own.set(name, (own = fresh));
     }
     const state = own;
+    state.users++;
+    state.used = ++this.clock;
     const previous = state.lock;
     let unlock!: () => void;
     state.lock = new Promise<void>((r) => (unlock = r));
@@ -148,11 +211,13 @@ export class MetricMetadataStore {
       // Memory follows the store: a failed write changes nothing here, and the caller answers an error.
       if (next) {
         await this.ctx.store.putBytes(metricMetadataKey(name, generation, this.ctx.settings.nodeId), encodeMetricMetadata(next));
-        state.families = next;
+        this.setFamilies(state, next);
       }
       return { dropped };
     } finally {
       unlock();
+      state.users--;
+      this.evict();
     }
   }
 
@@ -162,10 +227,10 @@ export class MetricMetadataStore {
     try {
       const body = await this.ctx.store.getBytes(key);
       const families = body && this.ctx.quarantine.decode(key, 'metric-metadata', name, () => decodeMetricMetadata(key, body));
-      if (families) own.families = families;
+      if (families) this.setFamilies(own, families);
     } catch (err) {
       // Not loaded: writing now would drop what the object holds. Requests waiting fail; the next one reads again.
-      if (this.own.get(name) === own) this.own.delete(name);
+      this.forget(name, own);
       throw err;
     }
   }

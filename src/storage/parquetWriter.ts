@@ -15,6 +15,21 @@ export interface WrittenFile {
   maxMs: number;
 }
 
+/**
+ * A microsecond copy of a nanosecond time column, written into every Parquet file of a dataset whose
+ * time column is TIMESTAMP_NS (OTLP's `time_unix_nano`, …). It is for Iceberg readers (docs/lake.md
+ * "Nanosecond time columns"): a v2 `timestamp` over nanosecond values makes Java's iceberg-core and
+ * Spark answer time filters with 0 rows, so the table's time column is this one. The service's own
+ * queries never see it: they read the dataset's schema columns only.
+ */
+export const TIME_US_COLUMN = 'p_time_us';
+
+/** The SELECT-list tail that adds TIME_US_COLUMN when the dataset's time column is TIMESTAMP_NS. */
+export function timeShadow(columns: [string, ColumnType][], timeColumn: string): string {
+  const type = columns.find(([n]) => n === timeColumn)?.[1];
+  return type === 'TIMESTAMP_NS' ? `, CAST(${sqlIdent(timeColumn)} AS TIMESTAMP) AS ${sqlIdent(TIME_US_COLUMN)}` : '';
+}
+
 /** Parses DuckDB's text form of a TIMESTAMP / TIMESTAMP_NS ('2026-11-22 23:34:36.123456789') to epoch ms. */
 export function timestampTextToMs(text: string): number {
   const m = /^(\d{4,})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?/.exec(text);
@@ -126,7 +141,7 @@ export async function writeParquet(
     const target = `${opts.stagingDir}/direct`;
     try {
       opts.beforeUnit?.([]);
-      return await withConnection(instance, (conn) => copyUnit(conn, `(${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`, undefined, 'minute', target, names, t, opts));
+      return await withConnection(instance, (conn) => copyUnit(conn, `(${walScanSql(opts.segmentPaths, opts.columns, opts.timeColumn)})`, undefined, 'minute', target, names + timeShadow(opts.columns, opts.timeColumn), t, opts));
     } catch (err) {
       await fs.rm(target, { recursive: true, force: true });
       const kind = classifyFailure(err);
@@ -148,7 +163,7 @@ export async function writeParquet(
         const target = `${opts.stagingDir}/u${dir++}`;
         try {
           opts.beforeUnit?.(unit);
-          written.push(...(await copyUnit(conn, '__flush', unit, grain, target, names, t, opts)));
+          written.push(...(await copyUnit(conn, '__flush', unit, grain, target, names + timeShadow(opts.columns, opts.timeColumn), t, opts)));
         } catch (err) {
           await fs.rm(target, { recursive: true, force: true });
           const kind = classifyFailure(err);

@@ -29,6 +29,23 @@ export function timestampLiteral(ms: number): string {
 }
 
 /**
+ * TIMESTAMP_NS holds 1677-09-21 to 2262-04-11 only: a bound beyond that is no bound for such a column,
+ * and its literal could not be converted to compare with it ("Could not convert Timestamp(US) to
+ * Timestamp(NS)": every query over the whole range of an OTLP or remote-write dataset's unflushed rows).
+ */
+const NS_MIN_MS = -9_223_372_036_854;
+const NS_MAX_MS = 9_223_372_036_854;
+
+/** `column` in [startMs, endMs), leaving out a bound its type cannot reach. */
+function rangeCondition(column: string, type: ColumnType | undefined, startMs: number, endMs: number): string {
+  const ns = type === 'TIMESTAMP_NS';
+  const bounds: string[] = [];
+  if (!ns || startMs > NS_MIN_MS) bounds.push(`${column} >= ${timestampLiteral(startMs)}`);
+  if (!ns || endMs <= NS_MAX_MS) bounds.push(`${column} < ${timestampLiteral(endMs)}`);
+  return bounds.length ? bounds.join(' AND ') : 'true';
+}
+
+/**
  * The one scan seam between queries and storage: the SELECT that yields a dataset's rows in
  * [startMs, endMs) — its Parquet files overlapping the range plus its unflushed WAL rows, every column
  * cast to the dataset's current type (files written before a widening, or before a column existed,
@@ -46,7 +63,7 @@ export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor:
   // A dataset that never received a row still has its time column.
   if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
   const t = sqlIdent(snap.meta.timeColumn);
-  const range = `${t} >= ${timestampLiteral(startMs)} AND ${t} < ${timestampLiteral(endMs)}`;
+  const range = rangeCondition(t, snap.schema[snap.meta.timeColumn], startMs, endMs);
   const parts: string[] = [];
   // minMs/maxMs are the floor of the file's first and last time in ms: maxMs + 1 is past every row.
   const head = snap.files.filter((f) => f.minMs < startMs);

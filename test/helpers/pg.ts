@@ -3,7 +3,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
-import { freePort, startServer, type TestServer } from './server.ts';
+import { ANY_PORT, startServer, type TestServer } from './server.ts';
 
 const run = promisify(execFile);
 
@@ -14,11 +14,10 @@ export interface PgTestServer extends TestServer {
   pgPort: number;
 }
 
-/** The real service with its PostgreSQL door on a free port. */
+/** The real service with its PostgreSQL door on a free port (which it reports). */
 export async function startPgServer(env: Record<string, string> = {}): Promise<PgTestServer> {
-  const pgPort = await freePort();
-  const server = await startServer({ env: { P_PG_ADDR: `127.0.0.1:${pgPort}`, ...env } });
-  return { ...server, pgPort };
+  const server = await startServer({ env: { P_PG_ADDR: ANY_PORT, ...env } });
+  return { ...server, pgPort: server.pgPort! };
 }
 
 /** A client binary the setup script provides; fails loudly (never skips) when it is missing. */

@@ -4,7 +4,6 @@ import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { CreateBucketCommand, DeleteObjectCommand, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
-import { freePort } from './server.ts';
 import { sleep } from './wait.ts';
 
 export interface S3TestServer {
@@ -26,16 +25,16 @@ export interface S3TestServer {
 }
 
 /**
- * The child's program: moto's S3 server in a thread, on loopback. It exits when its stdin closes, so
- * a crashed test run leaves no server behind.
+ * The child's program: moto's S3 server in a thread, on loopback, on a port of the kernel's choice that
+ * it reports (`ready <port>`). It exits when its stdin closes, so a crashed test run leaves no server behind.
  */
 const CHILD = String.raw`
 import logging, os, sys, threading
 logging.getLogger('werkzeug').setLevel(logging.ERROR)
 from moto.server import ThreadedMotoServer
-server = ThreadedMotoServer(ip_address='127.0.0.1', port=int(sys.argv[1]), verbose=False)
+server = ThreadedMotoServer(ip_address='127.0.0.1', port=0, verbose=False)
 server.start()
-print('ready', flush=True)
+print('ready', server.get_host_and_port()[1], flush=True)
 sys.stdin.read()
 os._exit(0)
 `;
@@ -54,11 +53,12 @@ async function motoPython(): Promise<string> {
   return python;
 }
 
-async function spawnMoto(port: number): Promise<ChildProcess> {
-  const child = spawn(await motoPython(), ['-c', CHILD, String(port)], { stdio: ['pipe', 'pipe', 'pipe'] });
+/** moto in a child process, and the port it bound. */
+async function spawnMoto(): Promise<{ child: ChildProcess; port: number }> {
+  const child = spawn(await motoPython(), ['-c', CHILD], { stdio: ['pipe', 'pipe', 'pipe'] });
   let output = '';
   child.stderr!.on('data', (d) => (output += d.toString()));
-  await new Promise<void>((resolve, reject) => {
+  const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       reject(new Error(`moto did not start within 30 s: ${output}`));
@@ -66,9 +66,10 @@ async function spawnMoto(port: number): Promise<ChildProcess> {
     let stdout = '';
     child.stdout!.on('data', (d) => {
       stdout += d.toString();
-      if (stdout.includes('ready')) {
+      const ready = /ready (\d+)\n/.exec(stdout);
+      if (ready) {
         clearTimeout(timer);
-        resolve();
+        resolve(Number(ready[1]));
       }
     });
     child.once('exit', (code) => {
@@ -76,7 +77,7 @@ async function spawnMoto(port: number): Promise<ChildProcess> {
       reject(new Error(`moto exited (${code}): ${output}`));
     });
   });
-  return child;
+  return { child, port };
 }
 
 /**
@@ -125,8 +126,7 @@ async function prepare(endpoint: string, bucket: string): Promise<void> {
  */
 export async function startS3Server(): Promise<S3TestServer> {
   const bucket = 'telemetry';
-  const inner = await freePort();
-  const child = await spawnMoto(inner);
+  const { child, port: inner } = await spawnMoto();
   const sockets = new Set<net.Socket>();
   const relay = net.createServer((client) => {
     const upstream = net.connect(inner, '127.0.0.1');
@@ -141,7 +141,8 @@ export async function startS3Server(): Promise<S3TestServer> {
     upstream.on('error', drop).on('close', drop);
     client.pipe(upstream).pipe(client);
   });
-  let port = await freePort();
+  // Port 0 at first; a restart (start() after stop()) takes back the port clients were given.
+  let port = 0;
   const listen = async () => {
     for (let attempt = 0; ; attempt++) {
       try {
@@ -149,6 +150,7 @@ export async function startS3Server(): Promise<S3TestServer> {
           relay.once('error', reject);
           relay.listen(port, '127.0.0.1', () => {
             relay.off('error', reject);
+            port = (relay.address() as net.AddressInfo).port;
             resolve();
           });
         });
@@ -173,13 +175,7 @@ export async function startS3Server(): Promise<S3TestServer> {
     await listen();
     listening = true;
   };
-  try {
-    await start();
-  } catch {
-    // The free port was taken meanwhile: take another (only possible before anyone knows the endpoint).
-    port = await freePort();
-    await start();
-  }
+  await start();
   const endpoint = `http://127.0.0.1:${port}`;
   try {
     await prepare(endpoint, bucket);

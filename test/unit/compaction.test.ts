@@ -1,8 +1,12 @@
+import * as path from 'node:path';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
+import { tempDir } from '../helpers/server.ts';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { compactDataset, planCompaction, runParts, timeRuns } from '../../src/storage/compaction.ts';
+import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns, type MergeInput } from '../../src/storage/compaction.ts';
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import type { Manifests } from '../../src/storage/manifests.ts';
+import { compactions } from '../../src/metrics.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -114,5 +118,60 @@ describe('compactDataset: each merge takes its turn among the flushes', () => {
     };
     expect(await compactDataset(ctx, {} as Manifests, ds, turn, () => stopping)).toBe(2);
     expect(merges).toBe(1);
+  });
+
+  it('a failing group ends only itself: the other groups and hours are merged, the failure counted', async () => {
+    const h = (hour: string, name: string) => file(`ds/date=2026-11-23/hour=${hour}/minute=00/${name}.parquet`);
+    const files = [h('01', 'a'), h('01', 'b'), h('02', 'c'), h('02', 'd'), h('03', 'e'), h('03', 'f')];
+    const ds = { deleted: false, meta: { name: 'ds' }, catalog: { all: () => files } } as unknown as Dataset;
+    const ctx = { quarantine: { has: () => false }, settings: { nodeId: 'n1', compactionTargetBytes: 1000 } } as unknown as StorageContext;
+    const failedBefore = (await compactions.get()).values.find((v) => v.labels.result === 'failed')?.value ?? 0;
+    let merges = 0;
+    // The first group's merge fails as the issue's did (a binder error), on every pass.
+    const turn = async <T>(_fn: () => Promise<T>): Promise<T> => {
+      if (merges++ === 0) throw new Error('Binder Error: Column "x" referenced that exists in the SELECT clause');
+      return undefined as T;
+    };
+    expect(await compactDataset(ctx, {} as Manifests, ds, turn)).toBe(4);
+    expect(merges).toBe(3);
+    const failedAfter = (await compactions.get()).values.find((v) => v.labels.result === 'failed')?.value ?? 0;
+    expect(failedAfter - failedBefore).toBe(1);
+  });
+});
+
+describe('mergeParquet: files that differ in columns merge by column name', () => {
+  // [name, files: [columns, rows of (t seconds, x)]]: each read of the merge names only its own files' columns.
+  type Spec = [string, [string[], [number, string | null][]][]];
+  const cases: Spec[] = [
+    ['the overlapping pair: the first lacks x', [[['t', 'b'], [[0, null], [9, null]]], [['t', 'b', 'x'], [[5, 'v5'], [14, 'v14']]], [['t', 'b'], [[20, null], [29, null]]]]],
+    ['the later file lacks x', [[['t', 'b', 'x'], [[0, 'v0'], [9, 'v9']]], [['t', 'b'], [[5, null], [14, null]]]]],
+    ['files that follow one another, x only in the middle', [[['t', 'b'], [[0, null]]], [['t', 'b', 'x'], [[1, 'v1']]], [['t', 'b'], [[2, null]]]]],
+  ];
+  it.each(cases)('%s', async (_name, files) => {
+    const dir = await tempDir();
+    const db = await DuckDBInstance.create(':memory:', { threads: '1' });
+    const conn = await db.connect();
+    try {
+      const inputs: MergeInput[] = [];
+      for (const [i, [columns, rows]] of files.entries()) {
+        const p = path.join(dir, `${i}.parquet`);
+        const values = rows.map(([sec, x]) => `(TIMESTAMP '2026-11-23 01:00:00' + INTERVAL ${sec} SECOND, 'b${sec}', ${x === null ? 'NULL' : `'${x}'`})`).join(', ');
+        const select = columns.join(', ');
+        await conn.run(`COPY (SELECT ${select} FROM (VALUES ${values}) v(t, b, x)) TO '${p}' (FORMAT parquet)`);
+        const ms = rows.map(([sec]) => Date.UTC(2026, 10, 23, 1) + sec * 1000);
+        inputs.push({ path: p, minMs: Math.min(...ms), maxMs: Math.max(...ms), columns });
+      }
+      const runs = timeRuns(inputs).map((run) => run.map((i) => inputs[i]));
+      const target = path.join(dir, 'merged.parquet');
+      const columns: [string, 'TIMESTAMP' | 'VARCHAR'][] = [['t', 'TIMESTAMP'], ['b', 'VARCHAR'], ['x', 'VARCHAR']];
+      const written = await mergeParquet(db, { runs, columns, timeColumn: 't', target, zstdLevel: 1, rowGroupRows: 1000 });
+      const expected = files.flatMap(([, rows]) => rows).map(([sec, x]) => ({ b: `b${sec}`, x })).sort((a, b) => a.b.localeCompare(b.b));
+      const got = (await conn.runAndReadAll(`SELECT b, x FROM '${target}' ORDER BY b`)).getRowObjectsJson();
+      expect(got).toEqual(expected);
+      expect(written.rows).toBe(expected.length);
+    } finally {
+      conn.closeSync();
+      db.closeSync();
+    }
   });
 });

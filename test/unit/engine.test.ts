@@ -1,6 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { log } from '../../src/log.ts';
 import { DomainError } from '../../src/errors.ts';
 import { listFiles } from '../helpers/files.ts';
 import { createDataset, openEngine, rows, type EngineFixture } from '../helpers/engine.ts';
@@ -88,6 +89,26 @@ describe('flush, restart and WAL recovery', () => {
     expect(s.current.rows).toBe(10);
     expect(s.wal.rows).toBe(0);
     expect(s.current.files).toBeGreaterThan(0);
+  });
+
+  it('a flush on shutdown that failed for lack of disk is not followed by "a flush succeeded" (issue 30 A15)', async () => {
+    f = await openEngine();
+    await createDataset(f.engine, 'full');
+    await createDataset(f.engine, 'idle');
+    await f.engine.append('full', rows([{ i: 1 }]), 20);
+    const said: string[] = [];
+    const spies = (['info', 'warn', 'error'] as const).map((level) => vi.spyOn(log, level).mockImplementation((msg) => void said.push(msg)));
+    process.env.P_FAULT = 'flush-parquet:enospc:100';
+    try {
+      await f.engine.shutdown();
+    } finally {
+      delete process.env.P_FAULT;
+      for (const s of spies) s.mockRestore();
+    }
+    const failed = said.indexOf('flush on shutdown failed; data stays in the WAL');
+    expect(failed).toBeGreaterThanOrEqual(0);
+    // The idle dataset had nothing to flush: that is no flush, and says nothing about the disk.
+    expect(said.slice(failed).filter((m) => /flush succeeded/.test(m))).toEqual([]);
   });
 
   it('a crash (no shutdown) keeps every acknowledged row in the WAL, which the restart recovers', async () => {

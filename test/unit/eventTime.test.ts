@@ -99,17 +99,25 @@ describe('eventTime: a dataset time field on one event', () => {
     [true, /is a boolean/],
     ['soon', /holds "soon", which is not a timestamp/],
     ['2026-11-15T11:59:59.999Z', /more than 10 days ago/],
+    // Bounded ahead (issue 30 A10): an hour past the receive time by default.
+    [new Date(received + 3_600_001).toISOString(), /more than 3600 s after the request was received \(P_EVENT_TIME_FUTURE_LIMIT\)/],
+    ['2037-11-25 12:00:00', /P_EVENT_TIME_FUTURE_LIMIT/],
   ])('%j is refused', (value, message) => {
     expect(() => eventTime(value, rule, 3)).toThrow(message);
   });
   it.each([
     ['2026-11-15T12:00:00Z', '2026-11-15T12:00:00.000Z'], // exactly the limit
-    ['2030-01-01 00:00:00', '2030-01-01T00:00:00.000Z'], // no bound ahead, as in Parseable
+    [new Date(received + 3_600_000).toISOString(), new Date(received + 3_600_000).toISOString()], // exactly the future limit
   ])('%s is stored as %s', (value, iso) => {
     expect(eventTime(value, rule, 0)).toBe(iso);
   });
-  it('defaults to Parseable\'s 30 days', () => {
-    expect(timeFieldRule('ts', undefined, received)).toEqual({ field: 'ts', limitDays: 30, earliestMs: received - 30 * 86_400_000 });
+  it('the future limit is a setting', () => {
+    const day = timeFieldRule('ts', 10, received, 86_400_000);
+    expect(eventTime(new Date(received + 86_400_000).toISOString(), day, 0)).toBe(new Date(received + 86_400_000).toISOString());
+    expect(() => eventTime(new Date(received + 86_400_001).toISOString(), day, 0)).toThrow(/more than 86400 s after/);
+  });
+  it('defaults to Parseable\'s 30 days back and an hour ahead', () => {
+    expect(timeFieldRule('ts', undefined, received)).toEqual({ field: 'ts', limitDays: 30, earliestMs: received - 30 * 86_400_000, latestMs: received + 3_600_000, futureMs: 3_600_000 });
   });
 });
 

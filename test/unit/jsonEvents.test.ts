@@ -17,6 +17,13 @@ describe('X-P-* headers', () => {
     expect(headerPairs(h({}), 'x-p-meta-')).toBeNull();
   });
 
+  // Issue 30 L7: `X-P-Meta-: v` (an empty name) gave the pair `=v`; a pair needs a name, so the header is ignored.
+  it.each([
+    ['an empty meta name alone', { 'X-P-Meta-': 'empty' }, 'x-p-meta-', null],
+    ['an empty meta name beside a named one', { 'X-P-Meta-': 'empty', 'X-P-Meta-Host': 'web-1' }, 'x-p-meta-', 'host=web-1'],
+    ['an empty tag name', { 'X-P-Tag-': 'x' }, 'x-p-tag-', null],
+  ] as const)('headerPairs: %s', (_name, headers, prefix, pairs) => expect(headerPairs(h(headers), prefix)).toBe(pairs));
+
   const columnCases: { name: string; headers: Record<string, string>; columns: [string, string][] }[] = [
     { name: 'each X-P-<name> is a column <name>', headers: { 'X-P-Environment': 'dev', 'X-P-Meta-Host': 'web-1' }, columns: [['environment', 'dev'], ['meta-host', 'web-1']] },
     { name: 'headers with a meaning are not columns', headers: { 'X-P-Stream': 's', 'X-P-Log-Source': 'otel-logs', 'X-P-Extract-Log': 'x', 'X-Other': 'o' }, columns: [] },

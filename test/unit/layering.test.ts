@@ -11,7 +11,7 @@ import { describe, expect, it } from 'vitest';
  */
 
 const SRC = path.resolve(import.meta.dirname, '../../src');
-const LEAVES = new Set(['errors.ts', 'log.ts', 'metrics.ts', 'duckdb.ts', 'model.ts', 'json.ts', 'config.ts', 'failpoint.ts', 'entrypoints.ts', 'memoryBudget.ts', 'failures.ts']);
+const LEAVES = new Set(['errors.ts', 'log.ts', 'metrics.ts', 'duckdb.ts', 'model.ts', 'json.ts', 'config.ts', 'settings.ts', 'failpoint.ts', 'entrypoints.ts', 'memoryBudget.ts', 'failures.ts']);
 
 function files(dir: string): string[] {
   return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? files(path.join(dir, e.name)) : e.name.endsWith('.ts') ? [path.join(dir, e.name)] : []));
@@ -38,7 +38,7 @@ const folderOf = (rel: string) => {
 const layerOf = (rel: string) => folderOf(rel).split('/')[0];
 
 /** Format decoders: bytes in, rows out; they know neither HTTP nor storage. */
-const isDecoder = (rel: string) => /^ingest\/(otlp|prometheus)\//.test(rel) || ['ingest/flatten.ts', 'ingest/jsonEvents.ts', 'ingest/compression.ts', 'ingest/sanitize.ts'].includes(rel);
+const isDecoder = (rel: string) => /^ingest\/(otlp|prometheus|esbulk|loki|hec)\//.test(rel) || ['ingest/flatten.ts', 'ingest/jsonEvents.ts', 'ingest/compression.ts', 'ingest/sanitize.ts'].includes(rel);
 
 const below = (...layers: string[]) => (t: string) => layers.includes(layerOf(t)) || layerOf(t) === 'leaf';
 
@@ -51,16 +51,21 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   storage: below('storage'),
   ingest: below('ingest', 'storage'),
   // Queries reach storage only through the scan seam; SQL planning and PromQL run on the worker pool.
-  'query/sql': (t) => ['query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  'query/sql': (t) => ['query/sql', 'query/worker', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   'query/promql': (t) => ['query/promql', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
-  'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
+  // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
+  'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,
 };
-const DOORS = ['http', 'grpc', 'pg'];
+const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg'];
+/** Doors mounted under another door's listener (as sub-apps, inheriting its guards): the one door that may import them. */
+const MOUNTED_UNDER: Record<string, string> = { 'doors/es': 'doors/http', 'doors/loki': 'doors/http', 'doors/hec': 'doors/http', 'doors/iceberg': 'doors/http' };
 for (const door of DOORS) {
-  ALLOWED[`doors/${door}`] = (t) => (layerOf(t) === 'doors' ? [`doors/${door}`, 'doors/shared'].includes(folderOf(t)) : t !== 'main.ts');
+  const own = [`doors/${door}`, 'doors/shared', ...Object.keys(MOUNTED_UNDER).filter((m) => MOUNTED_UNDER[m] === `doors/${door}`)];
+  ALLOWED[`doors/${door}`] = (t) => (layerOf(t) === 'doors' ? own.includes(folderOf(t)) : t !== 'main.ts');
 }
 
 describe('layering', () => {

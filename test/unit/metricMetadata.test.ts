@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { decodeMetricMetadata, encodeMetricMetadata, type StoredMetricFamily } from '../../src/storage/codec.ts';
 import { metricMetadataKey, parseKey } from '../../src/storage/layout.ts';
-import { applyFamilies, boundFamily, mergeFamilies, type MetricMetadataLimits } from '../../src/storage/metricMetadata.ts';
+import { applyFamilies, boundFamily, familyBytes, mergeFamilies, METRIC_METADATA_LIMITS, MetricMetadataStore, type MetricMetadataLimits } from '../../src/storage/metricMetadata.ts';
+import type { DatasetMeta } from '../../src/storage/codec.ts';
+import { openEngine, storageParts } from '../helpers/engine.ts';
 
 const LIMITS: MetricMetadataLimits = { families: 3, helpChars: 10, unitChars: 4, nameChars: 20 };
 const fam = (family: string, type = 'counter', help = '', unit = '') => ({ family, type, help, unit });
@@ -54,5 +56,31 @@ describe('remembered metric metadata: workers merged on read', () => {
 
   it('a worker\'s object key belongs to its dataset generation (deleted with it, swept as an orphan)', () => {
     expect(parseKey(metricMetadataKey('prom', 'g1', 'node-a'))).toEqual({ role: 'metric-metadata', dataset: 'prom', generation: 'g1', nodeId: 'node-a' });
+  });
+});
+
+describe('remembered metric metadata: every dataset together is bounded in memory (issue 30 A9)', () => {
+  it('tables past the bound are dropped from memory and read back from the store, nothing lost', async () => {
+    const f = await openEngine();
+    try {
+      const { ctx } = storageParts(f);
+      const maxBytes = 200 * 1024;
+      const store = new MetricMetadataStore(ctx, METRIC_METADATA_LIMITS, maxBytes);
+      const meta = (i: number) => ({ name: `m${i}`, generation: 'g1' }) as DatasetMeta;
+      // Each request: 50 families with 1 KiB of help (about 100 KiB held), to a new dataset each time.
+      const families = (i: number, n = 50) => Array.from({ length: n }, (_, k) => fam(`fam_${i}_${k}`, 'gauge', 'h'.repeat(1024)));
+      const sent = (i: number, n = 50) => families(i, n).reduce((sum, x) => sum + familyBytes(x.family, x), 0);
+      for (let i = 0; i < 30; i++) {
+        await store.remember(meta(i), families(i));
+        expect(store.memory.bytes).toBeLessThanOrEqual(Math.max(maxBytes, sent(i)));
+      }
+      expect(store.memory.datasets).toBeLessThan(30);
+      // The first dataset's table was dropped from memory; a new family is added to what the store holds.
+      await store.remember(meta(0), [fam('fam_0_new', 'counter')]);
+      const read = await store.read(meta(0));
+      expect([...read.keys()].sort()).toEqual([...families(0).map((x) => x.family), 'fam_0_new'].sort());
+    } finally {
+      await f.cleanup();
+    }
   });
 });

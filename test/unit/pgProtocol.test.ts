@@ -3,7 +3,9 @@ import { describe, expect, it } from 'vitest';
 import { Framer, parseStartup, ProtocolViolation, splitRows } from '../../src/doors/pg/messages.ts';
 import { parameterLiteral } from '../../src/doors/pg/params.ts';
 import { sessionCommand } from '../../src/doors/pg/sessionCommands.ts';
-import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/doors/pg/sqlText.ts';
+import { invalidSqlstate } from '../../src/doors/pg/sqlstate.ts';
+import { copyOut } from '../../src/doors/pg/copy.ts';
+import { pgSyntax, placeholderCount, replacePlaceholders, splitStatements } from '../../src/query/catalog/sqlText.ts';
 import { dataRowEncoder, RowWriter, timestampText } from '../../src/query/results/pg.ts';
 
 /** The PostgreSQL door's pure parts: framing, statement text, parameters, session commands, row encoding. */
@@ -93,6 +95,57 @@ describe('parameterLiteral', () => {
   for (const [name, value, format, oid, inferred, want] of cases) {
     it(name, () => expect(parameterLiteral(value, format, oid, inferred)).toBe(want));
   }
+  /** Binary values of PostgreSQL's send functions: int32 days since 2000-01-01, numeric's base-10000 words. */
+  const i32 = (v: number) => {
+    const b = Buffer.alloc(4);
+    b.writeInt32BE(v);
+    return b;
+  };
+  const numeric = (words: number[]) => {
+    const b = Buffer.alloc(2 * words.length);
+    words.forEach((w, i) => b.writeUInt16BE(w & 0xffff, 2 * i));
+    return b;
+  };
+  const i64 = (v: bigint) => {
+    const b = Buffer.alloc(8);
+    b.writeBigInt64BE(v);
+    return b;
+  };
+  // Expected texts from PostgreSQL 15's date_out/numeric_out for the same bytes.
+  const binary: [string, Buffer, number, string][] = [
+    ['date 0', i32(0), 1082, "CAST('2000-01-01' AS DATE)"],
+    ['date -1', i32(-1), 1082, "CAST('1999-12-31' AS DATE)"],
+    ['date leap day', i32(60), 1082, "CAST('2000-03-01' AS DATE)"],
+    ['date infinity (0x7fffffff)', i32(0x7fffffff), 1082, "CAST('infinity' AS DATE)"],
+    ['date -infinity', i32(-0x80000000), 1082, "CAST('-infinity' AS DATE)"],
+    ['date 5874897-12-31 (the last)', i32(2_147_483_494 - 2_451_545 - 1), 1082, "CAST('5874897-12-31' AS DATE)"],
+    ['date 4714-11-24 BC (Julian day 0)', i32(-2_451_545), 1082, "CAST('4714-11-24 (BC)' AS DATE)"],
+    ['timestamp infinity', i64(0x7fffffffffffffffn), 1114, "CAST('infinity' AS TIMESTAMP)"],
+    ['numeric 12345.678', numeric([3, 1, 0, 3, 1, 2345, 6780]), 1700, '12345.678'],
+    ['numeric -0.5', numeric([1, -1, 0x4000, 1, 5000]), 1700, '-0.5'],
+    ['numeric 0', numeric([0, 0, 0, 0]), 1700, '0'],
+    ['numeric NaN', numeric([0, 0, 0xc000, 0]), 1700, "CAST('NaN' AS DOUBLE)"],
+  ];
+  for (const [name, value, oid, want] of binary) {
+    it(`binary ${name}`, () => expect(parameterLiteral(value, 1, oid)).toBe(want));
+  }
+  const refused: [string, Buffer, number, string][] = [
+    ['date past 5874897 AD', i32(2_147_483_494 - 2_451_545), 1082, '22008'],
+    ['date before 4713 BC', i32(-2_451_546), 1082, '22008'],
+    ['timestamp beyond a Date', i64(0x7ffffffffffffff0n), 1114, '22008'],
+    ['numeric: a digit of 10000', numeric([1, 0, 0, 0, 10000]), 1700, '22P03'],
+    ['numeric: negative digit', numeric([1, 0, 0, 0, -1]), 1700, '22P03'],
+    ['numeric: more digits than bytes', numeric([3, 0, 0, 0, 1]), 1700, '22P03'],
+    ['numeric: bytes after the digits', numeric([1, 0, 0, 0, 1, 7]), 1700, '22P03'],
+    ['numeric: negative digit count', numeric([-1, 0, 0, 0]), 1700, '22P03'],
+    ['numeric: unknown sign', numeric([1, 0, 0x1234, 0, 1]), 1700, '22P03'],
+    ['numeric: negative scale', numeric([1, 0, 0, -2, 1]), 1700, '22P03'],
+    ['numeric: too short', Buffer.from([0, 1, 0]), 1700, '22P03'],
+  ];
+  for (const [name, value, oid, sqlstate] of refused) {
+    it(`binary ${name} is refused with ${sqlstate}`, () => expect(() => parameterLiteral(value, 1, oid)).toThrow(expect.objectContaining({ sqlstate })));
+  }
+
   it('refuses a non-number declared as a number, and NUL characters', () => {
     expect(() => parameterLiteral(text('1 OR 1=1'), 0, 20)).toThrow(/not a number/);
     expect(() => parameterLiteral(text('a\0b'), 0, 25)).toThrow(/NUL/);
@@ -204,3 +257,35 @@ function readRow(buf: Buffer): (Buffer | null)[] {
   }
   return out;
 }
+
+describe('invalidSqlstate: DuckDB error classes as PostgreSQL SQLSTATEs (issue 36 #5)', () => {
+  // Messages as DuckDB words them; SQLSTATEs PostgreSQL 15 gives the same mistake.
+  const cases: [string, string][] = [
+    ["Conversion Error: Could not convert string 'abc' to INT32", '22P02'],
+    ['Conversion Error: Type INT64 with value 99999999999 can\'t be cast because the value is out of range for the destination type INT32', '22003'],
+    ['Binder Error: Referenced column "nope" not found in FROM clause!', '42703'],
+    ['Binder Error: Cannot compare values of type TIMESTAMP_NS and type TIMESTAMP WITH TIME ZONE - an explicit cast is required', '42804'],
+    ['Binder Error: No function matches the given name and argument types \'lower(INTEGER)\'.', '42883'],
+    ['Catalog Error: Scalar Function with name nope does not exist!', '42883'],
+    ['Parser Error: syntax error at or near "SELEC"', '42601'],
+    ['only read-only SELECT statements are allowed', '42601'],
+  ];
+  it.each(cases)('%s → %s', (message, code) => expect(invalidSqlstate(message)).toBe(code));
+});
+
+describe('copyOut: which COPY statements are reads', () => {
+  const cases: [string, ReturnType<typeof copyOut>][] = [
+    ['COPY (SELECT 1) TO STDOUT', { query: 'SELECT 1', csv: false, header: false }],
+    [' copy ( select a, (b) from t ) to stdout;', { query: ' select a, (b) from t ', csv: false, header: false }],
+    ['COPY (SELECT 1) TO STDOUT WITH (FORMAT csv, HEADER)', { query: 'SELECT 1', csv: true, header: true }],
+    ["COPY (SELECT 1) TO STDOUT (FORMAT 'csv', HEADER false)", { query: 'SELECT 1', csv: true, header: false }],
+    ['COPY t TO STDOUT', undefined],
+    ['COPY t FROM STDIN', undefined],
+    ["COPY (SELECT 1) TO '/tmp/x'", undefined],
+  ];
+  it.each(cases)('%s', (sql, want) => expect(copyOut(sql)).toEqual(want));
+  it('refuses formats and options it does not write', () => {
+    expect(() => copyOut('COPY (SELECT 1) TO STDOUT (FORMAT binary)')).toThrow(/not supported/);
+    expect(() => copyOut("COPY (SELECT 1) TO STDOUT (DELIMITER '|')")).toThrow(/not supported/);
+  });
+});

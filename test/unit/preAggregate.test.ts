@@ -55,6 +55,14 @@ const SHAPES: [string, boolean][] = [
   ["SELECT p_timestamp AT TIME ZONE 'UTC', extract(minute FROM p_timestamp), count(*) FROM t GROUP BY 1, 2 ORDER BY 1, 2", true],
   ["SELECT CASE WHEN p_timestamp < TIMESTAMP '2000-01-01' THEN 'old' ELSE 'new' END AS age, count(*) AS n FROM t GROUP BY 1 ORDER BY 1", true],
   ["SELECT date_trunc('minute', p_timestamp) AS minute, count(*) AS n FROM t WHERE false GROUP BY 1 ORDER BY 1", true],
+  // Constants a JavaScript double cannot hold (2^53 + 1, a HUGEINT's 64-bit half, 1e20 written
+  // as 100000000000000000000.0, a 25-digit DECIMAL): the rewrite keeps their exact text.
+  ['SELECT epoch_ms(p_timestamp) + 9007199254740993 AS m, count(*) AS n FROM t GROUP BY 1 ORDER BY 1', true],
+  ["SELECT date_trunc('minute', p_timestamp) AS m, count(*) AS n FROM t WHERE v + 9007199254740993 > 9007199254740995 GROUP BY 1 ORDER BY 1", true],
+  ['SELECT epoch_ms(p_timestamp) % 18446744073709551615 AS m, count(*) AS n FROM t GROUP BY 1 ORDER BY 1', true],
+  ['SELECT epoch_ms(p_timestamp) + 18446744073709551615 AS m, count(*) AS n FROM t WHERE v < 18446744073709551615 GROUP BY 1 ORDER BY 1', true],
+  ["SELECT date_trunc('minute', p_timestamp) AS m, count(*) AS n FROM t WHERE v < 1e20 GROUP BY 1 ORDER BY 1", true],
+  ["SELECT date_trunc('minute', p_timestamp) AS m, count(*) AS n FROM t WHERE v + 123456789012345678901230.5 > 123456789012345678901232 GROUP BY 1 ORDER BY 1", true],
   // Shapes left as written.
   ["SELECT date_trunc('minute', p_timestamp) AS m, count(*) AS n FROM t GROUP BY 1 HAVING count(*) > 1", false],
   ["SELECT date_trunc('minute', p_timestamp) AS m, sum(v) AS s FROM t GROUP BY 1", false],

@@ -63,4 +63,27 @@ describe('scanSql', () => {
     expect(wider.sql).not.toMatch(/WHERE/);
     expect(wider.rows).toHaveLength(6);
   });
+
+  it('bounds a nanosecond time column only within its range (1677–2262), for any query range', async () => {
+    const file = path.join(dir, 'ns.parquet');
+    await conn.run(`COPY (SELECT CAST(TIMESTAMP '2026-01-01 00:00:00' + INTERVAL (s) SECOND AS TIMESTAMP_NS) AS t, s FROM range(4) r(s)) TO '${file}' (FORMAT parquet)`);
+    const nsFile = { key: 'ns', path: file, rows: 4, bytes: 1, minMs: minute(0), maxMs: minute(0) + 3000, columns: ['t', 's'], nodeId: 'n' };
+    const nsSnap: Snapshot = { meta: { name: 'ns', timeColumn: 't' } as Snapshot['meta'], schema: { t: 'TIMESTAMP_NS', s: 'BIGINT' }, files: [nsFile], segments: [], release: () => undefined };
+    // [start, end) → the seconds a reference filter in DuckDB keeps (compared as TIMESTAMP, which holds every bound).
+    const cases: [string, number, number][] = [
+      ['from year 1 (the whole range) to within the file', Date.UTC(1, 0, 1), minute(0) + 2000],
+      ['from 1600 to 9999', Date.UTC(1600, 0, 1), Date.UTC(9999, 0, 1)],
+      ['from within the file to year 9999', minute(0) + 1000, Date.UTC(9999, 0, 1)],
+      ['within the file', minute(0) + 1000, minute(0) + 3000],
+    ];
+    for (const [name, startMs, endMs] of cases) {
+      const got = await conn.runAndReadAll(`SELECT s FROM (${scanSql(nsSnap, startMs, endMs)}) ORDER BY s`);
+      const iso = (ms: number) => new Date(ms).toISOString().replace('T', ' ').replace('Z', '');
+      const want = await conn.runAndReadAll(
+        `SELECT s FROM read_parquet('${file}') WHERE CAST(t AS TIMESTAMP) >= TIMESTAMP '${iso(startMs)}' AND CAST(t AS TIMESTAMP) < TIMESTAMP '${iso(endMs)}' ORDER BY s`,
+      );
+      expect(got.getRowObjectsJson(), name).toEqual(want.getRowObjectsJson());
+      expect(want.getRowObjectsJson().length, name).toBeGreaterThan(0);
+    }
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { limitWrites, oomKillCount, parseWorkerCgroupName, planWorkerCgroups, workerCgroupName, type CgroupPlan, type CgroupProbe } from '../../src/query/worker/cgroup.ts';
+import { limitWrites, oomKillCount, parseWorkerCgroupName, planWorkerCgroups, staleWorkerCgroups, workerCgroupName, type CgroupPlan, type CgroupProbe } from '../../src/query/worker/cgroup.ts';
 
 /** A fake cgroup file system: file contents, and the directories this process may write. */
 const probe = (files: Record<string, string>, writable: string[]): CgroupProbe => ({ read: (f) => files[f], writable: (d) => writable.includes(d) });
@@ -75,4 +75,17 @@ describe('worker cgroup names and OOM counts', () => {
     ['a file that is gone', undefined, 0],
   ];
   for (const [name, text, want] of cases) it(`oomKillCount: ${name}`, () => expect(oomKillCount(text)).toBe(want));
+});
+
+describe('staleWorkerCgroups: what a starting service removes', () => {
+  // The service itself (pid 7) is alive, as is another service (pid 200).
+  const alive = (pid: number) => pid === 200 || pid === 7;
+  const cases: [string, string[], string[]][] = [
+    ['a dead service\'s cgroups', ['lakehouse-query-100-w0', 'lakehouse-query-100-w3'], ['lakehouse-query-100-w0', 'lakehouse-query-100-w3']],
+    ['a running service\'s cgroups stay', ['lakehouse-query-200-w0'], []],
+    // Issue 30 A15: restarted in a container with its predecessor's pid, which it took for its own.
+    ['cgroups named with its own pid (a predecessor of the same pid)', ['lakehouse-query-7-w0', 'lakehouse-query-7-w1'], ['lakehouse-query-7-w0', 'lakehouse-query-7-w1']],
+    ['other names are never touched', ['system.slice', 'lakehouse-query-x-w0', 'lakehouse-query-100'], []],
+  ];
+  for (const [name, names, want] of cases) it(name, () => expect(staleWorkerCgroups(names, 7, alive)).toEqual(want));
 });

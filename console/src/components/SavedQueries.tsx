@@ -16,7 +16,8 @@ interface Props {
   /** The editor's current text. */
   sql: () => string;
   range: TimeRange;
-  onLoad: (sql: string, range?: TimeRange) => void;
+  /** A saved query with its dataset (`stream_name`): loading one of another dataset switches to it. */
+  onLoad: (sql: string, range: TimeRange | undefined, dataset: string) => void;
 }
 
 /**
@@ -68,7 +69,7 @@ export function SavedQueries({ dataset, sql, range, onLoad }: Props) {
         <ul>
           {list.map((f) => (
             <li key={f.filter_id}>
-              <button class="link" onClick={() => onLoad(f.query.filter_query!, f.time_filter ?? undefined)} title={f.query.filter_query ?? ''}>
+              <button class="link" onClick={() => onLoad(f.query.filter_query!, f.time_filter ?? undefined, f.stream_name)} title={f.query.filter_query ?? ''}>
                 {f.filter_name}
               </button>
               <span class="muted small">{f.stream_name}</span>

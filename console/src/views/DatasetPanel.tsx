@@ -58,30 +58,7 @@ export function DatasetPanel({ name, kind, details, onChanged }: Props) {
           {error}
         </p>
       )}
-      <dl class="stats">
-        <div>
-          <dt>Events</dt>
-          <dd>{formatCount(details?.count)}</dd>
-        </div>
-        <div>
-          <dt>Raw size</dt>
-          <dd>{formatBytes(details?.rawBytes)}</dd>
-        </div>
-        <div>
-          <dt>Stored (Parquet)</dt>
-          <dd>{formatBytes(details?.storedBytes)}</dd>
-        </div>
-        <div>
-          <dt>Files</dt>
-          <dd>{formatCount(details?.files)}</dd>
-        </div>
-        <div>
-          <dt>Time column</dt>
-          <dd>
-            <code>{schema?.timeColumn ?? '—'}</code>
-          </dd>
-        </div>
-      </dl>
+      <Stats details={details} timeColumn={schema?.timeColumn} />
       {details?.count === 0 && (
         <div class="empty">
           <h3>No events yet</h3>
@@ -91,30 +68,7 @@ export function DatasetPanel({ name, kind, details, onChanged }: Props) {
       <div class="panel-grid">
         <div>
           <h3>Schema</h3>
-          {schema ? (
-            <div class="table-wrap schema">
-              <table data-testid="schema-table">
-                <thead>
-                  <tr>
-                    <th scope="col">Column</th>
-                    <th scope="col">Type</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {schema.fields.map((f) => (
-                    <tr key={f.name}>
-                      <td>
-                        <code>{f.name}</code>
-                      </td>
-                      <td>{f.type}</td>
-                    </tr>
-                  ))}
-                </tbody>
-              </table>
-            </div>
-          ) : (
-            <p class="muted">Loading…</p>
-          )}
+          {schema ? <SchemaTable schema={schema} /> : <p class="muted">Loading…</p>}
         </div>
         <div>
           <Retention name={name} current={details?.retention} editable={admin} onDenied={onDenied} onSaved={onChanged} />
@@ -212,6 +166,60 @@ function DeleteDataset({ name, onDenied, onDeleted }: { name: string; onDenied: 
           </div>
         </form>
       )}
+    </div>
+  );
+}
+
+function Stats({ details, timeColumn }: { details?: DatasetDetails; timeColumn?: string }) {
+  return (
+    <dl class="stats">
+      <div>
+        <dt>Events</dt>
+        <dd>{formatCount(details?.count)}</dd>
+      </div>
+      <div>
+        <dt>Raw size</dt>
+        <dd>{formatBytes(details?.rawBytes)}</dd>
+      </div>
+      <div>
+        <dt>Stored (Parquet)</dt>
+        <dd>{formatBytes(details?.storedBytes)}</dd>
+      </div>
+      <div>
+        <dt>Files</dt>
+        <dd>{formatCount(details?.files)}</dd>
+      </div>
+      <div>
+        <dt>Time column</dt>
+        <dd>
+          <code>{timeColumn ?? '—'}</code>
+        </dd>
+      </div>
+    </dl>
+  );
+}
+
+function SchemaTable({ schema }: { schema: DatasetSchema }) {
+  return (
+    <div class="table-wrap schema">
+      <table data-testid="schema-table">
+        <thead>
+          <tr>
+            <th scope="col">Column</th>
+            <th scope="col">Type</th>
+          </tr>
+        </thead>
+        <tbody>
+          {schema.fields.map((f) => (
+            <tr key={f.name}>
+              <td>
+                <code>{f.name}</code>
+              </td>
+              <td>{f.type}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
     </div>
   );
 }

@@ -76,48 +76,54 @@ export function Datasets({ params }: { params: Record<string, string> }) {
           <Snippets />
         </div>
       ) : (
-        <div class="table-wrap">
-          <table class="datasets" data-testid="datasets-table">
-            <caption class="sr-only">Datasets</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Kind</th>
-                <th scope="col" class="num">Events</th>
-                <th scope="col" class="num">Raw</th>
-                <th scope="col" class="num">Stored</th>
-                <th scope="col" class="num">Files</th>
-                <th scope="col">First event (UTC)</th>
-                <th scope="col">Last event (UTC)</th>
-                <th scope="col">Retention</th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.map((d) => {
-                const det = details[d.name];
-                return (
-                  <tr key={d.name} class={selected === d.name ? 'selected' : ''} data-testid={`dataset-row-${d.name}`}>
-                    <th scope="row">
-                      <a href={formatHash('datasets', { dataset: d.name })}>{d.name}</a>
-                    </th>
-                    <td>
-                      <span class={`badge kind-${d.kind}`}>{d.kind}</span>
-                    </td>
-                    <td class="num" data-testid="event-count">{formatCount(det?.count)}</td>
-                    <td class="num">{formatBytes(det?.rawBytes)}</td>
-                    <td class="num">{formatBytes(det?.storedBytes)}</td>
-                    <td class="num">{formatCount(det?.files)}</td>
-                    <td data-testid="first-event">{when(det?.firstMs)}</td>
-                    <td data-testid="last-event">{when(det?.lastMs)}</td>
-                    <td>{det?.retention ?? '—'}</td>
-                  </tr>
-                );
-              })}
-            </tbody>
-          </table>
-        </div>
+        <DatasetTable list={list} details={details} selected={selected} />
       )}
       {selected && <DatasetPanel key={`${selected}:${version}`} name={selected} kind={list.find((d) => d.name === selected)!.kind} details={details[selected]} onChanged={reload} />}
     </section>
+  );
+}
+
+function DatasetTable({ list, details, selected }: { list: DatasetEntry[]; details: Record<string, DatasetDetails>; selected?: string }) {
+  return (
+    <div class="table-wrap">
+      <table class="datasets" data-testid="datasets-table">
+        <caption class="sr-only">Datasets</caption>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Kind</th>
+            <th scope="col" class="num">Events</th>
+            <th scope="col" class="num">Raw</th>
+            <th scope="col" class="num">Stored</th>
+            <th scope="col" class="num">Files</th>
+            <th scope="col">First event (UTC)</th>
+            <th scope="col">Last event (UTC)</th>
+            <th scope="col">Retention</th>
+          </tr>
+        </thead>
+        <tbody>
+          {list.map((d) => {
+            const det = details[d.name];
+            return (
+              <tr key={d.name} class={selected === d.name ? 'selected' : ''} data-testid={`dataset-row-${d.name}`}>
+                <th scope="row">
+                  <a href={formatHash('datasets', { dataset: d.name })}>{d.name}</a>
+                </th>
+                <td>
+                  <span class={`badge kind-${d.kind}`}>{d.kind}</span>
+                </td>
+                <td class="num" data-testid="event-count">{formatCount(det?.count)}</td>
+                <td class="num">{formatBytes(det?.rawBytes)}</td>
+                <td class="num">{formatBytes(det?.storedBytes)}</td>
+                <td class="num">{formatCount(det?.files)}</td>
+                <td data-testid="first-event">{when(det?.firstMs)}</td>
+                <td data-testid="last-event">{when(det?.lastMs)}</td>
+                <td>{det?.retention ?? '—'}</td>
+              </tr>
+            );
+          })}
+        </tbody>
+      </table>
+    </div>
   );
 }

@@ -1,6 +1,6 @@
 import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
 import { ApiError, type Row } from '../lib/api.ts';
-import { useSession } from '../lib/store.ts';
+import { useSession, type Session } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
 import { addCondition, defaultColumns, defaultQuery, firstDataset, histogramSql, stripTrailingLimit, valueCondition } from '../lib/sql.ts';
 import { autoBucketSeconds, formatTime, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
@@ -22,6 +22,12 @@ import { FieldList, type FieldStatsAnswer } from '../components/FieldList.tsx';
 /** More rows than this stop the stream: a browser tab is not the place for millions of rows. */
 const MAX_ROWS = 200_000;
 
+interface RunStatus {
+  state: 'idle' | 'running' | 'done' | 'cancelled' | 'error';
+  message?: string;
+  ms?: number;
+}
+
 interface Hist {
   times: number[];
   counts: number[];
@@ -36,63 +42,28 @@ interface EmptyHint {
   lastMs?: number;
 }
 
-export function Explore({ params, theme }: { params: Record<string, string>; theme: string }) {
+/** A query run: its rows streamed in, its status, histogram, field statistics and the empty-range hint. */
+function useQueryRun(dataset: string, range: TimeRange, timeColumn: string | undefined) {
   const s = useSession();
-  const completion = useCompletionSchema();
-  const dataset = params.dataset ?? s.datasets[0]?.name ?? '';
-  const range: TimeRange = { from: params.from ?? '15m', to: params.to ?? 'now' };
-  // The query as last set (URL, default, run); the editor holds the text being typed, read from `typed`.
-  const [sql, setSql] = useState(params.q ?? '');
-  const typed = useRef(sql);
-  const [timeColumn, setTimeColumn] = useState<string | undefined>();
-  const [types, setTypes] = useState<Map<string, Field>>(new Map());
   const [fields, setFields] = useState<string[]>([]);
   const [columns, setColumns] = useState<string[]>([]);
   const rows = useRef<Row[]>([]);
   const [, setRowVersion] = useState(0);
-  const [status, setStatus] = useState<{ state: 'idle' | 'running' | 'done' | 'cancelled' | 'error'; message?: string; ms?: number }>({ state: 'idle' });
+  const [status, setStatus] = useState<RunStatus>({ state: 'idle' });
   const [hist, setHist] = useState<Hist | null>(null);
   const [stats, setStats] = useState<{ answer: FieldStatsAnswer | null; note?: string }>({ answer: null });
   const [empty, setEmpty] = useState<EmptyHint | null>(null);
-  const [mode, setMode] = useState<'auto' | 'logs' | 'table'>('auto');
   const running = useRef<AbortController | null>(null);
-  const pendingRun = useRef(false);
-  // Ranges zoomed out of, newest last: Back returns to them.
-  const zooms = useRef<TimeRange[]>([]);
-
-  // Whenever the URL's dataset, query or range changes (a link, a zoom, a preset, Run): load the
-  // dataset's time column, put the URL's query (or the dataset's default one) in the editor, and run.
-  const [kick, setKick] = useState(0);
-  useEffect(() => {
-    if (!dataset) return;
-    let live = true;
-    s.schema(dataset).then(
-      (sc) => {
-        if (!live) return;
-        setTimeColumn(sc.timeColumn);
-        setTypes(new Map(sc.fields.map((f) => [f.name, f])));
-        typed.current = params.q ?? defaultQuery(dataset, sc.timeColumn ?? 'p_timestamp');
-        setSql(typed.current);
-        pendingRun.current = true;
-        setKick((k) => k + 1);
-      },
-      (e) => live && setStatus({ state: 'error', message: (e as Error).message }),
-    );
-    return () => {
-      live = false;
-    };
-  }, [dataset, params.q, params.from, params.to]);
-  useEffect(() => {
-    if (pendingRun.current && timeColumn) {
-      pendingRun.current = false;
-      void run(typed.current);
-    }
-  }, [kick, timeColumn]);
   useEffect(() => () => running.current?.abort(), []);
+  // A run's fields, columns and statistics are its dataset's: gone the moment another dataset is shown,
+  // so the field list never mixes two datasets while the next run starts.
+  useEffect(() => {
+    setFields([]);
+    setColumns([]);
+    setStats({ answer: null });
+  }, [dataset]);
 
-  const setRoute = (p: Record<string, string | undefined>) => navigate('explore', { dataset, q: params.q, from: range.from, to: range.to, ...p }, true);
-
-  async function run(text = sql) {
+  async function run(text: string) {
     running.current?.abort();
     const ctl = new AbortController();
     running.current = ctl;
@@ -113,7 +84,7 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
     // A run superseded by a newer one (running.current moved on) must not touch what the newer one
     // shows: not its rows, not its status (its cancellation is not the user's).
     const current = () => running.current === ctl;
-    const histogram = loadHistogram(text, req, bounds, ctl.signal);
+    const histogram = loadHistogram(s, { text, dataset, timeColumn }, req, bounds, ctl.signal).then((h) => h !== undefined && !ctl.signal.aborted && setHist(h));
     try {
       await s.api.queryStream({ query: text, ...req }, {
         onFields: (f) => {
@@ -153,89 +124,162 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
     // After the rows (and the histogram): the field list's statistics, and where an empty range's data is.
     await histogram;
     if (running.current !== null || ctl.signal.aborted) return;
-    if (rows.current.length === 0) void explainEmpty(text);
-    void loadFieldStats(text, req, ctl);
-  }
-
-  async function loadFieldStats(text: string, req: { startTime: string; endTime: string }, ctl: AbortController) {
+    if (rows.current.length === 0) void whereEventsAre(s, firstDataset(text) ?? dataset).then(setEmpty);
     setStats((prev) => ({ answer: prev.answer, note: 'counting…' }));
-    try {
-      const answer = await s.api.json<FieldStatsAnswer>('/api/v1/field-stats', {
-        method: 'POST',
-        signal: ctl.signal,
-        headers: { 'Content-Type': 'application/json' },
-        body: JSON.stringify({ query: stripTrailingLimit(text), ...req, top: 5 }),
-      });
-      if (running.current === null && !ctl.signal.aborted) setStats({ answer });
-    } catch (e) {
-      if (!ctl.signal.aborted) setStats({ answer: null, note: `(no statistics: ${(e as Error).message})` });
-    }
+    void fieldStats(s, text, req, ctl.signal).then((st) => st && running.current === null && setStats(st));
   }
 
-  async function explainEmpty(text: string) {
+  return { run, fields, columns, setColumns, rows, status, setStatus, hist, stats, empty, running };
+}
+
+/** The field list's statistics of a run's query; undefined when the run was aborted. */
+async function fieldStats(s: Session, text: string, req: { startTime: string; endTime: string }, signal: AbortSignal): Promise<{ answer: FieldStatsAnswer | null; note?: string } | undefined> {
+  try {
+    const answer = await s.api.json<FieldStatsAnswer>('/api/v1/field-stats', {
+      method: 'POST',
+      signal,
+      headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ query: stripTrailingLimit(text), ...req, top: 5 }),
+    });
+    return signal.aborted ? undefined : { answer };
+  } catch (e) {
+    return signal.aborted ? undefined : { answer: null, note: `(no statistics: ${(e as Error).message})` };
+  }
+}
+
+/** Where a dataset has its events, to say so beside an empty range's "No rows". */
+async function whereEventsAre(s: Session, ds: string): Promise<EmptyHint> {
+  const where = await firstAndLast(s, ds).catch(() => ({}) as { firstMs?: number; lastMs?: number });
+  return { dataset: ds, ...where };
+}
+
+/**
+ * The histogram of a run: its rows' times per bucket; when its rows have no time column (an aggregate, a
+ * projection), the dataset's events. Undefined: nothing to draw (no time column known, or superseded).
+ */
+async function loadHistogram(s: Session, run: { text: string; dataset: string; timeColumn?: string }, req: { startTime: string; endTime: string }, b: { startMs: number; endMs: number }, signal: AbortSignal): Promise<Hist | null | undefined> {
+const { text, dataset, timeColumn } = run;
+if (!timeColumn) return undefined;
+  const bucket = autoBucketSeconds(b.startMs, b.endMs);
+  const toHist = (records: Row[], note?: string): Hist => {
+    // Every bucket of the range, empty ones as zero, so bars sit where their time is.
+    const byT = new Map(records.map((r) => [Math.floor((parseTimestamp(r.t) ?? 0) / 1000), Number(r.n)]));
+    const first = Math.floor(b.startMs / 1000 / bucket) * bucket;
+    const times: number[] = [];
+    const counts: number[] = [];
+    for (let t = first; t < b.endMs / 1000; t += bucket) {
+      times.push(t);
+      counts.push(byT.get(t) ?? 0);
+    }
+    return { times, counts, bucket, note };
+  };
+  try {
+    const { records } = await s.api.query({ query: histogramSql({ query: text }, timeColumn, bucket), ...req }, signal);
+    return toHist(records);
+  } catch {
+    if (signal.aborted) return undefined;
+    // The query's rows have no time column (an aggregate, a projection): show the dataset's events.
     const ds = firstDataset(text) ?? dataset;
-    const where = await firstAndLast(s, ds).catch(() => ({}) as { firstMs?: number; lastMs?: number });
-    setEmpty({ dataset: ds, ...where });
-  }
-
-  async function loadHistogram(text: string, req: { startTime: string; endTime: string }, b: { startMs: number; endMs: number }, signal: AbortSignal) {
-    if (!timeColumn) return;
-    const bucket = autoBucketSeconds(b.startMs, b.endMs);
-    // Only while its run is not superseded and its query has not failed (both abort the run).
-    const show = (h: Hist | null) => !signal.aborted && setHist(h);
-    const toHist = (records: Row[], note?: string): Hist => {
-      // Every bucket of the range, empty ones as zero, so bars sit where their time is.
-      const byT = new Map(records.map((r) => [Math.floor((parseTimestamp(r.t) ?? 0) / 1000), Number(r.n)]));
-      const first = Math.floor(b.startMs / 1000 / bucket) * bucket;
-      const times: number[] = [];
-      const counts: number[] = [];
-      for (let t = first; t < b.endMs / 1000; t += bucket) {
-        times.push(t);
-        counts.push(byT.get(t) ?? 0);
-      }
-      return { times, counts, bucket, note };
-    };
+    const sc = await s.schema(ds).catch(() => undefined);
+    if (!sc?.timeColumn) return null;
     try {
-      const { records } = await s.api.query({ query: histogramSql({ query: text }, timeColumn, bucket), ...req }, signal);
-      show(toHist(records));
+      const { records } = await s.api.query({ query: histogramSql({ dataset: ds }, sc.timeColumn, bucket), ...req }, signal);
+      return toHist(records, `all events of ${ds} (the query's rows have no ${sc.timeColumn})`);
     } catch {
-      if (signal.aborted) return;
-      // The query's rows have no time column (an aggregate, a projection): show the dataset's events.
-      const ds = firstDataset(text) ?? dataset;
-      const sc = await s.schema(ds).catch(() => undefined);
-      if (!sc?.timeColumn) return show(null);
-      try {
-        const { records } = await s.api.query({ query: histogramSql({ dataset: ds }, sc.timeColumn, bucket), ...req }, signal);
-        show(toHist(records, `all events of ${ds} (the query's rows have no ${sc.timeColumn})`));
-      } catch {
-        show(null);
-      }
+      return null;
     }
   }
+}
+
+interface LoadAndRun {
+  setTimeColumn: (c: string | undefined) => void;
+  setTypes: (t: Map<string, Field>) => void;
+  setSql: (q: string) => void;
+  onError: (message: string) => void;
+  run: (text: string) => Promise<void>;
+}
+
+function useLoadAndRun(dataset: string, params: Record<string, string>, typed: { current: string }, on: LoadAndRun, timeColumn: string | undefined) {
+  const s = useSession();
+  const pendingRun = useRef(false);
+  // Whenever the URL's dataset, query or range changes (a link, a zoom, a preset, Run): load the
+  // dataset's time column, put the URL's query (or the dataset's default one) in the editor, and run.
+  const [kick, setKick] = useState(0);
+  useEffect(() => {
+    if (!dataset) return;
+    let live = true;
+    s.schema(dataset).then(
+      (sc) => {
+        if (!live) return;
+        on.setTimeColumn(sc.timeColumn);
+        on.setTypes(new Map(sc.fields.map((f) => [f.name, f])));
+        typed.current = params.q ?? defaultQuery(dataset, sc.timeColumn ?? 'p_timestamp');
+        on.setSql(typed.current);
+        pendingRun.current = true;
+        setKick((k) => k + 1);
+      },
+      (e) => live && on.onError((e as Error).message),
+    );
+    return () => {
+      live = false;
+    };
+  }, [dataset, params.q, params.from, params.to]);
+  useEffect(() => {
+    if (pendingRun.current && timeColumn) {
+      pendingRun.current = false;
+      void on.run(typed.current);
+    }
+  }, [kick, timeColumn]);
+}
+
+function ZoomButtons({ back, canGoBack, zoomOut }: { back: () => void; canGoBack: boolean; zoomOut: () => void }) {
+  return (
+    <>
+      <button class="secondary" onClick={back} disabled={!canGoBack} data-testid="zoom-back" title="Back to the range before the last zoom">
+        ← Back
+      </button>
+      <button class="secondary" onClick={zoomOut} data-testid="zoom-out" title="Twice as long a range">
+        Zoom out
+      </button>
+    </>
+  );
+}
+
+export function Explore({ params, theme }: { params: Record<string, string>; theme: string }) {
+  const s = useSession();
+  const completion = useCompletionSchema();
+  const dataset = params.dataset ?? s.datasets[0]?.name ?? '';
+  const range: TimeRange = { from: params.from ?? '15m', to: params.to ?? 'now' };
+  // The query as last set (URL, default, run); the editor holds the text being typed, read from `typed`.
+  const [sql, setSql] = useState(params.q ?? '');
+  const typed = useRef(sql);
+  const [timeColumn, setTimeColumn] = useState<string | undefined>();
+  const [types, setTypes] = useState<Map<string, Field>>(new Map());
+  const q = useQueryRun(dataset, range, timeColumn);
+  // The schema's names are the dataset's too (the next dataset's arrive with its schema).
+  useEffect(() => setTypes(new Map()), [dataset]);
+  const { fields, columns, setColumns, rows, status, hist, stats, empty, running } = q;
+  const [mode, setMode] = useState<'auto' | 'logs' | 'table'>('auto');
+  // Ranges zoomed out of, newest last: Back returns to them.
+  const zooms = useRef<TimeRange[]>([]);
+
+  useLoadAndRun(dataset, params, typed, { setTimeColumn, setTypes, setSql, onError: (message) => q.setStatus({ state: 'error', message }), run: q.run }, timeColumn);
+
+  const setRoute = (p: Record<string, string | undefined>) => navigate('explore', { dataset, q: params.q, from: range.from, to: range.to, ...p }, true);
+  // A saved query runs over its own dataset: its hit count and field list are that dataset's.
+  const loadSaved = (q: string, r: TimeRange | undefined, d: string) => {
+    if (d && d !== dataset) zooms.current = [];
+    setRoute({ q, ...(r ?? {}), ...(d ? { dataset: d } : {}) });
+  };
 
   const onRun = (text = typed.current) => {
     typed.current = text;
     setSql(text);
     if (text !== params.q) setRoute({ q: text });
-    else void run(text);
+    else void q.run(text);
   };
   const setRange = (r: TimeRange) => setRoute({ q: typed.current, from: r.from, to: r.to });
-  const zoom = (startMs: number, endMs: number) => {
-    zooms.current.push(range);
-    setRange({ from: new Date(startMs).toISOString(), to: new Date(endMs).toISOString() });
-  };
-  const back = () => {
-    const prev = zooms.current.pop();
-    if (prev) setRange(prev);
-  };
-  /** Twice as long around the same middle; a range reaching the future ends now. */
-  const zoomOut = () => {
-    const b = resolveRange(range);
-    const span = b.endMs - b.startMs;
-    const end = Math.min(Date.now(), b.endMs + span / 2);
-    zooms.current.push(range);
-    setRange({ from: new Date(end - 2 * span).toISOString(), to: range.to === 'now' || end >= Date.now() ? 'now' : new Date(end).toISOString() });
-  };
+  const { zoom, back, zoomOut } = zoomActions(zooms.current, range, setRange);
   const filter = (name: string, value: string, exclude: boolean) => onRun(addCondition(typed.current, valueCondition(name, types.get(name)?.kind, value, exclude)));
   const toggleColumn = (name: string) => setColumns((cols) => (cols.includes(name) ? cols.filter((c) => c !== name) : [...cols, name]));
   const download = (kind: 'csv' | 'ndjson') => {
@@ -250,43 +294,19 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
   const toTrace = (id: string, ms?: number) => traceHref(id, ms, traceSets.length === 1 ? traceSets[0].name : undefined);
   // The time, level and message first, then the rest (Parseable's p_* last); the dataset's columns the query did not select after them.
   const fieldNames = useMemo(() => [...defaultColumns(fields, timeColumn), ...[...types.keys()].filter((n) => !fields.includes(n))], [fields, types, timeColumn]);
-  const rangeText = (() => {
-    try {
-      const b = resolveRange(range);
-      return `${formatTime(b.startMs)} and ${formatTime(b.endMs)}`;
-    } catch {
-      return 'the chosen times';
-    }
-  })();
 
   return (
     <section class="page explore">
       <div class="toolbar">
         <DatasetSelect value={dataset} onChange={(d) => ((zooms.current = []), navigate('explore', { dataset: d, from: range.from, to: range.to }))} />
         <TimeRangePicker value={range} onChange={setRange} />
-        <button class="secondary" onClick={back} disabled={zooms.current.length === 0} data-testid="zoom-back" title="Back to the range before the last zoom">
-          ← Back
-        </button>
-        <button class="secondary" onClick={zoomOut} data-testid="zoom-out" title="Twice as long a range">
-          Zoom out
-        </button>
+        <ZoomButtons back={back} canGoBack={zooms.current.length > 0} zoomOut={zoomOut} />
         <span class="spacer" />
-        {s.caps.filters && <SavedQueries dataset={dataset} sql={() => typed.current} range={range} onLoad={(q, r) => setRoute({ q, ...(r ?? {}) })} />}
+        {s.caps.filters && <SavedQueries dataset={dataset} sql={() => typed.current} range={range} onLoad={(q, r, d) => loadSaved(q, r, d)} />}
       </div>
       <div class="editor-row">
         <SqlEditor value={sql} onChange={(t) => (typed.current = t)} onRun={onRun} schema={completion} defaultTable={dataset} />
-        <div class="editor-actions">
-          {status.state === 'running' ? (
-            <button class="danger" onClick={() => running.current?.abort()} data-testid="cancel-query">
-              Cancel
-            </button>
-          ) : (
-            <button onClick={() => onRun()} data-testid="run-query" title="Ctrl/Cmd+Enter">
-              Run
-            </button>
-          )}
-          <span class="muted small">Ctrl/⌘+Enter</span>
-        </div>
+        <RunButton running={status.state === 'running'} onCancel={() => running.current?.abort()} onRun={() => onRun()} />
       </div>
       {status.state === 'error' && (
         <pre class="error query-error" role="alert" data-testid="query-error">
@@ -299,51 +319,121 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
           <FieldList names={fieldNames} types={types} stats={stats.answer} note={stats.note} columns={columns} onToggleColumn={toggleColumn} onFilter={filter} />
         )}
         <div class="explore-results">
-          <div class="results-bar">
-            <span data-testid="row-count" aria-live="polite">
-              {rows.current.length.toLocaleString('en-US')} rows
-              {status.state === 'running' && ' · running…'}
-              {status.state === 'cancelled' && ' · cancelled'}
-              {status.ms !== undefined && status.state !== 'running' && ` · ${Math.round(status.ms)} ms`}
-              {status.message && status.state === 'done' && ` · ${status.message}`}
-            </span>
-            <span class="spacer" />
-            <span class="segmented" role="group" aria-label="Show rows as">
-              <button class={shownMode === 'logs' ? '' : 'secondary'} aria-pressed={shownMode === 'logs'} onClick={() => setMode('logs')} data-testid="mode-logs">
-                Logs
-              </button>
-              <button class={shownMode === 'table' ? '' : 'secondary'} aria-pressed={shownMode === 'table'} onClick={() => setMode('table')} data-testid="mode-table">
-                Table
-              </button>
-            </span>
-            {fields.length > 0 && <ColumnPicker fields={fields} columns={columns} onChange={setColumns} />}
-            <button class="secondary" disabled={!rows.current.length} onClick={() => download('csv')}>
-              CSV
-            </button>
-            <button class="secondary" disabled={!rows.current.length} onClick={() => download('ndjson')}>
-              NDJSON
-            </button>
-          </div>
-          {status.state === 'done' && rows.current.length === 0 && (
-            <div class="empty-range" data-testid="empty-range">
-              <p>No rows between {rangeText}.</p>
-              {empty && empty.lastMs !== undefined && empty.firstMs !== undefined ? (
-                <p>
-                  {empty.dataset} has events from <strong>{formatTime(empty.firstMs)}</strong> to <strong>{formatTime(empty.lastMs)}</strong> (UTC).{' '}
-                  <button class="link" data-testid="show-data-range" onClick={() => setRange({ from: new Date(empty.firstMs! - 60_000).toISOString(), to: new Date(empty.lastMs! + 60_000).toISOString() })}>
-                    Show that range
-                  </button>
-                </p>
-              ) : empty ? (
-                <p class="muted">{empty.dataset} has no stored events yet (rows just sent show within the flush interval).</p>
-              ) : null}
-            </div>
-          )}
+          <ResultsBar status={status} rowCount={rows.current.length} mode={shownMode} setMode={setMode} fields={fields} columns={columns} setColumns={setColumns} download={download} />
+          {status.state === 'done' && rows.current.length === 0 && <EmptyRange range={range} empty={empty} setRange={setRange} />}
           {fields.length > 0 && status.state !== 'error' && rows.current.length > 0 && (
             <ResultsTable columns={columns} rows={rows.current} timeColumn={timeColumn} mode={shownMode} layout={layout} traceHref={toTrace} />
           )}
         </div>
       </div>
     </section>
+  );
+}
+
+/** Zoom in to a range, back to the one before, and out to twice as long around the same middle. */
+function zoomActions(zooms: TimeRange[], range: TimeRange, setRange: (r: TimeRange) => void) {
+  return {
+    zoom: (startMs: number, endMs: number) => {
+      zooms.push(range);
+      setRange({ from: new Date(startMs).toISOString(), to: new Date(endMs).toISOString() });
+    },
+    back: () => {
+      const prev = zooms.pop();
+      if (prev) setRange(prev);
+    },
+    /** A range reaching the future ends now. */
+    zoomOut: () => {
+      const b = resolveRange(range);
+      const span = b.endMs - b.startMs;
+      const end = Math.min(Date.now(), b.endMs + span / 2);
+      zooms.push(range);
+      setRange({ from: new Date(end - 2 * span).toISOString(), to: range.to === 'now' || end >= Date.now() ? 'now' : new Date(end).toISOString() });
+    },
+  };
+}
+
+function rangeText(range: TimeRange): string {
+  try {
+    const b = resolveRange(range);
+    return `${formatTime(b.startMs)} and ${formatTime(b.endMs)}`;
+  } catch {
+    return 'the chosen times';
+  }
+}
+
+function RunButton({ running, onCancel, onRun }: { running: boolean; onCancel: () => void; onRun: () => void }) {
+  return (
+    <div class="editor-actions">
+      {running ? (
+        <button class="danger" onClick={onCancel} data-testid="cancel-query">
+          Cancel
+        </button>
+      ) : (
+        <button onClick={onRun} data-testid="run-query" title="Ctrl/Cmd+Enter">
+          Run
+        </button>
+      )}
+      <span class="muted small">Ctrl/⌘+Enter</span>
+    </div>
+  );
+}
+
+interface ResultsBarProps {
+  status: RunStatus;
+  rowCount: number;
+  mode: 'logs' | 'table';
+  setMode: (m: 'logs' | 'table') => void;
+  fields: string[];
+  columns: string[];
+  setColumns: (c: string[]) => void;
+  download: (kind: 'csv' | 'ndjson') => void;
+}
+
+function ResultsBar({ status, rowCount, mode, setMode, fields, columns, setColumns, download }: ResultsBarProps) {
+  return (
+    <div class="results-bar">
+      <span data-testid="row-count" aria-live="polite">
+        {rowCount.toLocaleString('en-US')} rows
+        {status.state === 'running' && ' · running…'}
+        {status.state === 'cancelled' && ' · cancelled'}
+        {status.ms !== undefined && status.state !== 'running' && ` · ${Math.round(status.ms)} ms`}
+        {status.message && status.state === 'done' && ` · ${status.message}`}
+      </span>
+      <span class="spacer" />
+      <span class="segmented" role="group" aria-label="Show rows as">
+        <button class={mode === 'logs' ? '' : 'secondary'} aria-pressed={mode === 'logs'} onClick={() => setMode('logs')} data-testid="mode-logs">
+          Logs
+        </button>
+        <button class={mode === 'table' ? '' : 'secondary'} aria-pressed={mode === 'table'} onClick={() => setMode('table')} data-testid="mode-table">
+          Table
+        </button>
+      </span>
+      {fields.length > 0 && <ColumnPicker fields={fields} columns={columns} onChange={setColumns} />}
+      <button class="secondary" disabled={!rowCount} onClick={() => download('csv')}>
+        CSV
+      </button>
+      <button class="secondary" disabled={!rowCount} onClick={() => download('ndjson')}>
+        NDJSON
+      </button>
+    </div>
+  );
+}
+
+/** "No rows" in the range, and where the dataset's events are, with a link to that range. */
+function EmptyRange({ range, empty, setRange }: { range: TimeRange; empty: EmptyHint | null; setRange: (r: TimeRange) => void }) {
+  return (
+    <div class="empty-range" data-testid="empty-range">
+      <p>No rows between {rangeText(range)}.</p>
+      {empty && empty.lastMs !== undefined && empty.firstMs !== undefined ? (
+        <p>
+          {empty.dataset} has events from <strong>{formatTime(empty.firstMs)}</strong> to <strong>{formatTime(empty.lastMs)}</strong> (UTC).{' '}
+          <button class="link" data-testid="show-data-range" onClick={() => setRange({ from: new Date(empty.firstMs! - 60_000).toISOString(), to: new Date(empty.lastMs! + 60_000).toISOString() })}>
+            Show that range
+          </button>
+        </p>
+      ) : empty ? (
+        <p class="muted">{empty.dataset} has no stored events yet (rows just sent show within the flush interval).</p>
+      ) : null}
+    </div>
   );
 }

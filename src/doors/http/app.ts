@@ -7,12 +7,16 @@ import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
 import { registerPrometheusRoutes } from './prometheusRoutes.ts';
-import { registerPromqlRoutes } from './promqlRoutes.ts';
+import { promqlError, registerPromqlRoutes } from './promqlRoutes.ts';
 import { registerCompatRoutes } from './compatRoutes.ts';
 import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
+import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
+import { createEsApp } from '../es/app.ts';
+import { createHecApp, registerHecHealth } from '../hec/app.ts';
+import { createLokiApp } from '../loki/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -81,6 +85,11 @@ export function createApp(services: Services): Hono<AppEnv> {
   });
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
+  registerHecHealth(app);
+
+  // The Iceberg REST catalog checks keys itself (its OAuth2 token endpoint takes none; errors in the spec's model).
+  if (services.config.iceberg) app.route('/iceberg', createIcebergApp(services));
+  else app.all('/iceberg/*', (c) => icebergError(c, 404, 'NoSuchTableException', 'Iceberg publishing is off (P_ICEBERG=off)'));
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
@@ -107,9 +116,20 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  // The log shippers' doors: their own routes and answers, this listener's guards and key check.
+  const es = createEsApp(services);
+  app.route('/es', es);
+  // The clients' base URL often ends in a slash: `GET|HEAD /es/` answers as `/es` does.
+  app.get('/es/', (c) => es.request('/', { method: c.req.method, headers: c.req.raw.headers }, c.env));
+  app.route('/loki', createLokiApp(services));
+  app.route('/services/collector', createHecApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
+    // The PromQL API's clients (Grafana, vmalert, promtool) read errors in Prometheus' envelope, a
+    // rejected key included.
+    const promql = c.req.path.startsWith('/prometheus/') ? promqlError(c, err) : undefined;
+    if (promql) return promql;
     if (err instanceof DomainError) {
       const { status, headers, body } = errorResponse(err);
       for (const [k, v] of Object.entries(headers)) c.header(k, v);

@@ -4,7 +4,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import type { AppEnv } from '../shared/context.ts';
 
-/** Where `npm run build:console` (run by prestart/pretest) writes the console. */
+/** Where `npm run build:console` (run by prestart/pretest) writes the console: the checkout's, from dist/doors/http or src/doors/http. */
 export const CONSOLE_DIR = path.resolve(import.meta.dirname, '../../../console-dist');
 
 /**

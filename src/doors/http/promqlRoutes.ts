@@ -28,6 +28,12 @@ const ERROR_STATUS: Record<string, ContentfulStatusCode> = {
   not_found: 404,
 };
 
+interface MetricMeta {
+  type: string;
+  help: string;
+  unit: string;
+}
+
 /** The version Grafana reads to pick the Prometheus features it uses: the engine's (module v0.316 = Prometheus 3.16). */
 const BUILD_INFO = { version: '3.16.0', revision: 'lakehouse', branch: 'lakehouse', buildUser: 'lakehouse', buildDate: '', goVersion: 'go1.26' };
 
@@ -55,6 +61,20 @@ function errorBody(c: Context, status: ContentfulStatusCode, errorType: string, 
   return c.json({ status: 'error', errorType, error: message }, status);
 }
 
+/**
+ * A failure in Prometheus' envelope (`{status, errorType, error}`), for the routes and for what fails
+ * before them (a missing or unknown key, in the app's key check); undefined for an unexpected error.
+ */
+export function promqlError(c: Context, err: unknown): Response | undefined {
+  if (err instanceof PromqlParamError) return errorBody(c, 400, 'bad_data', err.message);
+  if (!(err instanceof DomainError)) return undefined;
+  const { status, errorType } = envelopeOf(err);
+  const headers: Record<string, string> = {};
+  if (err.retryAfterSec !== undefined) headers['Retry-After'] = String(Math.max(1, Math.ceil(err.retryAfterSec)));
+  if (err.kind === 'unauthorized') headers['WWW-Authenticate'] = 'Bearer';
+  return errorBody(c, status, errorType, err.message, headers);
+}
+
 /** Every parameter of the request: the URL's, then a form-encoded body's (as Go's r.Form merges them). */
 async function formOf(c: Context, maxBytes: number): Promise<URLSearchParams> {
   const params = new URLSearchParams(new URL(c.req.url).search);
@@ -75,6 +95,63 @@ function limitOf(form: URLSearchParams): number | undefined {
   return n || undefined;
 }
 
+/**
+ * Metric metadata (type, help, unit): what remote write sent as metadata on its own (the families the
+ * dataset remembers: a real Prometheus sends it in requests of its own), then, for names it has not,
+ * the rows that carry it (remote write's metadata riding with samples, OTLP with every point).
+ */
+async function metricMetadata({ queries, storage }: Pick<Services, 'queries' | 'storage'>, c: Context<AppEnv>, dataset: string, form: URLSearchParams): Promise<Response> {
+  const limit = limitOf(form);
+  const metric = form.get('metric') ?? undefined;
+  const meta = await storage.resolve(dataset);
+  if (!meta) throw notFound(`dataset "${dataset}" does not exist`);
+  const merged = new Map<string, MetricMeta>();
+  for (const [name, f] of await storage.metricMetadataOf(meta.name)) if (metric === undefined || name === metric) merged.set(name, { type: f.type, help: f.help, unit: f.unit });
+  for (const [name, f] of await rowMetadata({ queries, storage }, c, meta.name, metric)) if (!merged.has(name)) merged.set(name, f);
+  const names = [...merged.keys()].sort().slice(0, limit ?? Infinity);
+  // fromEntries defines own properties: a family named `__proto__` is a key like any other.
+  return c.json({ status: 'success', data: Object.fromEntries(names.map((n) => [n, [merged.get(n)!]])) });
+}
+
+/** Metadata from the rows that carry it, read over the last day so that the call does not scan all history. */
+async function rowMetadata({ queries, storage }: Pick<Services, 'queries' | 'storage'>, c: Context<AppEnv>, dataset: string, metric: string | undefined): Promise<Map<string, MetricMeta>> {
+  const out = new Map<string, MetricMeta>();
+  const now = Date.now();
+  const principal = c.get('principal');
+  // Only the metadata columns the dataset has (each appears with the first row that carries it).
+  const { schema } = storage.schemaOf(dataset);
+  const col = (name: string) => (schema[name] ? `any_value(${name})` : 'NULL');
+  if (!schema.metric_name || (!schema.metric_type && !schema.metric_description)) return out;
+  // OTLP metrics under their Prometheus names and types (docs/promql.md, OTLP metrics as Prometheus series).
+  const table = `"${dataset.replaceAll('"', '""')}"`;
+  const otlp = otlpMetadataSql(table, schema);
+  const sql =
+    `SELECT metric_name, ${col('metric_type')} AS type, ${col('metric_description')} AS help, ${col('metric_unit')} AS unit FROM ${otlp ? `(${otlp})` : table}` +
+    ` WHERE metric_name IS NOT NULL AND (${schema.metric_type ? 'metric_type IS NOT NULL' : 'false'} OR ${schema.metric_description ? 'metric_description IS NOT NULL' : 'false'})` +
+    `${metric ? ` AND metric_name = '${metric.replaceAll("'", "''")}'` : ''} GROUP BY metric_name ORDER BY metric_name`;
+  try {
+    const answer = await queries.execute({
+      sql,
+      startMs: now - 86_400_000,
+      endMs: now + 60_000,
+      sendNull: true,
+      timeFormat: 'iso',
+      streaming: false,
+      principalId: principal.id,
+      canRead: (n) => canAccess(principal, n),
+      signal: c.req.raw.signal,
+    });
+    const parts: string[] = [];
+    for await (const chunk of answer.chunks) parts.push(chunk);
+    const rows = JSON.parse(`[${parts.join(',')}]`) as { metric_name: string; type: string | null; help: string | null; unit: string | null }[];
+    for (const r of rows) out.set(r.metric_name, { type: r.type ?? 'unknown', help: r.help ?? '', unit: r.unit ?? '' });
+  } catch (err) {
+    // A dataset without metadata columns (nothing sent metadata yet) has no metadata.
+    if (!(err instanceof DomainError && err.kind === 'invalid')) throw err;
+  }
+  return out;
+}
+
 export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, config, storage }: Services): void {
   type Handler = (c: Context<AppEnv>, dataset: string, form: URLSearchParams) => Promise<Response>;
 
@@ -86,14 +163,8 @@ export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, confi
       authorize(c.get('principal'), 'read', dataset);
       return await handler(c, dataset, await formOf(c, config.server.maxBodyBytes));
     } catch (err) {
-      if (err instanceof PromqlParamError) return errorBody(c, 400, 'bad_data', err.message);
-      if (err instanceof DomainError) {
-        const { status, errorType } = envelopeOf(err);
-        const headers: Record<string, string> = {};
-        if (err.retryAfterSec !== undefined) headers['Retry-After'] = String(Math.max(1, Math.ceil(err.retryAfterSec)));
-        if (err.kind === 'unauthorized') headers['WWW-Authenticate'] = 'Bearer';
-        return errorBody(c, status, errorType, err.message, headers);
-      }
+      const answer = promqlError(c, err);
+      if (answer) return answer;
       throw err;
     }
   };
@@ -139,54 +210,7 @@ export function registerPromqlRoutes(app: Hono<AppEnv>, { promql, queries, confi
     return evaluate(c, dataset, { op, start, end, match, name, limit: limitOf(form) });
   };
 
-  /**
-   * Metric metadata (type, help, unit) from the rows that carry it: remote write sends it per metric
-   * family, OTLP with every point. Read over the last day, so that the call does not scan all history.
-   */
-  const metadata: Handler = async (c, dataset, form) => {
-    const limit = limitOf(form);
-    const metric = form.get('metric');
-    const now = Date.now();
-    const principal = c.get('principal');
-    const data: Record<string, { type: string; help: string; unit: string }[]> = {};
-    // Only the metadata columns the dataset has (each appears with the first row that carries it).
-    const meta = await storage.resolve(dataset);
-    if (!meta) throw notFound(`dataset "${dataset}" does not exist`);
-    const { schema } = storage.schemaOf(meta.name);
-    const col = (name: string) => (schema[name] ? `any_value(${name})` : 'NULL');
-    if (!schema.metric_name || (!schema.metric_type && !schema.metric_description)) return c.json({ status: 'success', data });
-    // OTLP metrics under their Prometheus names and types (docs/promql.md, OTLP metrics as Prometheus series).
-    const table = `"${dataset.replaceAll('"', '""')}"`;
-    const otlp = otlpMetadataSql(table, schema);
-    const sql =
-      `SELECT metric_name, ${col('metric_type')} AS type, ${col('metric_description')} AS help, ${col('metric_unit')} AS unit FROM ${otlp ? `(${otlp})` : table}` +
-      ` WHERE metric_name IS NOT NULL AND (${schema.metric_type ? 'metric_type IS NOT NULL' : 'false'} OR ${schema.metric_description ? 'metric_description IS NOT NULL' : 'false'})` +
-      `${metric ? ` AND metric_name = '${metric.replaceAll("'", "''")}'` : ''} GROUP BY metric_name ORDER BY metric_name`;
-    try {
-      const answer = await queries.execute({
-        sql,
-        startMs: now - 86_400_000,
-        endMs: now + 60_000,
-        sendNull: true,
-        timeFormat: 'iso',
-        streaming: false,
-        principalId: principal.id,
-        canRead: (n) => canAccess(principal, n),
-        signal: c.req.raw.signal,
-      });
-      const parts: string[] = [];
-      for await (const chunk of answer.chunks) parts.push(chunk);
-      const rows = JSON.parse(`[${parts.join(',')}]`) as { metric_name: string; type: string | null; help: string | null; unit: string | null }[];
-      for (const r of rows) {
-        if (limit !== undefined && Object.keys(data).length >= limit) break;
-        data[r.metric_name] = [{ type: r.type ?? 'unknown', help: r.help ?? '', unit: r.unit ?? '' }];
-      }
-    } catch (err) {
-      // A dataset without metadata columns (nothing sent metadata yet) has no metadata.
-      if (!(err instanceof DomainError && err.kind === 'invalid')) throw err;
-    }
-    return c.json({ status: 'success', data });
-  };
+  const metadata: Handler = (c, dataset, form) => metricMetadata({ queries, storage }, c, dataset, form);
 
   for (const prefix of ['/prometheus/api/v1', '/prometheus/:dataset/api/v1']) {
     app.on(['GET', 'POST'], `${prefix}/query`, wrap(query));

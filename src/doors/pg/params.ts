@@ -1,5 +1,6 @@
 import { quotedString } from '@duckdb/node-api';
 import { invalidInput } from '../../errors.ts';
+import { PgError } from './sqlstate.ts';
 import { PG } from '../../query/results/pg.ts';
 
 /**
@@ -31,19 +32,76 @@ function micros(b: Buffer): bigint {
   return b.readBigInt64BE(0);
 }
 
+/** PostgreSQL's infinite timestamps (DT_NOBEGIN, DT_NOEND) and dates (DATEVAL_NOBEGIN, DATEVAL_NOEND). */
+const TIMESTAMP_INFINITY = 0x7fffffffffffffffn;
+const DATE_INFINITY = 0x7fffffff;
+
+/** 22008 datetime_field_overflow, as PostgreSQL answers a value outside its range. */
+const outOfRange = (what: string) => new PgError('invalid', `${what} out of range`, '22008');
+/** 22P03 invalid_binary_representation, as PostgreSQL's receive functions answer malformed bytes. */
+const malformed = (what: string) => new PgError('invalid', `invalid binary representation of ${what}`, '22P03');
+
+/** The largest |ms| a JavaScript Date holds. */
+const MAX_DATE_MS = 8.64e15;
+
 function isoFromPgMicros(us: bigint): string {
+  if (us === TIMESTAMP_INFINITY) return 'infinity';
+  if (us === -TIMESTAMP_INFINITY - 1n) return '-infinity';
   const ms = Number(us / 1000n) + PG_EPOCH_MS;
+  if (Math.abs(ms) > MAX_DATE_MS) throw outOfRange('timestamp');
   const rest = Number(((us % 1000n) + 1000n) % 1000n);
   return new Date(ms).toISOString().replace('T', ' ').replace('Z', '') + (rest ? String(rest).padStart(3, '0') : '');
 }
 
-/** Binary `numeric` → decimal text. */
+/**
+ * Days since 2000-01-01 → `YYYY-MM-DD` (`… (BC)` before year 1), over PostgreSQL's whole date range
+ * (4713 BC to 5874897 AD), which a JavaScript Date does not reach (civil-from-days, proleptic Gregorian).
+ */
+function dateText(days: number): string {
+  if (days === DATE_INFINITY) return 'infinity';
+  if (days === -DATE_INFINITY - 1) return '-infinity';
+  // PostgreSQL's own bounds: Julian day 0 and 5874898-01-01 (exclusive), relative to 2000-01-01.
+  if (days < -2_451_545 || days >= 2_147_483_494 - 2_451_545) throw outOfRange('date');
+  const z = days + 10_957 + 719_468;
+  const era = Math.floor(z / 146_097);
+  const doe = z - era * 146_097;
+  const yoe = Math.floor((doe - Math.floor(doe / 1460) + Math.floor(doe / 36_524) - Math.floor(doe / 146_096)) / 365);
+  const doy = doe - (365 * yoe + Math.floor(yoe / 4) - Math.floor(yoe / 100));
+  const mp = Math.floor((5 * doy + 2) / 153);
+  const d = doy - Math.floor((153 * mp + 2) / 5) + 1;
+  const m = mp < 10 ? mp + 3 : mp - 9;
+  const y = yoe + era * 400 + (m <= 2 ? 1 : 0);
+  const pad = (v: number, w: number) => String(v).padStart(w, '0');
+  return y > 0 ? `${pad(y, 4)}-${pad(m, 2)}-${pad(d, 2)}` : `${pad(1 - y, 4)}-${pad(m, 2)}-${pad(d, 2)} (BC)`;
+}
+
+/** numeric's sign words: positive, negative, NaN, +infinity, -infinity (PostgreSQL 14+). */
+const NUMERIC_SIGNS = new Map([
+  [0x0000, ''],
+  [0x4000, '-'],
+  [0xc000, 'NaN'],
+  [0xd000, 'Infinity'],
+  [0xf000, '-Infinity'],
+]);
+
+/** Binary `numeric` → decimal text; malformed bytes are refused as PostgreSQL's numeric_recv refuses them. */
 function numericText(b: Buffer): string {
+  if (b.length < 8) throw malformed('numeric');
   const n = b.readInt16BE(0);
   const weight = b.readInt16BE(2);
   const sign = b.readUInt16BE(4);
   const dscale = b.readInt16BE(6);
-  if (sign === 0xc000) return 'NaN';
+  const signText = NUMERIC_SIGNS.get(sign);
+  // A digit count that disagrees with the length, an unknown sign, a negative or flagged scale.
+  if (n < 0 || b.length !== 8 + 2 * n || signText === undefined || dscale < 0 || dscale > 0x3fff) throw malformed('numeric');
+  for (let i = 0; i < n; i++) {
+    const digit = b.readInt16BE(8 + 2 * i);
+    if (digit < 0 || digit > 9999) throw malformed('numeric');
+  }
+  if (sign >= 0xc000) {
+    if (n !== 0) throw malformed('numeric');
+    return signText;
+  }
   let int = '';
   let frac = '';
   for (let i = 0; i < n; i++) {
@@ -55,7 +113,7 @@ function numericText(b: Buffer): string {
   if (weight < -1) frac = '0000'.repeat(-weight - 1) + frac;
   int = int.replace(/^0+/, '') || '0';
   frac = frac.padEnd(dscale, '0').slice(0, dscale);
-  return `${sign === 0x4000 ? '-' : ''}${int}${frac ? `.${frac}` : ''}`;
+  return `${signText}${int}${frac ? `.${frac}` : ''}`;
 }
 
 /** A binary-format parameter as text, by its declared type. */
@@ -71,10 +129,10 @@ function binaryToText(oid: number, b: Buffer): string {
     case PG.int8.oid: size(8); return String(b.readBigInt64BE(0));
     case PG.float4.oid: size(4); return String(b.readFloatBE(0));
     case PG.float8.oid: size(8); return String(b.readDoubleBE(0));
-    case PG.numeric.oid: if (b.length < 8) throw invalidInput('a binary numeric parameter is too short'); return numericText(b);
+    case PG.numeric.oid: return numericText(b);
     case PG.timestamp.oid: size(8); return isoFromPgMicros(micros(b));
     case PG.timestamptz.oid: size(8); return `${isoFromPgMicros(micros(b))}+00`;
-    case PG.date.oid: size(4); return new Date((b.readInt32BE(0) + 10_957) * 86_400_000).toISOString().slice(0, 10);
+    case PG.date.oid: size(4); return dateText(b.readInt32BE(0));
     case PG.text.oid:
     case PG.varchar.oid:
     case PG.json.oid:
@@ -96,7 +154,7 @@ export function parameterLiteral(value: Buffer | null, format: number, oid: numb
   if (numeric) {
     const t = text.trim();
     if (NUMBER.test(t)) return t;
-    if (/^[+-]?(nan|infinity|inf)$/i.test(t) && (oid === PG.float4.oid || oid === PG.float8.oid || oid === 0)) return `CAST(${quotedString(t)} AS DOUBLE)`;
+    if (/^[+-]?(nan|infinity|inf)$/i.test(t) && (oid === PG.float4.oid || oid === PG.float8.oid || oid === PG.numeric.oid || oid === 0)) return `CAST(${quotedString(t)} AS DOUBLE)`;
     if (oid !== 0) throw invalidInput(`parameter value ${JSON.stringify(text.slice(0, 40))} is not a number`);
   }
   const cast = CAST_TO[oid];

@@ -102,6 +102,8 @@ export function presentedKey(headers: Headers): string | undefined {
   if (direct) return direct;
   const auth = headers.get('authorization');
   if (!auth) return undefined;
+  const shipper = shipperSchemeKey(auth);
+  if (shipper !== undefined) return shipper;
   const bearer = /^Bearer\s+(.+)$/i.exec(auth);
   if (bearer) return bearer[1].trim();
   const basic = /^Basic\s+(.+)$/i.exec(auth);
@@ -113,9 +115,23 @@ export function presentedKey(headers: Headers): string | undefined {
   return undefined;
 }
 
+/**
+ * The key in the schemes log shippers send: `Splunk <key>` (HEC) and Elasticsearch's `ApiKey <credential>`,
+ * where the credential is the key itself or base64 of `id:key` (what the official clients send for an
+ * `{id, api_key}` pair; the id is not checked).
+ */
+export function shipperSchemeKey(auth: string): string | undefined {
+  const m = /^(Splunk|ApiKey)\s+(\S+)\s*$/i.exec(auth);
+  if (!m) return undefined;
+  if (m[1].toLowerCase() === 'splunk' || !/^[A-Za-z0-9+/]+={0,2}$/.test(m[2])) return m[2];
+  const decoded = Buffer.from(m[2], 'base64').toString('utf8');
+  const colon = decoded.indexOf(':');
+  return colon > 0 && /^[\x20-\x7e]+$/.test(decoded) ? decoded.slice(colon + 1) : m[2];
+}
+
 export function authenticate(keys: ApiKeys, headers: Headers): Principal {
   const key = presentedKey(headers);
-  if (!key) throw unauthorized('missing API key (X-API-Key header, Bearer token or Basic password)');
+  if (!key) throw unauthorized('missing API key (X-API-Key header, Bearer token, Basic password, ApiKey or Splunk token)');
   const principal = keys.resolve(key);
   if (!principal) throw unauthorized('invalid API key');
   return principal;

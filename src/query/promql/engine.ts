@@ -19,6 +19,13 @@ import { DomainError } from '../../errors.ts';
 /** Where the build puts the program (beside src/ and dist/). */
 export const PROMQL_DIST = fileURLToPath(new URL('../../../promql-dist/', import.meta.url));
 
+/** Why PromQL answers 503 on an install without the engine (built with Go, which it did not have). */
+export const PROMQL_NOT_BUILT =
+  'PromQL is not available on this install: its engine (promql-dist/promql) is built with Go, which was not found. Install Go 1.26+ and run `npm run build:promql` (or use the Docker image), then restart; SQL and every other endpoint work without it';
+
+/** Whether the engine is built (an install without Go serves everything but PromQL). */
+export const promqlBuilt = (): boolean => fs.existsSync(`${PROMQL_DIST}promql`);
+
 /** Series for a fetch, as parts written in order (promqlStorage.ts encodeSeries). */
 export type Fetch = (request: string) => Promise<Uint8Array[]>;
 export type Evaluate = (request: string, fetch: Fetch) => Promise<string>;
@@ -129,7 +136,7 @@ let engine: Engine | undefined;
 export function promqlEngine(onStart: (pid: number) => void): Evaluate {
   if (!engine?.alive) {
     const binary = `${PROMQL_DIST}promql`;
-    if (!fs.existsSync(binary)) throw new Error('the PromQL engine is not built: run npm run build');
+    if (!fs.existsSync(binary)) throw new DomainError('unavailable', PROMQL_NOT_BUILT);
     engine = new Engine(binary, process.env.QW_THREADS ?? '1');
     if (engine.pid) onStart(engine.pid);
   }

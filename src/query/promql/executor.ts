@@ -1,9 +1,11 @@
+import { holdToLimits, timeLimitMessage } from '../worker/deadline.ts';
 import { quotedIdentifier } from '@duckdb/node-api';
-import { DomainError, notFound, timedOut } from '../../errors.ts';
+import { DomainError, notFound } from '../../errors.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import { linkName } from '../sql/executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
 import { otlpSeriesView } from './otlp.ts';
+import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -54,6 +56,8 @@ export class PromqlExecutor {
   async run(call: PromqlCall): Promise<string> {
     const meta = await this.source.resolve(call.dataset);
     if (!meta) throw notFound(`dataset "${call.dataset}" does not exist`);
+    // Said here, before a query worker is taken: the engine is a file of this install (built with Go).
+    if (!promqlBuilt()) throw new DomainError('unavailable', PROMQL_NOT_BUILT);
     const name = meta.name;
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
     const releases: (() => void)[] = [];
@@ -64,9 +68,7 @@ export class PromqlExecutor {
       filesDir = dir;
       return { type: 'promql', request };
     });
-    const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
-    const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
-    call.signal?.addEventListener('abort', onAbort);
+    const release = holdToLimits(exec, { timeoutMs: this.limits.timeoutMs, timeoutMessage: timeLimitMessage(this.limits.timeoutMs), signal: call.signal });
     try {
       for await (const m of exec.events) {
         if (m.type === 'need') {
@@ -85,8 +87,7 @@ export class PromqlExecutor {
       }
       throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
     } finally {
-      clearTimeout(timer);
-      call.signal?.removeEventListener('abort', onAbort);
+      release();
       for (const r of releases) r();
     }
   }

@@ -58,37 +58,39 @@ const ARRAY_OF: Record<number, number> = {
 /** Element OID by array OID (for parameters a client sends as arrays). */
 export const ELEMENT_OF: Record<number, number> = Object.fromEntries(Object.entries(ARRAY_OF).map(([e, a]) => [a, Number(e)]));
 
+/** The PostgreSQL type of each scalar DuckDB type that has one. */
+const SCALAR_PG: ReadonlyMap<DuckDBTypeId, PgType> = new Map<DuckDBTypeId, PgType>([
+  [DuckDBTypeId.BOOLEAN, PG.bool],
+  [DuckDBTypeId.TINYINT, PG.int2],
+  [DuckDBTypeId.SMALLINT, PG.int2],
+  [DuckDBTypeId.UTINYINT, PG.int2],
+  [DuckDBTypeId.INTEGER, PG.int4],
+  [DuckDBTypeId.USMALLINT, PG.int4],
+  [DuckDBTypeId.BIGINT, PG.int8],
+  [DuckDBTypeId.UINTEGER, PG.int8],
+  [DuckDBTypeId.UBIGINT, PG.numeric],
+  [DuckDBTypeId.HUGEINT, PG.numeric],
+  [DuckDBTypeId.UHUGEINT, PG.numeric],
+  [DuckDBTypeId.DECIMAL, PG.numeric],
+  [DuckDBTypeId.FLOAT, PG.float4],
+  [DuckDBTypeId.DOUBLE, PG.float8],
+  [DuckDBTypeId.VARCHAR, PG.text],
+  [DuckDBTypeId.BLOB, PG.bytea],
+  [DuckDBTypeId.DATE, PG.date],
+  [DuckDBTypeId.TIME, PG.time],
+  [DuckDBTypeId.TIMESTAMP, PG.timestamp],
+  [DuckDBTypeId.TIMESTAMP_S, PG.timestamp],
+  [DuckDBTypeId.TIMESTAMP_MS, PG.timestamp],
+  [DuckDBTypeId.TIMESTAMP_NS, PG.timestamp],
+  [DuckDBTypeId.TIMESTAMP_TZ, PG.timestamptz],
+  [DuckDBTypeId.INTERVAL, PG.interval],
+  [DuckDBTypeId.UUID, PG.uuid],
+]);
+
 /** The PostgreSQL type of a scalar DuckDB type, or undefined when it has none. */
 function scalarPgType(type: DuckDBType): PgType | undefined {
   if (type.alias?.toUpperCase() === 'JSON') return PG.json;
-  switch (type.typeId) {
-    case DuckDBTypeId.BOOLEAN: return PG.bool;
-    case DuckDBTypeId.TINYINT:
-    case DuckDBTypeId.SMALLINT:
-    case DuckDBTypeId.UTINYINT: return PG.int2;
-    case DuckDBTypeId.INTEGER:
-    case DuckDBTypeId.USMALLINT: return PG.int4;
-    case DuckDBTypeId.BIGINT:
-    case DuckDBTypeId.UINTEGER: return PG.int8;
-    case DuckDBTypeId.UBIGINT:
-    case DuckDBTypeId.HUGEINT:
-    case DuckDBTypeId.UHUGEINT:
-    case DuckDBTypeId.DECIMAL: return PG.numeric;
-    case DuckDBTypeId.FLOAT: return PG.float4;
-    case DuckDBTypeId.DOUBLE: return PG.float8;
-    case DuckDBTypeId.VARCHAR: return PG.text;
-    case DuckDBTypeId.BLOB: return PG.bytea;
-    case DuckDBTypeId.DATE: return PG.date;
-    case DuckDBTypeId.TIME: return PG.time;
-    case DuckDBTypeId.TIMESTAMP:
-    case DuckDBTypeId.TIMESTAMP_S:
-    case DuckDBTypeId.TIMESTAMP_MS:
-    case DuckDBTypeId.TIMESTAMP_NS: return PG.timestamp;
-    case DuckDBTypeId.TIMESTAMP_TZ: return PG.timestamptz;
-    case DuckDBTypeId.INTERVAL: return PG.interval;
-    case DuckDBTypeId.UUID: return PG.uuid;
-    default: return undefined;
-  }
+  return SCALAR_PG.get(type.typeId);
 }
 
 /** The column's PostgreSQL type as a RowDescription announces it. */

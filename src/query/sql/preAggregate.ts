@@ -29,6 +29,8 @@
  * per query from the snapshot (executor.ts): only when the dataset's time column is the receive time
  * and its files prove few distinct values.
  */
+import { isLosslessNumber } from 'lossless-json';
+import { cloneTree } from './parseTree.ts';
 
 type Node = Record<string, unknown>;
 
@@ -116,98 +118,137 @@ function ofColumnOnly(e: unknown, ctx: PreAggregateContext, tableAlias: string):
  * (made by DuckDB's own parser, so the grafted nodes are in its current format). Pure: neither input is changed.
  */
 export function preAggregate(statement: Node, ctx: PreAggregateContext, skeleton: Node): { statement: Node; names: string[] } | undefined {
+  const shape = selectShape(statement);
+  if (!shape) return undefined;
+  const { node, from, tableAlias } = shape;
+  const items = (node.select_list as Node[] | undefined) ?? [];
+  if (!items.some(isCountStar)) return undefined;
+  if (!items.every((e) => isCountStar(e) || ofColumnOnly(e, ctx, tableAlias))) return undefined;
+  const refs = new ItemRefs(items, ctx, tableAlias, new Set([tableAlias, lower(String(from.table_name ?? ''))]));
+  if (!groupsKept(node, refs) || !modifiersKept(node, refs)) return undefined;
+  return { statement: graft(statement, node, from, skeleton), names: [...refs.named] };
+}
+
+/** A plain SELECT of one dataset (no CTE, HAVING, QUALIFY, sample, parameters, schema or column aliases). */
+function selectShape(statement: Node): { node: Node; from: Node; tableAlias: string } | undefined {
   const node = statement.node as Node | undefined;
   if (!node || node.type !== 'SELECT_NODE') return undefined;
   if (((node.cte_map as { map?: unknown[] } | undefined)?.map ?? []).length) return undefined;
   if (node.having != null || node.qualify != null || node.sample != null || node.aggregate_handling !== 'STANDARD_HANDLING') return undefined;
   if (((statement.named_param_map as unknown[] | undefined) ?? []).length) return undefined;
-
   const from = node.from_table as Node | undefined;
   if (!from || from.type !== 'BASE_TABLE' || from.schema_name || from.catalog_name || from.sample != null || from.at_clause != null) return undefined;
   if (((from.column_name_alias as unknown[] | undefined) ?? []).length) return undefined;
   const tableAlias = lower(String(from.alias || from.table_name || ''));
-  if (!tableAlias) return undefined;
+  return tableAlias ? { node, from, tableAlias } : undefined;
+}
 
-  const items = (node.select_list as Node[] | undefined) ?? [];
-  const groups = (node.group_expressions as Node[] | undefined) ?? [];
-  const sets = (node.group_sets as number[][] | undefined) ?? [];
-  // One plain grouping set holding every GROUP BY expression (not ROLLUP, CUBE or GROUPING SETS).
-  if (!groups.length || sets.length !== 1 || sets[0].length !== groups.length || !groups.every((_, i) => sets[0].includes(i))) return undefined;
-  if (!items.some(isCountStar)) return undefined;
-  if (!items.every((e) => isCountStar(e) || ofColumnOnly(e, ctx, tableAlias))) return undefined;
-  // Aliases of the column's expressions (not of a count), and those the statement names bare.
-  const aliases = new Set(items.filter((e) => !isCountStar(e)).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
-  const countAliases = new Set(items.filter(isCountStar).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
-  const named = new Set<string>();
-  // A bare name that is the table's binds to the whole row (a struct) before any alias.
-  const tableNames = new Set([tableAlias, lower(String(from.table_name ?? ''))]);
-  const bareName = (e: Node) => {
-    const names = e.class === 'COLUMN_REF' ? ((e.column_names as string[] | undefined) ?? []) : [];
-    return names.length === 1 ? lower(names[0]) : undefined;
-  };
-  for (const g of groups) {
-    const p = position(g);
-    const name = bareName(g);
-    if (p !== undefined) {
-      // A position names a select item: it must be one of the column's expressions, not the count.
-      if (p < 1 || p > items.length || isCountStar(items[p - 1])) return undefined;
-    } else if (name !== undefined && name !== lower(ctx.column) && aliases.has(name) && !countAliases.has(name) && !tableNames.has(name)) {
-      // GROUP BY an alias (`GROUP BY t`): DuckDB binds a dataset column of that name first, so the
-      // rewrite holds only if there is none — checked against the schema when it runs.
-      named.add(name);
-    } else if (!ofColumnOnly(g, ctx, tableAlias)) return undefined;
+/** What GROUP BY and ORDER BY may name: select items by position, aliases, and the names found bare. */
+class ItemRefs {
+  /** Aliases of the column's expressions (not of a count). */
+  readonly aliases: Set<string>;
+  readonly countAliases: Set<string>;
+  /** Aliases the statement names bare (the dataset must have no column of those names). */
+  readonly named = new Set<string>();
+  constructor(
+    readonly items: Node[],
+    readonly ctx: PreAggregateContext,
+    readonly tableAlias: string,
+    /** A bare name that is the table's binds to the whole row (a struct) before any alias. */
+    readonly tableNames: Set<string>,
+  ) {
+    this.aliases = new Set(items.filter((e) => !isCountStar(e)).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
+    this.countAliases = new Set(items.filter(isCountStar).map((e) => lower(String(e.alias ?? ''))).filter(Boolean));
   }
 
+  bareName(e: Node): string | undefined {
+    const names = e.class === 'COLUMN_REF' ? ((e.column_names as string[] | undefined) ?? []) : [];
+    return names.length === 1 ? lower(names[0]) : undefined;
+  }
+
+  /** Whether `name` is an alias the rewrite may keep (not the column itself, not the table's name). */
+  aliasOk(name: string | undefined, withCounts: boolean): name is string {
+    if (name === undefined || name === lower(this.ctx.column) || this.tableNames.has(name)) return false;
+    return withCounts ? this.aliases.has(name) || this.countAliases.has(name) : this.aliases.has(name) && !this.countAliases.has(name);
+  }
+}
+
+/** One plain grouping set holding every GROUP BY expression, each a function of the column only. */
+function groupsKept(node: Node, refs: ItemRefs): boolean {
+  const groups = (node.group_expressions as Node[] | undefined) ?? [];
+  const sets = (node.group_sets as number[][] | undefined) ?? [];
+  // Not ROLLUP, CUBE or GROUPING SETS.
+  if (!groups.length || sets.length !== 1 || sets[0].length !== groups.length || !groups.every((_, i) => sets[0].includes(i))) return false;
+  for (const g of groups) {
+    const p = position(g);
+    const name = refs.bareName(g);
+    if (p !== undefined) {
+      // A position names a select item: it must be one of the column's expressions, not the count.
+      if (p < 1 || p > refs.items.length || isCountStar(refs.items[p - 1])) return false;
+    } else if (refs.aliasOk(name, false)) {
+      // GROUP BY an alias (`GROUP BY t`): DuckDB binds a dataset column of that name first, so the
+      // rewrite holds only if there is none — checked against the schema when it runs.
+      refs.named.add(name);
+    } else if (!ofColumnOnly(g, refs.ctx, refs.tableAlias)) return false;
+  }
+  return true;
+}
+
+/** ORDER BY positions, aliases or functions of the column, and constant LIMIT/OFFSET; nothing else. */
+function modifiersKept(node: Node, refs: ItemRefs): boolean {
   for (const m of (node.modifiers as Node[] | undefined) ?? []) {
     if (m.type === 'ORDER_MODIFIER') {
-      for (const o of (m.orders as { expression: Node }[] | undefined) ?? []) {
-        const e = o.expression;
-        const p = position(e);
-        if (p !== undefined) {
-          if (p < 1 || p > items.length) return undefined;
-          continue;
-        }
-        // A bare name is a select item's alias or the column itself (the alias, too, must not be a
-        // dataset column: checked when it runs).
-        const name = bareName(e);
-        if (name !== undefined && name !== lower(ctx.column) && (aliases.has(name) || countAliases.has(name)) && !tableNames.has(name)) {
-          named.add(name);
-          continue;
-        }
-        if (!ofColumnOnly(e, ctx, tableAlias)) return undefined;
-      }
+      if (!((m.orders as { expression: Node }[] | undefined) ?? []).every((o) => orderKept(o.expression, refs))) return false;
     } else if (m.type === 'LIMIT_MODIFIER') {
       for (const k of ['limit', 'offset']) {
         const v = m[k] as Node | null | undefined;
-        if (v != null && v.class !== 'CONSTANT') return undefined;
+        if (v != null && v.class !== 'CONSTANT') return false;
       }
-    } else return undefined; // DISTINCT, LIMIT … PERCENT
+    } else return false; // DISTINCT, LIMIT … PERCENT
   }
+  return true;
+}
 
-  // Graft: the skeleton's subquery reads the statement's own table and WHERE; the outer query is the
-  // statement itself reading that subquery under the table's name, its count(*) items summed.
-  const sk = structuredClone(skeleton.node as Node);
+function orderKept(e: Node, refs: ItemRefs): boolean {
+  const p = position(e);
+  if (p !== undefined) return p >= 1 && p <= refs.items.length;
+  // A bare name is a select item's alias or the column itself (the alias, too, must not be a
+  // dataset column: checked when it runs).
+  const name = refs.bareName(e);
+  if (refs.aliasOk(name, true)) {
+    refs.named.add(name);
+    return true;
+  }
+  return ofColumnOnly(e, refs.ctx, refs.tableAlias);
+}
+
+/**
+ * Graft: the skeleton's subquery reads the statement's own table and WHERE; the outer query is the
+ * statement itself reading that subquery under the table's name, its count(*) items summed.
+ */
+function graft(statement: Node, node: Node, from: Node, skeleton: Node): Node {
+  const sk = cloneTree(skeleton.node as Node);
   const sum = (sk.select_list as Node[])[0];
   const sub = sk.from_table as Node;
   const inner = (sub.subquery as Node).node as Node;
-  inner.from_table = structuredClone(from);
-  inner.where_clause = structuredClone(node.where_clause ?? null);
+  inner.from_table = cloneTree(from);
+  inner.where_clause = cloneTree(node.where_clause ?? null);
   sub.alias = String(from.alias || from.table_name);
 
-  const outer = structuredClone(node);
+  const outer = cloneTree(node);
   outer.from_table = sub;
   outer.where_clause = null;
-  outer.select_list = (outer.select_list as Node[]).map((e) => (isCountStar(e) ? { ...structuredClone(sum), alias: String(e.alias || COUNT_STAR_NAME) } : e));
-  return { statement: withoutLocations({ ...structuredClone(statement), node: outer }) as Node, names: [...named] };
+  outer.select_list = (outer.select_list as Node[]).map((e) => (isCountStar(e) ? { ...cloneTree(sum), alias: String(e.alias || COUNT_STAR_NAME) } : e));
+  return withoutLocations({ ...cloneTree(statement), node: outer }) as Node;
 }
 
 /**
  * The tree without `query_location` (positions in the SQL text, for error messages): optional in
- * DuckDB's format, and the "unknown" one, 2^64 − 1, does not survive a trip through a JS number.
+ * DuckDB's format, and meaningless in a tree rewritten. (Constants keep their exact text: parseTree.ts.)
  */
 function withoutLocations(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(withoutLocations);
-  if (value === null || typeof value !== 'object') return value;
+  if (value === null || typeof value !== 'object' || isLosslessNumber(value)) return value;
   return Object.fromEntries(Object.entries(value).filter(([k]) => k !== 'query_location').map(([k, v]) => [k, withoutLocations(v)]));
 }
 

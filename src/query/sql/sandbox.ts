@@ -3,6 +3,7 @@ import { invalidInput, tooLarge } from '../../errors.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { preAggregate, SCALAR_DIALECT_MACROS, skeletonSql } from './preAggregate.ts';
+import { parseTree, treeJson } from './parseTree.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -176,13 +177,13 @@ const deterministic = readOnce(async (conn: DuckDBConnection): Promise<ReadonlyS
 /** The parse tree preAggregate grafts into. */
 const skeletonTree = readOnce(async (conn: DuckDBConnection): Promise<Record<string, unknown>> => {
   const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))]);
-  return (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Node[] }).statements[0];
+  return parseTree<{ statements: Node[] }>(String(r.getRowObjects()[0].ast)).statements[0];
 });
 
 async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
   const rewritten = preAggregate(statement, { column: TIME_COLUMN.json, deterministic: await deterministic(conn) }, await skeletonTree(conn));
   if (!rewritten) return undefined;
-  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [JSON.stringify({ error: false, statements: [rewritten.statement] })]);
+  const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [treeJson({ error: false, statements: [rewritten.statement] })]);
   return { sql: String(reader.getRowObjects()[0].sql), names: rewritten.names };
 }
 
@@ -268,6 +269,7 @@ export function expandedSize(statement: Node, costs: ReadonlyMap<string, MacroCo
 
 /** Costs of every macro a query worker has: DuckDB's own and the dialect's (read once, in a scratch instance). */
 const macros = readOnce(loadMacroCosts);
+export const macroCostsOfDialect = macros;
 
 async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
   const instance = await DuckDBInstance.create(':memory:');
@@ -282,7 +284,7 @@ async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
     const defs = new Map<string, { params: string[]; body: Node }[]>();
     for (const row of rows) {
       const parsed = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [`SELECT ${String(row.body)}`]);
-      const ast = JSON.parse(String(parsed.getRowObjects()[0].ast)) as { error: boolean; statements?: Node[] };
+      const ast = parseTree<{ error: boolean; statements?: Node[] }>(String(parsed.getRowObjects()[0].ast));
       const name = String(row.name);
       // A body this parser cannot read (none today) still counts as a macro of factor 1.
       const body = ast.error ? {} : (ast.statements?.[0] ?? {});
@@ -301,7 +303,7 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   const aggregateFunctions = await aggregates(conn);
   const macroCostMap = await macros();
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as { error: boolean; error_type?: string; error_message?: string; statements?: Node[] };
+  const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(String(reader.getRowObjects()[0].ast));
   if (ast.error) {
     if (ast.error_type === 'not implemented' || /only select/i.test(ast.error_message ?? '')) throw invalidInput('only read-only SELECT statements are allowed');
     throw invalidInput(ast.error_message ?? 'invalid SQL');
@@ -356,6 +358,29 @@ export function rowBound(statement: Node, aggregateFunctions: ReadonlySet<string
   const noFrom = !from || from.type === 'EMPTY';
   if (noFrom || items.every((e) => has(e, (n) => aggregateFunctions.has(fn(n))))) bound = Math.min(bound ?? 1, 1);
   return bound;
+}
+
+/**
+ * The nesting limit alone, counted as `analyzeStatement` counts it: for catalog statements, whose
+ * names and functions the catalog database checks (catalogRewrite.ts), but whose depth costs the same.
+ */
+export function checkNesting(statement: Node, maxDepth: number): void {
+  const walk = (value: unknown, depth: number): void => {
+    if (Array.isArray(value)) {
+      for (const v of value) walk(v, depth);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    const query = typeof n.type === 'string' && QUERY_NODES.has(n.type);
+    const d = query ? depth + 1 : depth;
+    if (d > maxDepth) throw invalidInput(`queries are nested deeper than ${maxDepth} levels (P_QUERY_MAX_DEPTH)`);
+    for (const [k, v] of Object.entries(n)) {
+      // Both sides of a set operation are queries at its own level.
+      walk(v, query && n.type === 'SET_OPERATION_NODE' && (k === 'left' || k === 'right') ? d - 1 : d);
+    }
+  };
+  walk(statement.node ?? statement, 0);
 }
 
 /** The scope walk over one parsed statement (exported for table-driven tests). */

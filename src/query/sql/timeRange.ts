@@ -1,4 +1,5 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
+import { treeJson } from './parseTree.ts';
 
 /**
  * The time range of a statement that has no range beside it (the PostgreSQL front door): taken from
@@ -157,8 +158,7 @@ async function evaluateMicros(conn: DuckDBConnection, expr: Node): Promise<numbe
     ],
   };
   try {
-    // Source positions are optional to the deserialiser (and some do not survive JSON.parse exactly).
-    const json = JSON.stringify(statement, (k, v: unknown) => (k === 'query_location' ? undefined : v));
+    const json = treeJson(statement);
     const sqlReader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS s', [json]);
     const sql = String(sqlReader.getRowObjects()[0].s);
     const r = await conn.runAndReadAll(`SELECT epoch_us(CAST(v AS TIMESTAMP)) AS us FROM (${sql}) AS t(v)`);

@@ -145,6 +145,20 @@ export class WorkerCgroup {
   }
 }
 
+/**
+ * Which worker cgroups under the parent a starting service removes: those of services no longer
+ * running, and those named with its own pid. A service restarted after a crash in a container often
+ * gets the pid its predecessor had (pid 1, or the same few after it), and its predecessor's cgroups,
+ * taken for its own, were left for good (issue 30 A15); at start it has no worker yet, so any cgroup
+ * with its pid is a leftover. A cgroup that still holds a process cannot be removed anyway.
+ */
+export function staleWorkerCgroups(names: string[], selfPid: number, isAlive: (pid: number) => boolean): string[] {
+  return names.filter((name) => {
+    const owner = parseWorkerCgroupName(name);
+    return owner !== undefined && (owner.servicePid === selfPid || !isAlive(owner.servicePid));
+  });
+}
+
 /** Creates, fills and removes the query workers' cgroups of this service. */
 export class WorkerCgroups {
   private readonly live = new Set<WorkerCgroup>();
@@ -176,7 +190,7 @@ export class WorkerCgroups {
     }
   }
 
-  /** Removes the empty worker cgroups of services that are no longer running. */
+  /** Removes the empty worker cgroups of services that are no longer running (see staleWorkerCgroups). */
   private sweep(): void {
     let names: string[] = [];
     try {
@@ -184,9 +198,7 @@ export class WorkerCgroups {
     } catch {
       return;
     }
-    for (const name of names) {
-      const owner = parseWorkerCgroupName(name);
-      if (!owner || owner.servicePid === process.pid || alive(owner.servicePid)) continue;
+    for (const name of staleWorkerCgroups(names, process.pid, alive)) {
       try {
         fs.rmdirSync(path.join(this.plan.parent, name));
         log.info('removed a stale query worker cgroup', { dir: path.join(this.plan.parent, name) });

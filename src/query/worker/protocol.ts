@@ -68,7 +68,24 @@ export interface PromqlGrant {
   labelsOnly?: boolean;
 }
 
-export type WorkerJob = RunJob | PromqlJob;
+/**
+ * A PostgreSQL catalog statement (catalog.ts): classified, described or run in the worker's catalog
+ * database, which holds empty tables of exactly `datasets` (those the key may read) while it runs.
+ * Answered by one `catalog` message (`run`: an `answer` with DataRows, bounded by `maxRows`).
+ */
+export interface CatalogJob {
+  type: 'catalog';
+  id: number;
+  op: 'classify' | 'describe' | 'run';
+  datasets: { name: string; schema: Record<string, string> }[];
+  sql: string;
+  /** For `run`: the result format code of each column. */
+  pgFormats?: number[];
+  maxRows: number;
+  maxDepth: number;
+}
+
+export type WorkerJob = RunJob | PromqlJob | CatalogJob;
 
 export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
 
@@ -96,6 +113,8 @@ export type FromWorker =
    * that could not be read (their files are read instead).
    */
   | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
+  /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
+  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[] }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] } }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
   | { type: 'promql'; id: number; json: string }
   /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */

@@ -29,6 +29,7 @@ import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.t
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
+import { runCatalog } from '../catalog/inWorker.ts';
 
 const dir = process.env.QW_DIR!;
 const spill = process.env.QW_SPILL!;
@@ -381,6 +382,7 @@ async function main(): Promise<void> {
   process.on('message', (m: ToWorker) => {
     if (m.type === 'run') queue = queue.then(() => run(conn, m));
     else if (m.type === 'promql') queue = queue.then(() => runPromql(conn, m));
+    else if (m.type === 'catalog') queue = queue.then(() => runCatalog(m, send));
     else if (m.type === 'grant') {
       if (promqlCurrent?.id === m.id) promqlCurrent.waiting?.(m);
     } else if (current && current.id === m.id) {

@@ -1,20 +1,25 @@
 import { DuckDBInstance, quotedIdentifier, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
-import { DomainError, timedOut, tooLarge } from '../../errors.ts';
+import { DomainError, invalidInput, timedOut, tooLarge } from '../../errors.ts';
 import type { ColumnType } from '../../model.ts';
-import { DIALECT_SQL } from '../../query/sql/dialect.ts';
+import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
-import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../../query/results/pg.ts';
+import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
-import { inspect } from './catalogRewrite.ts';
+import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
+import { parseTree, treeJson } from '../sql/parseTree.ts';
+import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
 /**
  * Catalog introspection without data: clients ask `pg_catalog`, `information_schema` and catalog
  * functions about tables and columns before any user query. Those statements run here, in a DuckDB of
  * their own that holds only EMPTY tables with the schemas of the datasets a key may read (in schema
- * `public`), DuckDB's own pg_catalog views, and the few views and macros clients need beyond them
- * (catalogSql.ts). It has no file access and no data, so whatever it is asked, it can answer only
- * names and types the key may see. One instance per set of readable datasets, shared by the
- * connections of keys with that scope, its tables brought up to date before each statement.
+ * `public`), DuckDB's own pg_catalog views, and the model of PostgreSQL 15's catalog for what we
+ * expose (catalogSql.ts, settings.ts). It has no file access and no data, so whatever it is asked, it
+ * can answer only names and types the key may see.
+ *
+ * It lives in a query worker process (worker.ts hands it `catalog` jobs; client.ts sends them), never
+ * in the service: a catalog statement is held to the same query slots, per-key limits, time limit and
+ * memory cap as a data statement, and to the same nesting and size checks (`parse` below).
  *
  * It also classifies statements (catalog or data), rewrites what DuckDB does not read as PostgreSQL
  * does (`x::regclass`, `pg_catalog.`-qualified macros, `public.`-qualified dataset names), and
@@ -27,6 +32,11 @@ export interface Statement {
   kind: 'session' | 'catalog' | 'data';
   /** The statement as it will run (rewritten where needed). */
   sql: string;
+  /**
+   * Placeholders (`$n`) compared with a nanosecond time column: a timestamptz bound to one is sent as
+   * its UTC wall-clock time (see nsComparableWithTimestamptz).
+   */
+  utcParams?: number[];
 }
 
 export interface DatasetSchema {
@@ -35,8 +45,11 @@ export interface DatasetSchema {
 }
 
 export interface CatalogLimits {
+  /** DuckDB is interrupted past it (the service kills the worker soon after in any case). */
   timeoutMs: number;
   maxRows: number;
+  /** Deepest nesting of queries (P_QUERY_MAX_DEPTH), as for data statements. */
+  maxDepth: number;
 }
 
 
@@ -118,9 +131,9 @@ export class CatalogDb {
 
   /** Catalog or data, and the statement rewritten as it will run (remembered: clients repeat statements). */
   async classify(original: string): Promise<Statement> {
-    const names = this.datasets()
+    const names = `${this.datasets()
       .map((d) => d.name)
-      .join('\n');
+      .join('\n')}\u0000${[...nsColumns(this.datasets())].join(',')}`;
     if (names !== this.classifiedFor) {
       this.classified.clear();
       this.classifiedFor = names;
@@ -137,14 +150,17 @@ export class CatalogDb {
   private async classifyUncached(original: string): Promise<Statement> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql);
+      const ast = await parse(conn, sql, this.limits.maxDepth);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
-      const found = inspect(ast, datasets, this.database);
+      const found = inspect(ast, datasets, this.database, allColumns(this.datasets()));
       if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
       if (sql !== original) return { kind: 'data', sql: original };
-      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`.
-      return { kind: 'data', sql: found.rewritten ? await deparse(conn, ast) : sql };
+      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
+      // columns compared with a timestamptz compare with its UTC wall-clock time.
+      const ns = nsComparableWithTimestamptz(ast, nsColumns(this.datasets()));
+      const rewritten = found.rewritten || ns.rewritten ? await deparse(conn, ast) : sql;
+      return { kind: 'data', sql: rewritten, ...(ns.params.length ? { utcParams: ns.params } : {}) };
     });
   }
 
@@ -157,8 +173,8 @@ export class CatalogDb {
   async describe(original: string): Promise<{ params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql);
-      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database).rewritten ? await deparse(conn, ast) : sql;
+      const ast = await parse(conn, sql, this.limits.maxDepth);
+      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets())).rewritten ? await deparse(conn, ast) : sql;
       const prepared = await conn.prepare(text);
       try {
         const params: string[] = [];
@@ -180,6 +196,7 @@ export class CatalogDb {
   async run(sql: string, formats: number[]): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
     const result = await this.withConn(async (conn) => {
       try {
+        await parse(conn, sql, this.limits.maxDepth);
         return (await conn.run(sql)) as DuckDBMaterializedResult;
       } catch (err) {
         const message = (err as Error).message;
@@ -207,51 +224,35 @@ export class CatalogDb {
   }
 }
 
-/** The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax error). */
-async function parse(conn: DuckDBConnection, sql: string): Promise<Node | undefined> {
+/**
+ * The statement's parse tree, or undefined when DuckDB will not serialise it (not a SELECT, or a syntax
+ * error), after the sandbox's checks of size: nesting depth and size once macros are expanded (deep
+ * scalar subqueries take DuckDB's optimiser minutes, nested macros millions of expressions).
+ */
+async function parse(conn: DuckDBConnection, sql: string, maxDepth: number): Promise<Node | undefined> {
   const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = JSON.parse(String(reader.getRowObjects()[0].ast)) as Node;
+  const ast = parseTree(String(reader.getRowObjects()[0].ast));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
+  const statement = (ast.statements as Node[])[0];
+  checkNesting(statement, maxDepth);
+  if (expandedSize(statement, await macroCosts(), MAX_EXPANDED_EXPRESSIONS) > MAX_EXPANDED_EXPRESSIONS) {
+    throw invalidInput(`the statement is too large once its macros are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions`);
+  }
   return ast;
 }
 
 async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {
-  // Source positions are optional to the deserialiser (and some do not survive JSON.parse exactly).
-  const json = JSON.stringify(ast, (k, v: unknown) => (k === 'query_location' ? undefined : v));
+  const json = treeJson(ast);
   const reader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS sql', [json]);
   return String(reader.getRowObjects()[0].sql);
 }
 
+/** Names (lower case) of the TIMESTAMP_NS columns of these datasets. */
+export function nsColumns(datasets: DatasetSchema[]): Set<string> {
+  return new Set(datasets.flatMap((d) => Object.entries(d.schema).filter(([, t]) => t === 'TIMESTAMP_NS').map(([n]) => n.toLowerCase())));
+}
 
-/** Shares catalog databases between connections whose keys read the same datasets. */
-export class CatalogPool {
-  private byScope = new Map<string, Promise<CatalogDb>>();
-
-  constructor(
-    private readonly datasets: (canRead: (name: string) => boolean) => DatasetSchema[],
-    private readonly limits: CatalogLimits,
-  ) {}
-
-  async acquire(scope: string, canRead: (name: string) => boolean): Promise<{ db: CatalogDb; release: () => void }> {
-    let entry = this.byScope.get(scope);
-    if (!entry) {
-      entry = CatalogDb.open(() => this.datasets(canRead), this.limits);
-      this.byScope.set(scope, entry);
-      entry.catch(() => this.byScope.delete(scope));
-    }
-    const db = await entry;
-    db.refs++;
-    let released = false;
-    return {
-      db,
-      release: () => {
-        if (released) return;
-        released = true;
-        if (--db.refs === 0 && this.byScope.get(scope) === entry) {
-          this.byScope.delete(scope);
-          db.close();
-        }
-      },
-    };
-  }
+/** Names (lower case) of every column of these datasets. */
+function allColumns(datasets: DatasetSchema[]): Set<string> {
+  return new Set(datasets.flatMap((d) => Object.keys(d.schema).map((n) => n.toLowerCase())));
 }

@@ -6,6 +6,72 @@
 
 type Piece = { code: true; text: string } | { code: false; text: string };
 
+/** The end of a '…' literal opening at `i` (E'…' strings escape with backslashes; standard ones only by doubling). */
+function stringEnd(sql: string, i: number): number {
+  const escaped = i > 0 && /[eE]/.test(sql[i - 1]) && (i < 2 || !/[\w$]/.test(sql[i - 2]));
+  let j = i + 1;
+  for (; j < sql.length; j++) {
+    if (escaped && sql[j] === '\\') j++;
+    else if (sql[j] === "'") {
+      if (sql[j + 1] === "'") j++;
+      else break;
+    }
+  }
+  return Math.min(j + 1, sql.length);
+}
+
+/** The end of a "…" quoted name opening at `i`. */
+function quotedEnd(sql: string, i: number): number {
+  let j = i + 1;
+  for (; j < sql.length; j++) {
+    if (sql[j] === '"') {
+      if (sql[j + 1] === '"') j++;
+      else break;
+    }
+  }
+  return Math.min(j + 1, sql.length);
+}
+
+/** The end of a block comment opening at `i` (PostgreSQL's block comments nest). */
+function blockCommentEnd(sql: string, i: number): number {
+  let depth = 0;
+  let j = i;
+  for (; j < sql.length; j++) {
+    if (sql[j] === '/' && sql[j + 1] === '*') {
+      depth++;
+      j++;
+    } else if (sql[j] === '*' && sql[j + 1] === '/') {
+      depth--;
+      j++;
+      if (depth === 0) break;
+    }
+  }
+  return Math.min(j + 1, sql.length);
+}
+
+/** The end of a $tag$…$tag$ literal opening at `i`; -1 when no dollar quote opens there. */
+function dollarEnd(sql: string, i: number): number {
+  if (i > 0 && /[\w$]/.test(sql[i - 1])) return -1;
+  const tag = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i, i + 64));
+  if (!tag) return -1;
+  const close = sql.indexOf(tag[0], i + tag[0].length);
+  return close < 0 ? sql.length : close + tag[0].length;
+}
+
+/** Where the non-code piece opening at `i` ends; -1 when code goes on there. */
+function nonCodeEnd(sql: string, i: number): number {
+  const ch = sql[i];
+  if (ch === "'") return stringEnd(sql, i);
+  if (ch === '"') return quotedEnd(sql, i);
+  if (ch === '-' && sql[i + 1] === '-') {
+    const nl = sql.indexOf('\n', i);
+    return nl < 0 ? sql.length : nl;
+  }
+  if (ch === '/' && sql[i + 1] === '*') return blockCommentEnd(sql, i);
+  if (ch === '$') return dollarEnd(sql, i);
+  return -1;
+}
+
 /** The text cut into code and non-code (literals, quoted names, comments) pieces, in order. */
 function pieces(sql: string): Piece[] {
   const out: Piece[] = [];
@@ -15,54 +81,7 @@ function pieces(sql: string): Piece[] {
   };
   let i = 0;
   while (i < sql.length) {
-    const ch = sql[i];
-    let end = -1;
-    if (ch === "'") {
-      // E'…' strings escape with backslashes; standard ones only by doubling.
-      const escaped = i > 0 && /[eE]/.test(sql[i - 1]) && (i < 2 || !/[\w$]/.test(sql[i - 2]));
-      let j = i + 1;
-      for (; j < sql.length; j++) {
-        if (escaped && sql[j] === '\\') j++;
-        else if (sql[j] === "'") {
-          if (sql[j + 1] === "'") j++;
-          else break;
-        }
-      }
-      end = Math.min(j + 1, sql.length);
-    } else if (ch === '"') {
-      let j = i + 1;
-      for (; j < sql.length; j++) {
-        if (sql[j] === '"') {
-          if (sql[j + 1] === '"') j++;
-          else break;
-        }
-      }
-      end = Math.min(j + 1, sql.length);
-    } else if (ch === '-' && sql[i + 1] === '-') {
-      const nl = sql.indexOf('\n', i);
-      end = nl < 0 ? sql.length : nl;
-    } else if (ch === '/' && sql[i + 1] === '*') {
-      // PostgreSQL's block comments nest.
-      let depth = 0;
-      let j = i;
-      for (; j < sql.length; j++) {
-        if (sql[j] === '/' && sql[j + 1] === '*') {
-          depth++;
-          j++;
-        } else if (sql[j] === '*' && sql[j + 1] === '/') {
-          depth--;
-          j++;
-          if (depth === 0) break;
-        }
-      }
-      end = Math.min(j + 1, sql.length);
-    } else if (ch === '$' && (i === 0 || !/[\w$]/.test(sql[i - 1]))) {
-      const tag = /^\$([A-Za-z_][A-Za-z0-9_]*)?\$/.exec(sql.slice(i, i + 64));
-      if (tag) {
-        const close = sql.indexOf(tag[0], i + tag[0].length);
-        end = close < 0 ? sql.length : close + tag[0].length;
-      }
-    }
+    const end = nonCodeEnd(sql, i);
     if (end < 0) {
       i++;
       continue;

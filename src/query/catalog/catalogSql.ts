@@ -5,7 +5,7 @@
  * those of a server with one read-only role and no indexes, constraints, sequences or inheritance.
  */
 
-import { FIXED } from './sessionCommands.ts';
+import { FIXED } from './settings.ts';
 
 /** A table macro `__<name>()` answering these rows (each a select list). */
 const relation = (name: string, rows: string[]) => `CREATE MACRO __${name}() AS TABLE ${rows.map((r) => `SELECT ${r}`).join(' UNION ALL ')}`;
@@ -127,8 +127,17 @@ export const CATALOG_SQL: string[] = [
   `CREATE MACRO to_regclass(x) AS (SELECT min(oid) FROM pg_catalog.pg_class WHERE relname = __pg_unqualify(x))`,
   `CREATE MACRO __pg_name(x) AS CAST(x AS VARCHAR)`,
   // Catalog functions DuckDB lacks.
-  `CREATE MACRO __pg_version() AS (SELECT 'PostgreSQL 15.0 (telemetry lakehouse; DuckDB ' || library_version || ')' FROM pragma_version())`,
+  // Clients parse "PostgreSQL <major>.<minor>" from it; nothing about the engine or the build behind it.
+  `CREATE MACRO __pg_version() AS 'PostgreSQL 15.0 (telemetry lakehouse)'`,
   `CREATE MACRO pg_get_userbyid(id) AS 'lakehouse'`,
+  // The identity the catalog names everywhere (pg_database, pg_roles, getCatalogs()), not DuckDB's
+  // `memory` and `duckdb`.
+  `CREATE MACRO __pg_current_database() AS 'lakehouse'`,
+  `CREATE MACRO __pg_current_user() AS 'lakehouse'`,
+  // No backend can be signalled or function shown: PostgreSQL's answers for a role without the right.
+  `CREATE MACRO pg_terminate_backend(pid) AS false, (pid, timeout) AS false`,
+  `CREATE MACRO pg_cancel_backend(pid) AS false`,
+  `CREATE MACRO pg_get_functiondef(oid) AS NULL::VARCHAR`,
   `CREATE MACRO pg_encoding_to_char(e) AS 'UTF8'`,
   `CREATE MACRO pg_get_indexdef(a) AS NULL::VARCHAR, (a, b, c) AS NULL::VARCHAR`,
   `CREATE MACRO pg_get_partkeydef(a) AS NULL::VARCHAR`,
@@ -159,6 +168,53 @@ export const CATALOG_SQL: string[] = [
     `1::BIGINT AS oid, 'lakehouse' AS datname, 10::BIGINT AS datdba, 6 AS encoding, 'c' AS datlocprovider, false AS datistemplate, true AS datallowconn,
      -1 AS datconnlimit, 0::BIGINT AS datfrozenxid, 0::BIGINT AS datminmxid, 0::BIGINT AS dattablespace, 'C' AS datcollate, 'C' AS datctype,
      NULL::VARCHAR AS daticulocale, NULL::VARCHAR AS daticurules, NULL::VARCHAR AS datcollversion, NULL::VARCHAR[] AS datacl`,
+  ]),
+  // PostgreSQL's settings as this server presents them (settings.ts), never DuckDB's: those name the
+  // service's directories, its memory and thread limits and its extensions.
+  relation(
+    'pg_settings',
+    Object.entries(FIXED).map(
+      ([name, value]) =>
+        `'${name}' AS name, '${value.replaceAll("'", "''")}' AS setting, NULL::VARCHAR AS unit, 'Preset Options' AS category, '' AS short_desc, NULL::VARCHAR AS extra_desc, 'internal' AS context, ` +
+        `${/^-?\d+$/.test(value) ? "'integer'" : /^(on|off)$/.test(value) ? "'bool'" : "'string'"} AS vartype, 'default' AS source, NULL::VARCHAR AS min_val, NULL::VARCHAR AS max_val, NULL::VARCHAR[] AS enumvals, ` +
+        `'${value.replaceAll("'", "''")}' AS boot_val, '${value.replaceAll("'", "''")}' AS reset_val, NULL::VARCHAR AS sourcefile, NULL::INTEGER AS sourceline, false AS pending_restart`,
+    ),
+  ),
+  // information_schema.columns as PostgreSQL 15 answers it: its SQL type names (`data_type`, ARRAY for
+  // arrays) and `udt_name` (the pg_type name), which Metabase's column sync and Grafana's query builder
+  // read to tell times and numbers from text. DuckDB's own view has its type names and no udt_name.
+  `CREATE MACRO __information_schema_columns() AS TABLE
+     SELECT 'lakehouse' AS table_catalog, schema_name AS table_schema, table_name, column_name, column_index::INTEGER AS ordinal_position,
+       NULL::VARCHAR AS column_default, CASE WHEN is_nullable THEN 'YES' ELSE 'NO' END AS is_nullable,
+       CASE WHEN data_type LIKE '%[]' THEN 'ARRAY' ELSE __pg_format_type(__pg_type_oid(data_type), -1) END AS data_type,
+       NULL::INTEGER AS character_maximum_length, CASE WHEN __pg_type_oid(data_type) = 25 THEN 1073741824 END::INTEGER AS character_octet_length,
+       CASE __pg_type_oid(data_type) WHEN 21 THEN 16 WHEN 23 THEN 32 WHEN 20 THEN 64 WHEN 700 THEN 24 WHEN 701 THEN 53 END::INTEGER AS numeric_precision,
+       CASE WHEN __pg_type_oid(data_type) IN (21, 23, 20, 700, 701) THEN 2 WHEN __pg_type_oid(data_type) = 1700 THEN 10 END::INTEGER AS numeric_precision_radix,
+       CASE WHEN __pg_type_oid(data_type) IN (21, 23, 20) THEN 0 END::INTEGER AS numeric_scale,
+       CASE WHEN __pg_type_oid(data_type) = 1082 THEN 0 WHEN __pg_type_oid(data_type) IN (1083, 1114, 1184, 1186) THEN 6 END::INTEGER AS datetime_precision,
+       NULL::VARCHAR AS interval_type, NULL::INTEGER AS interval_precision,
+       NULL::VARCHAR AS character_set_catalog, NULL::VARCHAR AS character_set_schema, NULL::VARCHAR AS character_set_name,
+       NULL::VARCHAR AS collation_catalog, NULL::VARCHAR AS collation_schema, NULL::VARCHAR AS collation_name,
+       NULL::VARCHAR AS domain_catalog, NULL::VARCHAR AS domain_schema, NULL::VARCHAR AS domain_name,
+       'lakehouse' AS udt_catalog, 'pg_catalog' AS udt_schema, (SELECT typname FROM __pg_type() WHERE oid = __pg_type_oid(data_type)) AS udt_name,
+       NULL::VARCHAR AS scope_catalog, NULL::VARCHAR AS scope_schema, NULL::VARCHAR AS scope_name, NULL::INTEGER AS maximum_cardinality,
+       CAST(column_index AS VARCHAR) AS dtd_identifier, 'NO' AS is_self_referencing, 'NO' AS is_identity, NULL::VARCHAR AS identity_generation,
+       NULL::VARCHAR AS identity_start, NULL::VARCHAR AS identity_increment, NULL::VARCHAR AS identity_maximum, NULL::VARCHAR AS identity_minimum,
+       'NO' AS identity_cycle, 'NEVER' AS is_generated, NULL::VARCHAR AS generation_expression, 'NO' AS is_updatable
+     FROM duckdb_columns() WHERE schema_name = 'public'`,
+  // The schemas of this database, once each (DuckDB lists `main` of each of its catalogs).
+  relation(
+    'information_schema_schemata',
+    ['public', 'pg_catalog', 'information_schema'].map(
+      (name) =>
+        `'lakehouse' AS catalog_name, '${name}' AS schema_name, 'lakehouse' AS schema_owner, NULL::VARCHAR AS default_character_set_catalog, NULL::VARCHAR AS default_character_set_schema, NULL::VARCHAR AS default_character_set_name, NULL::VARCHAR AS sql_path`,
+    ),
+  ),
+  // PostgreSQL 15's collations every database has (SQLAlchemy 2.1 joins pg_collation when it reflects columns).
+  relation('pg_collation', [
+    `100::BIGINT AS oid, 'default' AS collname, ${PG_CATALOG_NS}::BIGINT AS collnamespace, 10::BIGINT AS collowner, 'd' AS collprovider, true AS collisdeterministic, -1 AS collencoding, NULL::VARCHAR AS collcollate, NULL::VARCHAR AS collctype, NULL::VARCHAR AS colliculocale, NULL::VARCHAR AS collversion`,
+    `950::BIGINT, 'C', ${PG_CATALOG_NS}::BIGINT, 10::BIGINT, 'c', true, -1, 'C', 'C', NULL, NULL`,
+    `951::BIGINT, 'POSIX', ${PG_CATALOG_NS}::BIGINT, 10::BIGINT, 'c', true, -1, 'POSIX', 'POSIX', NULL, NULL`,
   ]),
   relation('pg_roles', [
     `10::BIGINT AS oid, 'lakehouse' AS rolname, false AS rolsuper, true AS rolinherit, false AS rolcreaterole, false AS rolcreatedb, true AS rolcanlogin,
@@ -195,6 +251,6 @@ export const CATALOG_SQL: string[] = [
 ];
 
 for (const stmt of CATALOG_SQL) {
-  const m = /^CREATE MACRO __(pg_\w+)\(\) AS TABLE/.exec(stmt);
+  const m = /^CREATE MACRO __((?:pg|information_schema)_\w+)\(\) AS TABLE/.exec(stmt);
   if (m) RELATION_MACROS.add(m[1]);
 }

@@ -1,0 +1,281 @@
+import { failpoint } from '../../failpoint.ts';
+import { log } from '../../log.ts';
+import { sqlString, withConnection } from '../../duckdb.ts';
+import { COLUMN_TYPES, type ColumnType } from '../../model.ts';
+import { icebergCommits } from '../../metrics.ts';
+import type { FileEntry } from '../catalog.ts';
+import type { Schema } from '../codec.ts';
+import type { Dataset, StorageContext } from '../dataset.ts';
+import { datasetPrefix, icebergAvroKey, icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../layout.ts';
+import { currentSchema, emptyTable, evolveSchema, lakeColumns, publishable, type TableMetadata } from './metadata.ts';
+import { buildSnapshot, fileHour, type SnapshotNaming, type SnapshotPlan } from './snapshot.ts';
+import { TableReader, type TableState } from './table.ts';
+
+export interface IcebergSettings {
+  intervalMs: number;
+  /** Snapshots older than this are expired (the current one never is). */
+  snapshotRetentionMs: number;
+  /** URI of the store's root: `file:///…/store` or `s3://bucket`; an object's location is `{base}/{key}`. */
+  baseUri: string;
+}
+
+/** Metadata versions kept in a table's metadata log (older metadata files are deleted). */
+const METADATA_VERSIONS_KEPT = 20;
+/** Commit attempts of one round: a lost race reloads the winner's version and plans again. */
+const COMMIT_ATTEMPTS = 5;
+
+const isColumnType = (t: string): t is ColumnType => (COLUMN_TYPES as readonly string[]).includes(t);
+
+/**
+ * The Iceberg publisher (docs/lake.md): every P_ICEBERG_INTERVAL, each dataset's catalog of files is
+ * published as a snapshot of the dataset's Iceberg v2 table, whose data files are the Parquet files
+ * themselves. A file this worker's catalog has that the table lacks is added; a file the catalog
+ * removed (compaction, retention) is removed; a file that other workers added and this worker has not
+ * read yet is left alone, so a worker that is behind never takes anything away. A commit is the
+ * conditional creation of the next `v{N}.metadata.json`: of workers racing for N exactly one wins, the
+ * others reload N and plan again. Manifests are uploaded before that write, so a crash before it
+ * leaves only unreferenced files, never a partial snapshot.
+ */
+export class IcebergPublisher {
+  private readonly reader: TableReader;
+  private readonly states = new Map<string, TableState>();
+  /** Each file's column types as written (files never change): decides whether readers can read it as the table's types. */
+  private readonly fileTypes = new Map<string, Record<string, ColumnType>>();
+  /** When this worker first saw a file it has not published yet (the lag gauge). */
+  private readonly firstSeen = new Map<string, number>();
+  /** Data files any retained snapshot lists, per dataset: the garbage collector keeps them. */
+  private readonly referencedFiles = new Map<string, Set<string>>();
+
+  constructor(
+    private readonly ctx: StorageContext,
+    readonly settings: IcebergSettings,
+  ) {
+    this.reader = new TableReader(ctx.store, (uri) => this.keyOf(uri));
+  }
+
+  readonly uri = (key: string): string => `${this.settings.baseUri}/${key}`;
+  private keyOf(uri: string): string {
+    const base = `${this.settings.baseUri}/`;
+    if (!uri.startsWith(base)) throw new Error(`iceberg: ${uri} is not under ${base}`);
+    return uri.slice(base.length);
+  }
+
+  private naming(ds: Dataset): SnapshotNaming {
+    return { uri: this.uri, keyOf: (u) => this.keyOf(u), avroKey: (f) => icebergAvroKey(ds.meta.name, ds.meta.generation, f) };
+  }
+
+  /** Whether a retained snapshot of some table lists this data file (the GC keeps it while one does). */
+  referenced(key: string): boolean {
+    const dataset = key.slice(0, key.indexOf('/'));
+    return this.referencedFiles.get(dataset)?.has(key) ?? false;
+  }
+
+  /** Seconds the oldest file this worker has seen but not yet published has waited (0: none waits). */
+  lagSeconds(name: string, now = Date.now()): number {
+    let oldest = now;
+    for (const [key, at] of this.firstSeen) if (key.startsWith(datasetPrefix(name)) && at < oldest) oldest = at;
+    return (now - oldest) / 1000;
+  }
+
+  /** One round over every dataset; a failure of one is logged and retried next round. */
+  async publishAll(datasets: Dataset[]): Promise<void> {
+    for (const ds of datasets) {
+      if (ds.deleted) continue;
+      await this.publish(ds).catch((err) => log.warn('iceberg publish failed; will retry', { dataset: ds.meta.name, error: (err as Error).message }));
+    }
+  }
+
+  /** The table's current metadata, as readers load it (the newest version in the store). */
+  async current(ds: Dataset): Promise<{ location: string; metadata: TableMetadata } | undefined> {
+    const { name, generation } = ds.meta;
+    let version = await this.reader.latestVersion(name, generation);
+    if (version === 0) {
+      await this.publish(ds);
+      version = await this.reader.latestVersion(name, generation);
+    }
+    const metadata = version ? await this.reader.metadata(name, generation, version) : undefined;
+    return metadata && { location: this.uri(icebergMetadataKey(name, generation, version)), metadata };
+  }
+
+  /** Publishes what the dataset's catalog holds that the table does not; returns whether a version was committed. */
+  async publish(ds: Dataset): Promise<boolean> {
+    const { name, generation } = ds.meta;
+    for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
+      const version = await this.reader.latestVersion(name, generation);
+      // Keyed by generation too: a dataset deleted and created again is another table.
+      const state = version ? await this.reader.load(name, generation, version, this.states.get(`${name}/${generation}`)) : undefined;
+      if (state) await this.remember(name, generation, state);
+      const next = await this.nextMetadata(ds, state);
+      if (!next) return false;
+      const key = icebergMetadataKey(name, generation, version + 1);
+      if (await this.ctx.store.putIfAbsent(key, JSON.stringify(next.metadata))) {
+        icebergCommits.inc({ result: 'committed' });
+        for (const f of next.plan.add) this.firstSeen.delete(f.key);
+        const committed = await this.reader.load(name, generation, version + 1);
+        if (committed) await this.remember(name, generation, committed);
+        await this.cleanUp(ds, state, next.metadata, version + 1);
+        return true;
+      }
+      icebergCommits.inc({ result: 'conflict' });
+      log.debug('iceberg commit lost a race; reloading', { dataset: name, version: version + 1 });
+    }
+    log.warn('iceberg commit lost every race of this round; will retry', { dataset: name });
+    return false;
+  }
+
+  /** The metadata of the next version, or undefined when the table already shows the catalog. */
+  private async nextMetadata(ds: Dataset, state: TableState | undefined): Promise<{ metadata: TableMetadata; plan: SnapshotPlan } | undefined> {
+    const now = Date.now();
+    const lake = lakeColumns(ds.schema, ds.meta.timeColumn);
+    // The table is created with its time column, which its partition spec is made from and never changes.
+    if (!state && !(ds.meta.timeColumn in ds.schema)) return undefined;
+    let base = state?.metadata ?? emptyTable(this.uri(datasetPrefix(ds.meta.name).slice(0, -1)), lake.columns, lake.timeColumn, now);
+    if (state && staleSchema(currentSchema(base), lake.columns)) return undefined;
+    base = evolveSchema(base, lake.columns);
+    const plan = await this.plan(ds, state, base, lake.columns);
+    const changed = base !== state?.metadata;
+    if (!plan.add.length && !plan.remove.size) {
+      // Nothing to publish: a version is still committed for a new schema, or to expire old snapshots.
+      const expired = this.expire(base, now);
+      return changed || expired !== base ? { metadata: this.withLog(ds, expired, state, now), plan } : undefined;
+    }
+    const built = await buildSnapshot(state, base, plan, this.naming(ds), now);
+    for (const u of built.uploads) {
+      await this.ctx.store.putBytes(u.key, u.body);
+      this.reader.remember(this.uri(u.key), u);
+    }
+    // The crash tests' point: manifests and manifest list uploaded, the metadata version not yet written.
+    failpoint('iceberg-before-commit');
+    const withSnapshot: TableMetadata = {
+      ...base,
+      'last-sequence-number': built.snapshot['sequence-number'],
+      'current-snapshot-id': built.snapshot['snapshot-id'],
+      snapshots: [...base.snapshots, built.snapshot],
+      'snapshot-log': [...base['snapshot-log'], { 'snapshot-id': built.snapshot['snapshot-id'], 'timestamp-ms': now }],
+      refs: { main: { 'snapshot-id': built.snapshot['snapshot-id'], type: 'branch' } },
+    };
+    return { metadata: this.withLog(ds, this.expire(withSnapshot, now), state, now), plan };
+  }
+
+  /** Stamps the update time and logs the version it replaces. */
+  private withLog(ds: Dataset, m: TableMetadata, state: TableState | undefined, now: number): TableMetadata {
+    const { name, generation } = ds.meta;
+    const previous = state ? [{ 'metadata-file': this.uri(icebergMetadataKey(name, generation, state.version)), 'timestamp-ms': state.metadata['last-updated-ms'] }] : [];
+    return { ...m, 'last-updated-ms': now, 'metadata-log': [...m['metadata-log'], ...previous].slice(-METADATA_VERSIONS_KEPT) };
+  }
+
+  /** Drops snapshots older than the retention (never the current one). */
+  private expire(m: TableMetadata, now: number): TableMetadata {
+    const keep = m.snapshots.filter((s) => s['snapshot-id'] === m['current-snapshot-id'] || now - s['timestamp-ms'] <= this.settings.snapshotRetentionMs);
+    if (keep.length === m.snapshots.length) return m;
+    const ids = new Set(keep.map((s) => s['snapshot-id']));
+    return { ...m, snapshots: keep, 'snapshot-log': m['snapshot-log'].filter((e) => ids.has(e['snapshot-id'])) };
+  }
+
+  /** What to add and remove: see the class comment. */
+  private async plan(ds: Dataset, state: TableState | undefined, m: TableMetadata, columns: Schema): Promise<SnapshotPlan> {
+    const live = new Set<string>();
+    for (const entries of state?.entries.values() ?? []) for (const e of entries) live.add(this.keyOf(e.data_file.file_path));
+    const inCatalog = new Map(ds.catalog.all().map((f) => [f.key, f]));
+    const spec = m['partition-specs'][0].fields[0];
+    const timeColumn = spec && currentSchema(m).fields.find((f) => f.id === spec['source-id'])?.name;
+    const add: FileEntry[] = [];
+    const readable = new Set<string>();
+    const now = Date.now();
+    for (const f of inCatalog.values()) {
+      if (await this.readable(f, columns, timeColumn)) readable.add(f.key);
+      else continue;
+      if (!live.has(f.key)) {
+        add.push(f);
+        if (!this.firstSeen.has(f.key)) this.firstSeen.set(f.key, now);
+      }
+    }
+    // A file merged or deleted before it was published no longer waits (the lag gauge).
+    for (const key of this.firstSeen.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.firstSeen.delete(key);
+    // Removed by the catalog, or no longer readable as the table's types (a column widened since).
+    const remove = new Set([...live].filter((k) => ds.catalog.isRemoved(k) || (inCatalog.has(k) && !readable.has(k))));
+    return { add, remove };
+  }
+
+  /** Whether readers get a file's rows right under the table's schema (see docs/lake.md "Types"). */
+  private async readable(f: FileEntry, schema: Schema, timeColumn: string | undefined): Promise<boolean> {
+    if (timeColumn !== undefined && fileHour(f) === undefined) return false;
+    const types = await this.typesOf(f.key);
+    // A nanosecond-timed file written before the microsecond copy existed has no table time column.
+    if (timeColumn !== undefined && !(timeColumn in types)) return false;
+    for (const [column, type] of Object.entries(types)) {
+      const want = schema[column];
+      if (want === undefined) return false;
+      if (publishable(want) && want !== type) return false;
+    }
+    return true;
+  }
+
+  private async typesOf(key: string): Promise<Record<string, ColumnType>> {
+    const known = this.fileTypes.get(key);
+    if (known) return known;
+    const { paths, release } = await this.ctx.store.acquire([key]);
+    try {
+      const rows = await withConnection(this.ctx.duck, async (conn) =>
+        (await conn.runAndReadAll(`DESCRIBE SELECT * FROM read_parquet(${sqlString(paths[0])}, hive_partitioning = false)`)).getRowObjectsJson(),
+      );
+      const types: Record<string, ColumnType> = {};
+      for (const r of rows) {
+        const t = String(r.column_type);
+        // A type this service never writes has no Iceberg type to match: the file stays out.
+        types[String(r.column_name)] = isColumnType(t) ? t : ('UNKNOWN' as ColumnType);
+      }
+      this.fileTypes.set(key, types);
+      return types;
+    } finally {
+      release();
+    }
+  }
+
+  /** Keeps the table state, and what its retained snapshots list (for the GC guard). */
+  private async remember(name: string, generation: string, state: TableState): Promise<void> {
+    this.states.set(`${name}/${generation}`, state);
+    const files = new Set<string>();
+    for (const s of state.metadata.snapshots) {
+      for (const mf of await this.reader.manifestList(s['manifest-list'])) {
+        for (const e of await this.reader.manifestEntries(mf.manifest_path)) files.add(this.keyOf(e.data_file.file_path));
+      }
+    }
+    this.referencedFiles.set(name, files);
+  }
+
+  /** After a commit: deletes the Avro files of expired snapshots and metadata versions out of the log. */
+  private async cleanUp(ds: Dataset, before: TableState | undefined, after: TableMetadata, version: number): Promise<void> {
+    if (!before) return;
+    const kept = new Set(after.snapshots.map((s) => s['manifest-list']));
+    const expired = before.metadata.snapshots.filter((s) => !kept.has(s['manifest-list']));
+    if (!expired.length) return;
+    const stillListed = new Set<string>();
+    for (const s of after.snapshots) for (const mf of await this.reader.manifestList(s['manifest-list']).catch(() => [])) stillListed.add(mf.manifest_path);
+    const doomed = new Set<string>();
+    for (const s of expired) {
+      doomed.add(s['manifest-list']);
+      for (const mf of await this.reader.manifestList(s['manifest-list']).catch(() => [])) if (!stillListed.has(mf.manifest_path)) doomed.add(mf.manifest_path);
+    }
+    const oldestLogged = version - METADATA_VERSIONS_KEPT;
+    const oldMetadata = (await this.ctx.store.list(icebergMetadataPrefix(ds.meta.name, ds.meta.generation)))
+      .map((o) => o.key)
+      .filter((k) => (parseIcebergMetadataVersion(k) ?? Infinity) < oldestLogged);
+    await this.ctx.store.delete([...[...doomed].map((u) => this.keyOf(u)), ...oldMetadata]);
+    this.reader.forget([...doomed]);
+  }
+}
+
+/**
+ * This worker's view of the dataset schema is older than the table's (another worker widened a
+ * column or added one this worker has not read yet): it must not take the table's schema back.
+ */
+export function staleSchema(table: { fields: { name: string; type: unknown }[] }, columns: Schema): boolean {
+  for (const f of table.fields) {
+    const mine = columns[f.name];
+    if (mine === undefined) return true;
+    const tableDouble = f.type === 'double' || (typeof f.type === 'object' && (f.type as { element?: string }).element === 'double');
+    if (tableDouble && (mine === 'BIGINT' || mine === 'BIGINT[]')) return true;
+  }
+  return false;
+}

@@ -1,0 +1,151 @@
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readerCounts, type ReaderArgs } from './helpers/iceberg.ts';
+import { inRange, naive, range, SENDERS, serviceCounts, times } from './helpers/lakeData.ts';
+import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
+import { startServer, type TestServer } from './helpers/server.ts';
+
+/**
+ * The lake (docs/lake.md): every dataset is an Iceberg v2 table served by the service's read-only REST
+ * catalog, read here by real readers — pyiceberg 0.12 and DuckDB 1.5.5's iceberg extension
+ * (test/fixtures/iceberg/readers.py, provisioned by scripts/test-setup.d/70-iceberg-readers.sh). Each
+ * reader's count, with and without a time filter, must equal the service's own SQL over the same range
+ * and the count of the rows sent, for a JSON dataset, OTLP logs, traces and metrics and a remote-write
+ * dataset, on local disk and on S3 (moto); and the catalog door's own contract. The JVM readers are in
+ * icebergJvm.test.ts, consistency under compaction, retention, several workers and crashes in
+ * icebergConsistency.test.ts.
+ */
+
+const BACKENDS: [string, () => Promise<{ env: Record<string, string>; s3?: S3TestServer }>][] = [
+  ['local disk', async () => ({ env: {} })],
+  [
+    'S3 (moto)',
+    async () => {
+      const s3 = await startS3Server();
+      return { env: s3Env(s3), s3 };
+    },
+  ],
+];
+
+describe.each(BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, backend) => {
+  let server: TestServer;
+  let s3: S3TestServer | undefined;
+
+  beforeAll(async () => {
+    const b = await backend();
+    s3 = b.s3;
+    server = await startServer({ env: { ...b.env, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
+    for (const [kind, sender] of Object.entries(SENDERS)) {
+      const res = await sender.send(server, name(kind));
+      expect(res.status, await res.text()).toBeLessThan(300);
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    await server?.stop();
+    await s3?.close();
+  });
+
+  const name = (kind: string) => `lake_${kind.replace('-', '_')}`;
+
+  it.each(Object.keys(SENDERS))('%s: pyiceberg and DuckDB count what the service counts, with and without a time filter', async (kind) => {
+    const args: ReaderArgs = {
+      uri: `${server.url}/iceberg`,
+      key: server.apiKey,
+      table: name(kind),
+      timeColumn: SENDERS[kind].timeColumn,
+      start: naive(range.start),
+      end: naive(range.end),
+      s3: s3 && { endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1' },
+    };
+    const expected: [number, number] = [times.length, inRange];
+    // The service itself first: the reference the readers are compared with.
+    await expect.poll(() => serviceCounts(server, name(kind)), { timeout: 30_000 }).toEqual(expected);
+    // Flushed and published within P_FLUSH_INTERVAL + P_ICEBERG_INTERVAL.
+    await expect.poll(() => readerCounts(args), { timeout: 60_000, interval: 1000 }).toEqual({ pyiceberg: expected, duckdb: expected });
+  }, 120_000);
+});
+
+describe('the REST catalog door', () => {
+  let server: TestServer;
+  const SCOPED = 'scoped-reader-key-0123456789';
+  const get = (path: string, key = server.apiKey, method = 'GET') => fetch(`${server.url}/iceberg/v1${path}`, { method, headers: { authorization: `Bearer ${key}` } });
+
+  beforeAll(async () => {
+    server = await startServer({ env: { P_API_KEYS: `test-admin-key-0123456789:admin,${SCOPED}:reader:seen`, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
+    for (const name of ['seen', 'hidden', 'doomed']) {
+      const res = await server.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': name }, json: [{ a: 1 }] });
+      expect(res.status).toBe(200);
+    }
+  }, 60_000);
+  afterAll(() => server?.stop());
+
+  it('answers config, namespaces and tables; a scoped key sees only its datasets', async () => {
+    expect(await (await get('/config')).json()).toEqual({ defaults: {}, overrides: {} });
+    expect(await (await get('/namespaces')).json()).toEqual({ namespaces: [['lakehouse']] });
+    expect((await get('/namespaces/lakehouse')).status).toBe(200);
+    expect((await get('/namespaces/other')).status).toBe(404);
+    const names = async (key: string) => ((await (await get('/namespaces/lakehouse/tables', key)).json()) as { identifiers: { name: string }[] }).identifiers.map((i) => i.name).sort();
+    expect(await names(server.apiKey)).toEqual(['doomed', 'hidden', 'seen']);
+    expect(await names(SCOPED)).toEqual(['seen']);
+    await expect.poll(async () => (await get('/namespaces/lakehouse/tables/seen', SCOPED)).status, { timeout: 30_000 }).toBe(200);
+    expect((await get('/namespaces/lakehouse/tables/seen', SCOPED, 'HEAD')).status).toBe(204);
+    const hidden = await get('/namespaces/lakehouse/tables/hidden', SCOPED);
+    expect(hidden.status).toBe(404);
+    expect(await hidden.json()).toMatchObject({ error: { type: 'NoSuchTableException', code: 404 } });
+  });
+
+  it('exchanges a key for a token (OAuth2 client_credentials) and refuses a bad one', async () => {
+    const token = async (secret: string) =>
+      fetch(`${server.url}/iceberg/v1/oauth/tokens`, { method: 'POST', body: new URLSearchParams({ grant_type: 'client_credentials', client_id: 'x', client_secret: secret, scope: 'catalog' }) });
+    const ok = await token(SCOPED);
+    expect(ok.status).toBe(200);
+    const { access_token } = (await ok.json()) as { access_token: string };
+    expect((await get('/namespaces/lakehouse/tables', access_token)).status).toBe(200);
+    expect((await token('wrong')).status).toBe(401);
+    const noKey = await fetch(`${server.url}/iceberg/v1/namespaces`);
+    expect(noKey.status).toBe(401);
+    expect(await noKey.json()).toMatchObject({ error: { type: 'NotAuthorizedException', code: 401 } });
+  });
+
+  it.each([
+    ['POST', '/namespaces'],
+    ['POST', '/namespaces/lakehouse/tables'],
+    ['POST', '/namespaces/lakehouse/tables/seen'],
+    ['DELETE', '/namespaces/lakehouse/tables/seen'],
+    ['POST', '/tables/rename'],
+    ['POST', '/transactions/commit'],
+  ])('refuses %s %s with 403 in the spec error model', async (method, path) => {
+    const res = await fetch(`${server.url}/iceberg/v1${path}`, { method, headers: { authorization: `Bearer ${server.apiKey}`, 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(403);
+    expect(await res.json()).toMatchObject({ error: { type: 'ForbiddenException', code: 403 } });
+  });
+
+  it("answers 404 for a deleted dataset's table, and its metadata goes with it", async () => {
+    await expect.poll(async () => (await get('/namespaces/lakehouse/tables/doomed')).status, { timeout: 30_000 }).toBe(200);
+    expect((await server.request('/api/v1/logstream/doomed', { method: 'DELETE' })).status).toBe(200);
+    expect((await get('/namespaces/lakehouse/tables/doomed')).status).toBe(404);
+    const left = () => fs.readdir(path.join(server.dataDir, 'store', 'doomed'), { recursive: true }).catch(() => [] as string[]);
+    await expect.poll(async () => (await left()).filter((f) => /\.(json|avro)$/.test(String(f)) && String(f).includes('.iceberg')), { timeout: 30_000 }).toEqual([]);
+  });
+
+  it('counts commits in /metrics', async () => {
+    const text = await (await server.request('/metrics')).text();
+    expect(Number(/lakehouse_iceberg_commits_total\{result="committed"\} (\d+)/.exec(text)?.[1])).toBeGreaterThan(0);
+    expect(text).toMatch(/lakehouse_iceberg_lag_seconds\{dataset="seen"\} /);
+  });
+});
+
+describe('P_ICEBERG=off', () => {
+  it('publishes nothing and the catalog answers 404', async () => {
+    const server = await startServer({ env: { P_ICEBERG: 'off' } });
+    try {
+      const res = await fetch(`${server.url}/iceberg/v1/config`, { headers: { authorization: `Bearer ${server.apiKey}` } });
+      expect(res.status).toBe(404);
+    } finally {
+      await server.stop();
+    }
+  }, 60_000);
+});
+
