@@ -17,6 +17,7 @@ import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { createEsApp } from '../es/app.ts';
 import { createHecApp, registerHecHealth } from '../hec/app.ts';
 import { createLokiApp } from '../loki/app.ts';
+import { createJaegerApp } from '../jaeger/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -122,6 +123,8 @@ export function createApp(services: Services): Hono<AppEnv> {
   // The clients' base URL often ends in a slash: `GET|HEAD /es/` answers as `/es` does.
   app.get('/es/', (c) => es.request('/', { method: c.req.method, headers: c.req.raw.headers }, c.env));
   app.route('/loki', createLokiApp(services));
+  // The Jaeger query API (docs/traces.md): this listener's guards and key check.
+  app.route('/jaeger', createJaegerApp(services));
   app.route('/services/collector', createHecApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));

@@ -3,7 +3,7 @@ import { sqlIdent } from '../../duckdb.ts';
 import { invalidInput } from '../../errors.ts';
 import { collectRows } from '../sql/collect.ts';
 import type { QueryExecutor } from '../sql/executor.ts';
-import { spanFromRow, SPAN_KIND_NAMES, type Span, type SpanKind } from './model.ts';
+import { spanFromRow, SPAN_KIND_NAMES, type Span, type SpanEvent, type SpanKind, type SpanLink } from './model.ts';
 import { dependenciesSql, normalTraceId, operationsSql, searchSql, servicesSql, spansOfTracesSql, type Columns, type TraceSearch } from './sql.ts';
 
 /**
@@ -108,4 +108,4 @@ export async function dependencies(r: TraceReader, w: TimeWindow): Promise<Depen
   return (await rows(r, dependenciesSql(r.dataset, cols), w)).map((row) => dependencyRow.parse(row));
 }
 
-export type { Span, SpanKind, TraceSearch };
+export type { Span, SpanEvent, SpanKind, SpanLink, TraceSearch };
