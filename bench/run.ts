@@ -17,6 +17,7 @@ import { benchTimeField } from './timeField.ts';
 import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
+import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
 
@@ -248,6 +249,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
     table(await benchPromql());
+  }
+  if (process.env.BENCH_SKIP_TRACES !== '1') {
+    console.log('\n## Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory');
+    table(await benchTraces());
   }
 }
 

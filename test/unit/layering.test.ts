@@ -57,7 +57,7 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
   'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
   // The trace query service (Jaeger, Tempo): SQL through the executor only.
-  'query/traces': (t) => ['query/traces', 'query/sql'].includes(folderOf(t)) || below()(t),
+  'query/traces': (t) => ['query/traces', 'query/sql'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,
