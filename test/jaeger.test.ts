@@ -94,7 +94,8 @@ async function sendTelemetrygen() {
 }
 
 beforeAll(async () => {
-  [jaeger, server] = await Promise.all([startJaeger(), startServer()]);
+  // Flushed within a second, so the lookups read Parquet files through the trace-id index, not the WAL.
+  [jaeger, server] = await Promise.all([startJaeger(), startServer({ env: { P_FLUSH_INTERVAL: '1s' } })]);
   fanOut = await startFanOut([{ url: jaeger.otlpUrl }, { url: server.url, headers: { Authorization: `Bearer ${server.apiKey}` } }]);
   await sendSdkSpans();
   await sendTelemetrygen();
@@ -102,6 +103,10 @@ beforeAll(async () => {
   await waitFor('Jaeger to store every service', async () => {
     const r = (await (await fetch(`${jaeger.queryUrl}/api/services`)).json()) as { data: string[] };
     return r.data.length === 5;
+  });
+  await waitFor('the spans to be flushed to Parquet', async () => {
+    const stats = (await (await server.request('/api/v1/logstream/otel_traces/stats')).json()) as { wal: { count: number } };
+    return stats.wal.count === 0;
   });
 }, 180_000);
 
