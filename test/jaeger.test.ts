@@ -17,7 +17,10 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFanOut, startJaeger, telemetrygenBinary, type Jaeger } from './helpers/jaeger.ts';
-import { startServer, type TestServer } from './helpers/server.ts';
+import { ADMIN_KEY, startServer, type TestServer } from './helpers/server.ts';
+
+const SCOPED_KEY = 'jaeger-scoped-reader-key-0123';
+const TRACES_KEY = 'jaeger-traces-reader-key-0123';
 import { waitFor } from './helpers/wait.ts';
 
 const run = promisify(execFile);
@@ -95,7 +98,7 @@ async function sendTelemetrygen() {
 
 beforeAll(async () => {
   // Flushed within a second, so the lookups read Parquet files through the trace-id index, not the WAL.
-  [jaeger, server] = await Promise.all([startJaeger(), startServer({ env: { P_FLUSH_INTERVAL: '1s' } })]);
+  [jaeger, server] = await Promise.all([startJaeger(), startServer({ env: { P_FLUSH_INTERVAL: '1s', P_API_KEYS: `${ADMIN_KEY}:admin,${SCOPED_KEY}:reader:other_traces,${TRACES_KEY}:reader:otel_traces` } })]);
   fanOut = await startFanOut([{ url: jaeger.otlpUrl }, { url: server.url, headers: { Authorization: `Bearer ${server.apiKey}` } }]);
   await sendSdkSpans();
   await sendTelemetrygen();
@@ -190,11 +193,25 @@ describe('Jaeger API beside Jaeger v1.76', () => {
     expect(spanIds(of.body)).toEqual(spanIds(tf.body));
   });
 
-  it('auth and datasets: a key is needed; a dataset with no traces has no services', async () => {
+  it('auth: Bearer, Basic and X-API-Key; a scoped key reads only its datasets', async () => {
     const anon = await fetch(`${server.url}/jaeger/api/services`);
     expect(anon.status).toBe(401);
-    const other = await server.request('/jaeger/api/services?dataset=no_such_traces');
-    expect(other.status).toBe(200);
-    expect((await other.json()).data).toEqual([]);
+    const [, admin] = await both('/api/services');
+    const as = async (headers: Record<string, string>, path = '/jaeger/api/services') => {
+      const r = await fetch(`${server.url}${path}`, { headers });
+      return { status: r.status, body: await r.json() };
+    };
+    const basic = `Basic ${Buffer.from(`grafana:${TRACES_KEY}`).toString('base64')}`;
+    for (const headers of [{ Authorization: `Bearer ${TRACES_KEY}` }, { Authorization: basic }, { 'X-API-Key': TRACES_KEY }]) {
+      expect(await as(headers), JSON.stringify(headers)).toEqual({ status: 200, body: admin.body });
+    }
+    // A key for another dataset gets nothing from otel_traces: no services, no trace.
+    const scoped = await as({ Authorization: `Bearer ${SCOPED_KEY}` });
+    expect(scoped.status).toBe(403);
+    const trace = await as({ Authorization: `Bearer ${SCOPED_KEY}` }, `/jaeger/api/traces/${traceIds[0]}`);
+    expect(trace.status).toBe(403);
+    // Its own dataset (none stored yet) answers empty, picked by ?dataset= or X-P-Stream.
+    expect((await as({ Authorization: `Bearer ${SCOPED_KEY}` }, '/jaeger/api/services?dataset=other_traces')).body.data).toEqual([]);
+    expect((await as({ Authorization: `Bearer ${SCOPED_KEY}`, 'X-P-Stream': 'other_traces' })).body.data).toEqual([]);
   });
 });
