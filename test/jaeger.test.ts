@@ -49,6 +49,7 @@ let server: TestServer;
 let fanOut: { url: string; close: () => Promise<void> };
 const traceIds: string[] = [];
 
+// `any`: two servers' JSON answers, compared whole or picked apart by the test that knows their shape.
 async function both(path: string): Promise<[{ status: number; body: any }, { status: number; body: any }]> {
   const theirs = await fetch(`${jaeger.queryUrl}${path}`);
   const ours = await server.request(`/jaeger${path}`);
@@ -202,7 +203,8 @@ describe('Jaeger API beside Jaeger v1.76', () => {
       return { status: r.status, body: await r.json() };
     };
     const basic = `Basic ${Buffer.from(`grafana:${TRACES_KEY}`).toString('base64')}`;
-    for (const headers of [{ Authorization: `Bearer ${TRACES_KEY}` }, { Authorization: basic }, { 'X-API-Key': TRACES_KEY }]) {
+    const schemes: Record<string, string>[] = [{ Authorization: `Bearer ${TRACES_KEY}` }, { Authorization: basic }, { 'X-API-Key': TRACES_KEY }];
+    for (const headers of schemes) {
       expect(await as(headers), JSON.stringify(headers)).toEqual({ status: 200, body: admin.body });
     }
     // A key for another dataset gets nothing from otel_traces: no services, no trace.

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { spanRows } from '../../src/ingest/otlp/traces.ts';
 import { Rejections } from '../../src/ingest/otlp/values.ts';
 import { spanFromRow } from '../../src/query/traces/model.ts';
-import { normalTraceId, searchConditions, tagCondition } from '../../src/query/traces/sql.ts';
+import { attributeFrom, normalTraceId, searchConditions, tagCondition } from '../../src/query/traces/sql.ts';
 
 const kv = (key: string, v: string) => ({ key, value: { stringValue: v } });
 const request = (resource: string[], scope: string[], span: string[]) => ({
@@ -64,4 +64,29 @@ describe('search conditions', () => {
     ['span.kind is the kind column', 'span.kind', 'server', '(span_kind = 2 OR false)'],
   ])('%s', (_name, k, v, sql) => expect(tagCondition(cols, k, v)).toBe(sql));
   it('no condition is true', () => expect(searchConditions(cols, { limit: 1 })).toEqual(['true']));
+});
+
+describe('attributeFrom: resource or span, in SQL, checked against DuckDB', () => {
+  // Rows: which level each `team`/`host.name` value came from, and whether the row predates the column.
+  const rows = [
+    { id: 1, keys: '["team","host.name"]', team: 'r', host: 'h' },
+    { id: 2, keys: '["host.name"]', team: 's', host: 'h' },
+    { id: 3, keys: null, team: 's', host: 'h' },
+    { id: 4, keys: '[]', team: null, host: 's' },
+  ];
+  it.each([
+    ['resource', 'team', [1]],
+    ['span', 'team', [2, 3]],
+    ['resource', 'host.name', [1, 2, 3]],
+    ['span', 'host.name', [4]],
+    ['resource', 'missing', []],
+  ] as const)('%s.%s', async (scope, key, expected) => {
+    const { DuckDBInstance } = await import('@duckdb/node-api');
+    const conn = await (await DuckDBInstance.create(':memory:')).connect();
+    const values = rows.map((r) => `(${r.id}, ${r.keys === null ? 'NULL' : `'${r.keys}'`}, ${r.team === null ? 'NULL' : `'${r.team}'`}, '${r.host}')`).join(', ');
+    await conn.run(`CREATE TABLE t AS SELECT * FROM (VALUES ${values}) v(id, resource_attribute_keys, team, "host.name")`);
+    const cols = new Set(['resource_attribute_keys', 'team', 'host.name']);
+    const got = (await conn.runAndReadAll(`SELECT id FROM t WHERE ${attributeFrom(cols, scope, key)} ORDER BY id`)).getRows().map(([id]) => Number(id));
+    expect(got).toEqual(expected);
+  });
 });
