@@ -4,6 +4,7 @@ import { authenticate, canAccess } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { requestBody } from '../shared/requestBody.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
+import { registerAccessRoutes } from './userRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
@@ -117,6 +118,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  registerAccessRoutes(app, services);
   // The log shippers' doors: their own routes and answers, this listener's guards and key check.
   const es = createEsApp(services);
   app.route('/es', es);

@@ -13,6 +13,7 @@ import type { SignInLimits } from './signInLimits.ts';
 
 /** The internal audit dataset (issue 34): who changed users, roles, keys and datasets; readable by admins only. */
 export const AUDIT_DATASET = 'paudit';
+const SERVICE_ONLY: ReadonlySet<string> = new Set([AUDIT_DATASET]);
 
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
@@ -278,8 +279,8 @@ export function ingestRights(p: Principal): IngestRights {
     const ingesting = grants.filter((g) => allows([g], 'ingest'));
     const everywhere = ingesting.some((g) => (g.resource?.stream ?? '*') === '*');
     const datasets = everywhere ? undefined : new Set(ingesting.map((g) => g.resource!.stream));
-    return { key: p.id, ingest: ingesting.length > 0, create: allows(grants, 'create'), datasets };
+    return { key: p.id, ingest: ingesting.length > 0, create: allows(grants, 'create'), datasets, except: SERVICE_ONLY };
   }
   const actions = ROLE_ACTIONS[p.role];
-  return { key: p.id, ingest: actions.has('ingest'), create: actions.has('create'), datasets: p.datasets };
+  return { key: p.id, ingest: actions.has('ingest'), create: actions.has('create'), datasets: p.datasets, except: SERVICE_ONLY };
 }
