@@ -9,6 +9,7 @@ import { PG_CLIENTS, psql, requireTool, startPgServer, type PgTestServer } from 
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { ANY_PORT, query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/wait.ts';
+import { snapshotRows } from './helpers/iceberg.ts';
 
 /**
  * Users and roles as Parseable's clients use them (docs/users.md). `pb` could not be built here (the Go
@@ -34,7 +35,7 @@ describe('users and roles on one worker', () => {
   const as = (user: string, password: string) => ({ authorization: basic(user, password) });
 
   beforeAll(async () => {
-    s = await startPgServer({ P_OTLP_GRPC_ADDR: ANY_PORT, P_SIGNIN_MAX_USER_FAILURES: '4', P_SIGNIN_MAX_ADDRESS_FAILURES: '1000' });
+    s = await startPgServer({ P_OTLP_GRPC_ADDR: ANY_PORT, P_FLUSH_INTERVAL: '500ms', P_ICEBERG_INTERVAL: '1s', P_SIGNIN_MAX_USER_FAILURES: '4', P_SIGNIN_MAX_ADDRESS_FAILURES: '1000' });
     for (const ds of ['app', 'web']) expect((await s.request(`/api/v1/logstream/${ds}`, { method: 'PUT' })).status).toBe(200);
     expect((await s.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'app' }, json: [{ msg: 'a1' }, { msg: 'a2' }] })).status).toBe(200);
     expect((await s.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'web' }, json: [{ msg: 'w1' }] })).status).toBe(200);
@@ -157,6 +158,16 @@ describe('users and roles on one worker', () => {
     expect(second.error).toMatch(/app/);
     child.kill();
   });
+
+  it("pyiceberg signs in to the Iceberg catalog as a user (client id and password) and sees the user's tables only", async () => {
+    await s.request('/api/v1/role/lakerole', { method: 'PUT', json: [{ privilege: 'reader', resource: { stream: 'app' } }] });
+    const pw = await (await s.request('/api/v1/user/lakeuser', { method: 'POST', json: ['lakerole'] })).text();
+    const uri = `${s.url}/iceberg`;
+    const expected = Number((await query(s, 'SELECT count(*) AS n FROM app'))[0].n);
+    await expect.poll(async () => (await snapshotRows({ uri, key: pw, user: 'lakeuser', table: 'app' }).catch(() => [])).at(-1)?.[1], { timeout: 60_000, interval: 1000 }).toBe(expected);
+    await expect(snapshotRows({ uri, key: pw, user: 'lakeuser', table: 'web' })).rejects.toThrow(/NoSuchTable/);
+    await expect(snapshotRows({ uri, key: 'wrong', user: 'lakeuser', table: 'app' })).rejects.toThrow(/invalid/i);
+  }, 120_000);
 
   it('OTLP/gRPC takes Basic user:password metadata', async () => {
     await s.request('/api/v1/role/grpcingest', { method: 'PUT', json: [{ privilege: 'writer', resource: { stream: '*' } }] });
