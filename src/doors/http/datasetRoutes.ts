@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { parseDurationMs } from '../../config.ts';
-import { canAccess } from '../shared/auth.ts';
+import { isListed } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
 import { TIME_COLUMN, type DatasetKind } from '../../model.ts';
@@ -66,7 +66,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config, audi
   const known = knownDataset(storage);
   app.get('/api/v1/logstream', requires('read'), (c) => {
     const p = c.get('principal');
-    return c.json(storage.list().filter((m) => canAccess(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
+    return c.json(storage.list().filter((m) => isListed(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
   });
 
   app.put('/api/v1/logstream/:name', requires('create', 'name'), async (c) => {

@@ -1,7 +1,7 @@
 import { Hono, type Context } from 'hono';
 import { DomainError, isDomainError } from '../../errors.ts';
 import { log } from '../../log.ts';
-import { authenticate, canAccess, userToken } from '../shared/auth.ts';
+import { authenticate, canAccess, isListed, userToken } from '../shared/auth.ts';
 import { requestBody } from '../shared/requestBody.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 
@@ -85,7 +85,7 @@ export function createIcebergApp(services: Services): Hono<AppEnv> {
     const p = c.get('principal');
     const identifiers = services.storage
       .list()
-      .filter((m) => canAccess(p, m.name))
+      .filter((m) => isListed(p, m.name))
       .map((m) => ({ namespace: [namespace], name: m.name }));
     return c.json({ identifiers });
   });

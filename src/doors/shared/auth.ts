@@ -267,6 +267,12 @@ export function canAccess(p: Principal, dataset: string): boolean {
   return !p.datasets || p.datasets.has(dataset);
 }
 
+/**
+ * Whether a dataset appears in the principal's lists (datasets, the PostgreSQL catalog, the Iceberg
+ * namespace): the audit dataset never does — an admin queries it by name —, so lists stay the client's data.
+ */
+export const isListed = (p: Principal, dataset: string) => dataset !== AUDIT_DATASET && canAccess(p, dataset);
+
 const who = (p: Principal) => (p.user !== undefined ? `user "${p.user}"` : `a ${p.role} key`);
 
 export function authorize(p: Principal, action: Action, dataset?: string): void {
