@@ -60,7 +60,8 @@ export class AccessStore {
     if (newest > this.seq) {
       const bytes = await this.store.getBytes(keyOf(newest));
       // Pruned between the list and the get: a newer one exists, the next poll finds it.
-      if (bytes) this.adopt(newest, accessStateSchema.parse(JSON.parse(bytes.toString('utf8'))));
+      // A change on this worker may have adopted a newer version while the object was read.
+      if (bytes && newest > this.seq) this.adopt(newest, accessStateSchema.parse(JSON.parse(bytes.toString('utf8'))));
     }
     return seqs;
   }
