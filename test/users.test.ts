@@ -187,6 +187,17 @@ describe('users and roles on one worker', () => {
     }
   });
 
+  it('the shippers\' doors under HTTP (Elasticsearch bulk) take Basic user:password too', async () => {
+    await s.request('/api/v1/role/shipper', { method: 'PUT', json: [{ privilege: 'writer', resource: { stream: '*' } }] });
+    const pw = await (await s.request('/api/v1/user/shipperuser', { method: 'POST', json: ['shipper'] })).text();
+    const bulk = (auth: string) =>
+      s.request('/es/_bulk', { method: 'POST', headers: { authorization: auth, 'content-type': 'application/x-ndjson' }, body: '{"index":{"_index":"es_users"}}\n{"msg":"from a user"}\n' });
+    const ok = await bulk(basic('shipperuser', pw));
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { errors: boolean }).errors).toBe(false);
+    expect((await bulk(basic('shipperuser', 'wrong'))).status).toBe(401);
+  });
+
   it('brute force: a user is locked after repeated failures (429, logged), even for the right password', async () => {
     await s.request('/api/v1/role/bfrole', { method: 'PUT', json: [{ privilege: 'reader', resource: { stream: 'app' } }] });
     const pw = await (await s.request('/api/v1/user/bfuser', { method: 'POST', json: ['bfrole'] })).text();

@@ -250,7 +250,7 @@ export class Session extends SessionQueries {
       return;
     }
     // A role change, user deletion or key revocation applies from the session's next statement.
-    if ((c === 'Q' || c === 'P') && !this.rechecked()) return;
+    if ((c === 'Q' || c === 'P' || c === 'B') && !this.skipping && !this.rechecked()) return;
     if (c === 'Q') {
       const sql = r.cstring();
       r.end();
