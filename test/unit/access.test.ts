@@ -139,6 +139,18 @@ describe('the one resolver', () => {
     await fs.rm(dir, { recursive: true, force: true });
   });
 
+  it('a locked address refuses passwords and unknown keys, never a valid key', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'access-'));
+    const access = new AccessStore(new LocalObjectStore(dir), 60_000);
+    const keys = await ApiKeys.load('envkey:reader', dir);
+    keys.useDirectory(access, new SignInLimits({ maxUserFailures: 100, maxAddressFailures: 2, windowMs: 60_000 }));
+    for (let i = 0; i < 2; i++) await expect(keys.signIn({ secret: `guess${i}` }, '10.0.0.9')).rejects.toMatchObject({ kind: 'unauthorized' });
+    await expect(keys.signIn({ secret: 'guess2' }, '10.0.0.9')).rejects.toMatchObject({ kind: 'too_many_requests' });
+    expect((await keys.signIn({ user: 'x', secret: 'envkey' }, '10.0.0.9')).role).toBe('reader');
+    await expect(keys.signIn({ secret: 'guess3' }, '10.0.0.10')).rejects.toMatchObject({ kind: 'unauthorized' });
+    await fs.rm(dir, { recursive: true, force: true });
+  });
+
   const creds: [string, Record<string, string>, ReturnType<typeof presentedCredentials>][] = [
     ['Basic user:password', { authorization: `Basic ${Buffer.from('bob:pw:x').toString('base64')}` }, { user: 'bob', secret: 'pw:x' }],
     ['Basic with an empty user (a key as password)', { authorization: `Basic ${Buffer.from(':k').toString('base64')}` }, { user: undefined, secret: 'k' }],

@@ -125,14 +125,15 @@ export class ApiKeys {
    */
   async signIn(cred: Credentials, address?: string): Promise<Principal> {
     const limits = this.directory?.limits;
-    limits?.check(undefined, address);
-    // A valid key is never locked out by guesses at the user name it happens to be sent with.
+    // A valid key (144 random bits or an operator's choice: not guessable at 100 tries a minute) is never
+    // locked out, neither by guesses at the user name it is sent with nor by a bad client sharing its
+    // address (every client behind a proxy has the proxy's). The locks guard passwords.
     const keyed = this.resolve(cred.secret);
     if (keyed) return keyed;
     // Only a user that exists is counted and locked: names nobody has would only grow the counters.
     const state = this.directory?.access.current;
     const user = cred.user !== undefined && state && Object.hasOwn(state.users, cred.user) ? cred.user : undefined;
-    limits?.check(user, undefined);
+    limits?.check(user, address);
     const principal = await this.userByPassword(cred);
     if (!principal) {
       limits?.fail(user, address);
