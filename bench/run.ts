@@ -14,6 +14,7 @@ import { benchOtlpGrpc } from './otlpGrpc.ts';
 import { benchS3 } from './s3.ts';
 import { benchPgWire } from './pgwire.ts';
 import { benchTimeField } from './timeField.ts';
+import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
 import { benchFirstQuery } from './firstQuery.ts';
@@ -224,6 +225,15 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_TIME !== '1') {
     console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
     table(await benchTimeField());
+  }
+  if (process.env.BENCH_SKIP_ICEBERG !== '1') {
+    console.log('\n## Iceberg lake (docs/lake.md): publish cost on vs off, lake files per commit, ack → pyiceberg; Spark local beside our SQL');
+    // Two tables, separated by an empty row.
+    const rows = await benchIceberg();
+    const cut = rows.findIndex((r) => r.length === 0);
+    table(rows.slice(0, cut));
+    console.log('');
+    table(rows.slice(cut + 1));
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
   if (process.env.BENCH_SKIP_PG !== '1') {

@@ -23,7 +23,7 @@ const src = path.join(root, 'promql');
 const out = path.join(root, 'promql-dist');
 
 /** The Go to build with, or undefined when there is none ($GO, when set, is the only one tried). */
-function goBinary(): string | undefined {
+export function goBinary(): string | undefined {
   const candidates = process.env.GO ? [process.env.GO] : ['go', '/usr/local/go/bin/go'];
   for (const go of candidates) {
     try {

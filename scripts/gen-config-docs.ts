@@ -1,5 +1,5 @@
 /**
- * docs/configuration.md, generated from the settings' descriptions in src/config.ts, so the reference
+ * docs/configuration.md, generated from the settings' descriptions in src/settings.ts, so the reference
  * cannot drift from the schema: `npm run docs:config` writes it; test/unit/config.test.ts fails when the
  * committed file differs from what this renders.
  */
@@ -25,7 +25,7 @@ export function renderConfigDocs(): string {
   const out: string[] = [
     '# Configuration',
     '',
-    '<!-- Generated from the descriptions in src/config.ts by `npm run docs:config`; edit those, not this file. -->',
+    '<!-- Generated from the descriptions in src/settings.ts by `npm run docs:config`; edit those, not this file. -->',
     '',
     'Every setting is an environment variable, read once at start. Durations take `ms`, `s`, `m`, `h`, `d`',
     '(a plain number is milliseconds); sizes take `KiB`, `MiB`, `GiB` (or `KB`, `MB`, `GB`: the same powers',

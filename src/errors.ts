@@ -23,7 +23,11 @@ export type ErrorKind =
   /** Temporarily unable: WAL full, bucket unreachable, all query slots busy (503, retry later). */
   | 'unavailable'
   /** Stored data could not be read or written (500). */
-  | 'storage';
+  | 'storage'
+  /** The caller went away or asked to stop (a closed connection, a PostgreSQL CancelRequest). */
+  | 'cancelled'
+  /** A fault of the service itself, not of the input or the storage (500). */
+  | 'internal';
 
 export class DomainError extends Error {
   constructor(

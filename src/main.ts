@@ -6,8 +6,9 @@ import { serve } from '@hono/node-server';
 import { loadConfig, type Config } from './config.ts';
 import { listenError, StartupError } from './errors.ts';
 import { createApp } from './doors/http/app.ts';
+import type { Services } from './doors/shared/context.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
-import { connectionCap, limitConnections } from './doors/shared/connections.ts';
+import { ConnectionBudget, connectionCap } from './doors/shared/connections.ts';
 import { startOtlpGrpc } from './doors/grpc/otlp.ts';
 import { startPgServer } from './doors/pg/server.ts';
 import { IngestPool } from './ingest/ingestPool.ts';
@@ -67,17 +68,17 @@ async function openStore(config: Config): Promise<ObjectStore> {
   });
 }
 
-async function main(): Promise<void> {
-  const config = loadConfig();
-  setLogLevel(config.logLevel);
+/** The data dir and a fresh tmp dir inside it (what a crash left there is of no use). */
+async function prepareDirs(config: Config): Promise<string> {
   await fs.mkdir(config.dataDir, { recursive: true });
   const tmp = path.join(config.dataDir, 'tmp');
   await fs.rm(tmp, { recursive: true, force: true });
   await fs.mkdir(tmp, { recursive: true });
+  return tmp;
+}
 
-  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
-  const id = await nodeId(config);
-  const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
+/** The storage DuckDB, the object store and the storage engine, started. */
+async function startStorage(config: Config, tmp: string, id: string) {
   const { idleMs: duckIdleMs, ...duckSettings } = config.storageDuckDB;
   const duck = new IdleClosingDuckDB(() => openDuckDB({ dataDir: config.dataDir, ...duckSettings, tempDir: path.join(tmp, 'duckdb') }), duckIdleMs);
   const reserved = await withConnection(duck, async (conn) =>
@@ -88,6 +89,11 @@ async function main(): Promise<void> {
   stateGauge('lakehouse_iceberg_lag_seconds', 'Seconds the oldest file of a dataset not yet in its Iceberg table has waited since this worker saw it (0: the table shows every file).', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergLagSeconds(m.name) })),
   );
+  stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
+    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
+  );
+  stateGauge('lakehouse_storage_duckdb_open', 'Whether the storage DuckDB (flushes, compaction, query parsing) is open: it is closed after P_STORAGE_DUCKDB_IDLE unused.', [], () => [{ labels: {}, value: duck.isOpen ? 1 : 0 }]);
+  stateGauge('lakehouse_storage_duckdb_opens', 'Times the storage DuckDB was opened since start (again on first use after each close).', [], () => [{ labels: {}, value: duck.opens }]);
   log.info('memory budget', {
     bytes: config.memoryBudget.bytes,
     source: config.memoryBudget.source,
@@ -97,11 +103,15 @@ async function main(): Promise<void> {
     queryMemoryLimit: config.queryPool.memoryLimit,
     maxInflightBytes: config.ingest.maxInflightBytes,
     flushBytes: config.engine.flushBytes,
+    maxColumns: config.engine.maxColumns,
   });
   await storage.init(reserved);
   storage.start();
+  return { duck, store, storage };
+}
 
-  const ingestPool = new IngestPool(config.ingest.workers, config.ingest.workerIdleMs);
+/** The query worker pool (started) and the SQL and PromQL executors over it. */
+async function startQueries(config: Config, tmp: string, duck: IdleClosingDuckDB, storage: StorageEngine) {
   const { cgroup: cgroupMode, ...poolSettings } = config.queryPool;
   const workerCgroups = WorkerCgroups.open(cgroupMode, poolSettings.maxRssBytes);
   log.info('query worker memory cap', { capBytes: poolSettings.maxRssBytes, by: workerCgroups.cgroups ? 'cgroup' : 'RSS watchdog', detail: workerCgroups.reason });
@@ -114,60 +124,55 @@ async function main(): Promise<void> {
     fixedColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)),
     otlpColumns: new Set(Object.keys(OTLP_KNOWN_TYPES.metrics)),
   });
-  stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
-    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
-  );
-  const ingest = new IngestService(ingestPool, storage, config.ingest);
-  stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
-  stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
-  stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
-  stateGauge('lakehouse_ingest_workers', 'Ingest worker threads running (started on demand, stopped after P_INGEST_WORKER_IDLE).', [], () => [{ labels: {}, value: ingestPool.threads }]);
-  stateGauge('lakehouse_storage_duckdb_open', 'Whether the storage DuckDB (flushes, compaction, query parsing) is open: it is closed after P_STORAGE_DUCKDB_IDLE unused.', [], () => [{ labels: {}, value: duck.isOpen ? 1 : 0 }]);
-  stateGauge('lakehouse_storage_duckdb_opens', 'Times the storage DuckDB was opened since start (again on first use after each close).', [], () => [{ labels: {}, value: duck.opens }]);
   stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: queryPool.stats.waiting }]);
   stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
     const s = queryPool.stats;
     return (['starting', 'idle', 'busy'] as const).map((state) => ({ labels: { state }, value: s[state] }));
   });
+  return { queryPool, queries, promql };
+}
 
-  const services = {
-    config,
-    keys,
-    storage,
-    duck,
-    ingestPool,
-    ingest,
-    queries,
-    promql,
-    isReady: async () => {
-      // Damaged objects do not make a worker unready: every worker reads the same bucket, and the
-      // rest is served. They are in the details, for callers with a key.
-      const { quarantined } = storage.health();
-      try {
-        await store.ping();
-        return { ready: true, details: { storage: 'reachable', quarantined } };
-      } catch (err) {
-        const reason = `storage unreachable: ${(err as Error).message}`;
-        return { ready: false, reason, details: { storage: reason, quarantined } };
-      }
-    },
+/** The ingest worker threads and the one ingest service of every door. */
+function startIngest(config: Config, storage: StorageEngine) {
+  const ingestPool = new IngestPool(config.ingest.workers, config.ingest.workerIdleMs);
+  const ingest = new IngestService(ingestPool, storage, config.ingest);
+  stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
+  stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
+  stateGauge('lakehouse_ingest_waiting', 'Ingest requests waiting for room in the in-flight byte budget.', [], () => [{ labels: {}, value: ingest.inflight.queued }]);
+  stateGauge('lakehouse_ingest_workers', 'Ingest worker threads running (started on demand, stopped after P_INGEST_WORKER_IDLE).', [], () => [{ labels: {}, value: ingestPool.threads }]);
+  return { ingestPool, ingest };
+}
+
+/** Readiness: storage reachable. Damaged objects do not make a worker unready (every worker reads the same bucket). */
+function readiness(storage: StorageEngine, store: ObjectStore) {
+  return async () => {
+    const { quarantined } = storage.health();
+    try {
+      await store.ping();
+      return { ready: true, details: { storage: 'reachable', quarantined } };
+    } catch (err) {
+      const reason = `storage unreachable: ${(err as Error).message}`;
+      return { ready: false, reason, details: { storage: reason, quarantined } };
+    }
   };
-  const app = createApp(services);
-  const pgServer = config.pg ? await startPgServer(services, config.pg) : undefined;
-  // The start log says where to go next: the console's address and where the admin key is.
-  const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
-  // The OTLP/gRPC front door (P_OTLP_GRPC_ADDR=off: none), listening before HTTP answers liveness.
-  const grpcAddr = config.otlpGrpc.addr;
-  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, keys, ingest) : undefined;
-  // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
-  const server = serve({ fetch: app.fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } });
+}
 
+/** Every door on its listener: PostgreSQL, OTLP/gRPC (before HTTP answers liveness), then HTTP. */
+async function startDoors(services: Services, id: string) {
+  const { config, keys, ingest, connections } = services;
+  const pgServer = config.pg ? await startPgServer(services, config.pg) : undefined;
+  const grpcAddr = config.otlpGrpc.addr;
+  const grpcServer = grpcAddr ? await startOtlpGrpc({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest }) : undefined;
+  // Node checks request-head and request timeouts every connectionsCheckingInterval (30 s by default).
+  const server = serve({ fetch: createApp(services).fetch, hostname: config.host, port: config.port, serverOptions: { connectionsCheckingInterval: 1000 } });
   // Longer than the idle timeout of common load balancers (60 s), so they never reuse a connection
   // the service is closing (Node's default of 5 s causes sporadic resets behind nginx/ALB).
   const http = server as import('node:http').Server;
   http.keepAliveTimeout = 65_000;
-  limitConnections(http, { maxConnections: connectionCap(config.server.maxConnections), headersTimeoutMs: config.server.headersTimeoutMs });
+  connections.attachHttp(http, { name: 'http', ingest: true });
   const port = await listening(http, `${config.host}:${config.port}`);
+  // The start log says where to go next: the console's address and where the admin key is.
+  const browseHost = config.host === '0.0.0.0' || config.host === '::' || config.host === '' ? 'localhost' : config.host;
   // One line with every port bound, for whoever asked for port 0 (the test helpers read it): at every level.
   log.announce('listening', {
     addr: `${config.host}:${port}`,
@@ -180,6 +185,29 @@ async function main(): Promise<void> {
     storage: config.storage,
     dataDir: config.dataDir,
   });
+  return { server, grpcServer, pgServer };
+}
+
+async function main(): Promise<void> {
+  const config = loadConfig();
+  setLogLevel(config.logLevel);
+  const tmp = await prepareDirs(config);
+  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
+  const id = await nodeId(config);
+  const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
+  const { duck, store, storage } = await startStorage(config, tmp, id);
+  const { ingestPool, ingest } = startIngest(config, storage);
+  const { queryPool, queries, promql } = await startQueries(config, tmp, duck, storage);
+
+  // One connection budget for every door's listener (docs/security.md "The door contract").
+  const connections = new ConnectionBudget({
+    maxConnections: connectionCap(config.server.maxConnections),
+    ingestReserve: config.server.ingestConnections,
+    headersTimeoutMs: config.server.headersTimeoutMs,
+  });
+  connections.registerGauges(['http', 'grpc', 'pg']);
+  const services = { config, keys, connections, storage, duck, ingestPool, ingest, queries, promql, isReady: readiness(storage, store) };
+  const { server, grpcServer, pgServer } = await startDoors(services, id);
 
   let stopping = false;
   const shutdown = async (signal: string) => {

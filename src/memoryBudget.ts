@@ -64,3 +64,17 @@ export function sizedDefaults(budget: number) {
     metricMetadataBytes: clamp(budget / 64, 4 * MiB, 32 * MiB),
   };
 }
+
+/**
+ * Columns a dataset may get so that its flush fits the storage DuckDB's memory (issue 30 A11). A flush
+ * reads its WAL with `read_json` and writes one Parquet row group with a writer per column. Measured
+ * with DuckDB alone (1 thread, zstd; docs/memory.md "Wide datasets"), what it needs grows with both the
+ * columns and the WAL it converts: this model, fitted to stay above every failing run measured, is
+ * 32 MiB + 1.5 × the WAL bytes + 512 KiB per column, the WAL taken at its most (P_FLUSH_BYTES). Fewer
+ * rows per row group or `preserve_insertion_order = false` did not lower it, so the bound is on
+ * columns: a dataset at it puts further fields into `p_overflow` before it could become unflushable.
+ * Never below 16.
+ */
+export function flushableColumns(storageMemoryBytes: number, flushBytes: number): number {
+  return Math.max(16, Math.floor((storageMemoryBytes - 32 * MiB - 1.5 * flushBytes) / (512 * 1024)));
+}

@@ -80,7 +80,7 @@ describe('POST /api/v1/field-stats', () => {
     expect(recent.total).toBe(2);
     expect(recent.fields.find((f) => f.name === 'body')!.top).toEqual([{ value: 'recent', count: 2 }]);
     const none = (await (await as(READER, '/api/v1/field-stats', { query: 'SELECT * FROM timed', startTime: '10h', endTime: '5h' })).json()) as Stats;
-    expect(none).toEqual({ total: 0, fields: [] });
+    expect(none).toEqual({ total: 0, sampled: 0, fields: [] });
   });
 
   test("keeps to the key's scope and role, and the sandbox holds", async () => {

@@ -67,12 +67,13 @@ describe('a full disk recovers when space is freed', () => {
     expect(await query(server, 'SELECT count(*) AS n, count(DISTINCT id) AS d FROM refill')).toEqual([{ n: acked, d: acked }]);
     await waitFor('the flush fails again after the restart', async () => server.logs().includes('appends stop until a flush succeeds'), 30_000);
 
-    // A writer that never stops, as real clients retry; then an operator frees 8 MiB.
+    // A writer that never stops, as real clients retry; then an operator frees 24 MiB (more than the
+    // reserve, 2 × P_FLUSH_BYTES up to a quarter of the file system: 16 MiB here).
     let writing = true;
     const writer = (async () => {
       while (writing) if ((await send(server)) !== 200) await sleep(50);
     })();
-    for (const file of ballast.splice(0, 8)) await fs.rm(file);
+    for (const file of ballast.splice(0, 24)) await fs.rm(file);
     // The flush gets the freed space first, although the writer keeps sending...
     await waitFor('a flush succeeded', async () => server.logs().includes('a flush succeeded; taking appends again'), 60_000);
     // ...and ingestion works again.

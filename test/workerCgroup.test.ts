@@ -88,8 +88,9 @@ describe('query workers in memory cgroups', () => {
     await fs.mkdir(stale);
     const second = await startServer();
     servers.push(second);
+    // Gone once the next service has started. Which service removed it is not asserted: every service
+    // sweeps the shared parent when it starts, and other test files start services at the same time.
     expect(await fs.stat(stale).then(() => true, () => false)).toBe(false);
-    expect(second.logs()).toContain('removed a stale query worker cgroup');
     expect(await query(second, 'SELECT 1 AS one')).toEqual([{ one: 1 }]);
     await second.stop();
   }, 180_000);

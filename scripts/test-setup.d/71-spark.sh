@@ -17,10 +17,11 @@ if [ ! -f "$venv/.installed-v1" ]; then
   touch "$venv/.installed-v1"
 fi
 if [ ! -s "$jar" ]; then
-  url="https://repo1.maven.org/maven2/org/apache/iceberg/iceberg-spark-runtime-4.0_2.13/$iceberg/iceberg-spark-runtime-4.0_2.13-$iceberg.jar"
-  curl -fsSL -o "$jar.tmp" "$url"
-  mv "$jar.tmp" "$jar"
+  # Maven's own client (Debian's maven when missing), by the artifact's coordinates.
+  command -v mvn >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq maven >/dev/null; }
+  mvn -q dependency:copy -Dartifact="org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:$iceberg" -DoutputDirectory="$cache" >&2
 fi
+[ -s "$jar" ] || { echo "iceberg-spark-runtime jar missing at $jar" >&2; exit 1; }
 "$venv/bin/python" -c 'import pyspark; print("pyspark", pyspark.__version__)'
 echo "$venv/bin/python" >"$cache/spark-python"
 echo "$jar" >"$cache/iceberg-spark-jar"

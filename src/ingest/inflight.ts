@@ -166,8 +166,12 @@ export class InflightLease {
       this.budget.give(this.bytes - bytes, this.key);
       this.bytes = bytes;
     } else if (bytes > this.bytes) {
-      await this.budget.take(bytes - this.bytes, this.bytes, this.key);
-      this.bytes = bytes;
+      const extra = bytes - this.bytes;
+      await this.budget.take(extra, this.bytes, this.key);
+      // Released while it waited (a gRPC call cancelled mid-message): what was just granted goes back.
+      if (this.released) return this.budget.give(extra, this.key);
+      // Added, not set: another resize may have run meanwhile, and `bytes` must stay what is held.
+      this.bytes += extra;
     }
   }
 

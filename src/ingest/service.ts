@@ -62,6 +62,11 @@ export interface IngestRequest {
   /** The body: a buffer already received (gRPC), or the stream still arriving (HTTP). */
   body: Uint8Array | IngestBody;
   rights: IngestRights;
+  /**
+   * The reservation a door already took in the in-flight budget for this body (gRPC takes it before
+   * reading the message: docs/security.md "The door contract"); the service resizes and releases it.
+   */
+  lease?: InflightLease;
   /** Aborted when the client goes away: the batch is then not stored. */
   signal?: AbortSignal;
 }
@@ -118,6 +123,15 @@ export class IngestService {
    * rights, declared size) is checked before the body is read.
    */
   async ingest(req: IngestRequest): Promise<IngestResult> {
+    try {
+      return await this.admitAndStore(req);
+    } finally {
+      // A reservation the door took is the service's from here on, also when a check below refuses.
+      req.lease?.release();
+    }
+  }
+
+  private async admitAndStore(req: IngestRequest): Promise<IngestResult> {
     const { format, headers, rights } = req;
     const kind = kindOf(format);
     // X-P-Log-Source may be omitted (the endpoint names the kind, and some clients cannot send custom
@@ -136,7 +150,12 @@ export class IngestService {
     // A body already received (gRPC) is reserved whole; one still arriving (HTTP) is reserved as it
     // arrives (readBody), so a slow client holds only what it has sent. The reservation is given back
     // when the batch is stored or refused.
-    const lease = await this.inflight.acquire(req.body instanceof Uint8Array ? req.body.byteLength : 0, rights.key);
+    const received = req.body instanceof Uint8Array ? req.body.byteLength : 0;
+    let lease: InflightLease;
+    if (req.lease) {
+      lease = req.lease;
+      await lease.resize(received);
+    } else lease = await this.inflight.acquire(received, rights.key);
     try {
       req.signal?.throwIfAborted();
       const body = req.body instanceof Uint8Array ? req.body : await this.readBody(req.body, lease, declared);

@@ -111,6 +111,32 @@ export function segmentGroups<S extends { bytes: number }>(segments: S[], maxByt
   return groups;
 }
 
+/** The worker's own schema object, when a flush added columns to it (written before the manifest names them). */
+async function writeSchemaIfChanged(ctx: StorageContext, ds: Dataset): Promise<void> {
+  if (!ds.schemaDirty) return;
+  ds.schemaDirty = false;
+  try {
+    faultpoint('flush-schema');
+    await ctx.store.putBytes(schemaKey(ds.meta.name, ds.meta.generation, ctx.settings.nodeId), encodeSchema(ds.ownSchema));
+  } catch (err) {
+    ds.schemaDirty = true;
+    throw err;
+  }
+}
+
+/** A failed flush: counted, retried with backoff, and damaged WAL bytes cut at once. */
+async function flushFailed(ctx: StorageContext, ds: Dataset, segments: Segment[], stage: string, err: unknown): Promise<void> {
+  ds.oldestUnflushedAt ??= Date.now();
+  flushes.inc({ result: 'failed' });
+  ds.flushFailures++;
+  ds.retryFlushAt = Date.now() + Math.min(30_000, (ctx.settings.flushRetryBaseMs ?? 500) * 2 ** Math.min(ds.flushFailures, 6));
+  log.error('flush failed; will retry', { dataset: ds.meta.name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
+  // DuckDB could not parse a segment's bytes: cut the damaged one and go on at once. Any other failure
+  // (out of memory, no file descriptor, a full disk) is retried as it is: never taken for damage.
+  const damaged = stage === 'parquet' && !ds.deleted && classifyFailure(err, segments.map((s) => s.path)) === 'damaged';
+  if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+}
+
 async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Dataset, segments: Segment[]): Promise<void> {
   const started = Date.now();
   const { nodeId } = ctx.settings;
@@ -148,16 +174,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     }
     failpoint('flush-after-upload');
     if (ds.deleted) return;
-    if (ds.schemaDirty) {
-      ds.schemaDirty = false;
-      try {
-        faultpoint('flush-schema');
-        await ctx.store.putBytes(schemaKey(name, generation, nodeId), encodeSchema(ds.ownSchema));
-      } catch (err) {
-        ds.schemaDirty = true;
-        throw err;
-      }
-    }
+    await writeSchemaIfChanged(ctx, ds);
     // Catalog and WAL change in the same tick: a query sees these rows in Parquet or in the WAL, never both.
     let removal: Promise<void> = Promise.resolve();
     stage = 'manifest';
@@ -179,15 +196,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     flushDuration.observe((Date.now() - started) / 1000);
     log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });
   } catch (err) {
-    ds.oldestUnflushedAt ??= Date.now();
-    flushes.inc({ result: 'failed' });
-    ds.flushFailures++;
-    ds.retryFlushAt = Date.now() + Math.min(30_000, (ctx.settings.flushRetryBaseMs ?? 500) * 2 ** Math.min(ds.flushFailures, 6));
-    log.error('flush failed; will retry', { dataset: name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
-    // DuckDB could not parse a segment's bytes: cut the damaged one and go on at once. Any other failure
-    // (out of memory, no file descriptor, a full disk) is retried as it is: never taken for damage.
-    const damaged = stage === 'parquet' && !ds.deleted && classifyFailure(err, segments.map((s) => s.path)) === 'damaged';
-    if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+    await flushFailed(ctx, ds, segments, stage, err);
     throw err;
   } finally {
     await fs.rm(staging, { recursive: true, force: true });

@@ -3,6 +3,7 @@ import { loadConfig } from '../../src/config.ts';
 import { DomainError, type ErrorKind } from '../../src/errors.ts';
 import { createApp } from '../../src/doors/http/app.ts';
 import { ApiKeys } from '../../src/doors/shared/auth.ts';
+import { ConnectionBudget } from '../../src/doors/shared/connections.ts';
 import type { Services } from '../../src/doors/shared/context.ts';
 import { tempDir } from '../helpers/server.ts';
 
@@ -16,8 +17,10 @@ describe('error map (app.request)', async () => {
   const keys = await ApiKeys.load('k:admin', dir);
   let next: Error = new Error('unset');
   // Every storage call the dataset routes make fails with the error under test.
-  const storage = new Proxy({ store: {} }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
-  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, storage, isReady: async () => ({ ready: true }) } as unknown as Services;
+  // The store answers an empty listing (the filter routes list it at start-up).
+  const storage = new Proxy({ store: { list: async () => [] } }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
+  const connections = new ConnectionBudget({ maxConnections: 64, headersTimeoutMs: 10_000 });
+  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, connections, storage, isReady: async () => ({ ready: true }) } as unknown as Services;
   const app = createApp(services);
   const get = (path: string, headers: Record<string, string> = { 'X-API-Key': 'k' }) => app.request(path, { headers });
 

@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
-import { memoryBudget, sizedDefaults } from '../../src/memoryBudget.ts';
+import { flushableColumns, memoryBudget, sizedDefaults } from '../../src/memoryBudget.ts';
 
 const MiB = 1024 * 1024;
 
@@ -65,5 +65,42 @@ describe('defaults sized from the budget; the parts stay under it', () => {
       engine: { flushBytes: MiB },
       ingest: { maxInflightBytes: 32 * MiB },
     });
+  });
+});
+
+describe('the column limit a flush can write (issue 30 A11)', () => {
+  // Measured with DuckDB alone (1 thread, read_json of NDJSON like the WAL's → zstd Parquet; docs/memory.md
+  // "Wide datasets"): [storage memory MiB, WAL bytes, columns, flushed]. The derived limit, with that WAL
+  // as the flush size, must be below every width that failed.
+  const measured: [number, number, number, boolean][] = [
+    [48, 2_625_184, 100, false],
+    [85, 5_401_750, 200, false],
+    [85, 4_089_117, 300, false],
+    [85, 6_562_960, 100, false],
+    [85, 16_184_310, 74, false],
+    [341, 22_060_250, 800, false],
+    [48, 821_258, 30, true],
+    [85, 15_641_216, 40, true],
+    [85, 4_013_580, 150, true],
+    [341, 16_507_200, 600, true],
+    [85, 17_122_215, 58, true],
+    [1365, 9_642_605, 1990, true],
+  ];
+  it.each(measured)('%d MiB, %d WAL bytes, %d columns (flushed: %s)', (mem, wal, columns, flushed) => {
+    const limit = flushableColumns(mem * MiB, wal);
+    if (flushed) expect(limit).toBeGreaterThanOrEqual(Math.min(16, columns));
+    else expect(limit).toBeLessThan(columns);
+  });
+
+  it.each([
+    [{ P_MEMORY_BUDGET: '512MiB' }, flushableColumns(85 * MiB, 16 * MiB)],
+    [{ P_MEMORY_BUDGET: '512MiB', P_MAX_COLUMNS: '40' }, 40],
+    [{ P_MEMORY_BUDGET: '512MiB', P_STORAGE_MEMORY_LIMIT: '341MiB' }, flushableColumns(341 * MiB, 16 * MiB)],
+    [{ P_MEMORY_BUDGET: '512MiB', P_FLUSH_BYTES: '4MiB' }, flushableColumns(85 * MiB, 4 * MiB)],
+    [{ P_MEMORY_BUDGET: '24GiB' }, 2000],
+  ])('%j: the ingest placement and the engine use the same limit', (env, expected) => {
+    const c = loadConfig(env);
+    expect(c.engine.maxColumns).toBe(expected);
+    expect(c.ingest.maxColumns).toBe(expected);
   });
 });

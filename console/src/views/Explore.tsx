@@ -55,6 +55,13 @@ function useQueryRun(dataset: string, range: TimeRange, timeColumn: string | und
   const [empty, setEmpty] = useState<EmptyHint | null>(null);
   const running = useRef<AbortController | null>(null);
   useEffect(() => () => running.current?.abort(), []);
+  // A run's fields, columns and statistics are its dataset's: gone the moment another dataset is shown,
+  // so the field list never mixes two datasets while the next run starts.
+  useEffect(() => {
+    setFields([]);
+    setColumns([]);
+    setStats({ answer: null });
+  }, [dataset]);
 
   async function run(text: string) {
     running.current?.abort();
@@ -249,6 +256,8 @@ export function Explore({ params, theme }: { params: Record<string, string>; the
   const [timeColumn, setTimeColumn] = useState<string | undefined>();
   const [types, setTypes] = useState<Map<string, Field>>(new Map());
   const q = useQueryRun(dataset, range, timeColumn);
+  // The schema's names are the dataset's too (the next dataset's arrive with its schema).
+  useEffect(() => setTypes(new Map()), [dataset]);
   const { fields, columns, setColumns, rows, status, hist, stats, empty, running } = q;
   const [mode, setMode] = useState<'auto' | 'logs' | 'table'>('auto');
   // Ranges zoomed out of, newest last: Back returns to them.

@@ -158,7 +158,7 @@ export function Metrics({ params, theme }: { params: Record<string, string>; the
   const quantile = Number(params.q ?? '0.9');
   const { lines, ran } = useMetricLines({ dataset, metric, labels, kind, group, quantile, expression, columns }, range, setError);
 
-  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name, by: params.by, q: params.q, pq: params.pq, ...p }, true);
+  const go = (p: Record<string, string | undefined>) => navigate('metrics', { dataset, from: range.from, to: range.to, metric: metric?.name ?? params.metric, by: params.by, q: params.q, pq: params.pq, ...p }, true);
 
   if (!dataset) return <section class="page"><h1>Metrics</h1><p>No <code>otel-metrics</code> dataset yet. Send OTLP metrics to <code>{location.origin}/v1/metrics</code> or point Prometheus remote write at <code>{location.origin}/v1/prometheus/write</code>.</p></section>;
 

@@ -14,6 +14,9 @@ const STATUS: Record<ErrorKind, [ContentfulStatusCode, string]> = {
   too_many_requests: [429, 'es_rejected_execution_exception'],
   storage: [500, 'exception'],
   unavailable: [503, 'unavailable_shards_exception'],
+  // The client went away: nobody reads the answer.
+  cancelled: [400, 'task_cancelled_exception'],
+  internal: [500, 'exception'],
 };
 
 export function esStatus(err: DomainError): ContentfulStatusCode {

@@ -18,4 +18,6 @@ export const GRPC_STATUS: Record<ErrorKind, { code: number; retry: boolean }> = 
   too_many_requests: { code: 8, retry: true }, // RESOURCE_EXHAUSTED with RetryInfo: throttled, retried
   storage: { code: 13, retry: false }, // INTERNAL
   unavailable: { code: 14, retry: true }, // UNAVAILABLE
+  cancelled: { code: 1, retry: false }, // CANCELLED
+  internal: { code: 13, retry: false }, // INTERNAL
 };

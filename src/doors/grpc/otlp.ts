@@ -5,6 +5,7 @@
  * definitions below deserialize to the raw Buffer), so decoding happens in the ingest worker threads,
  * inside the same in-flight budget and per-request limits; an OK answer means every record is in the WAL.
  */
+import * as net from 'node:net';
 import * as grpc from '@grpc/grpc-js';
 import { HealthImplementation } from 'grpc-health-check';
 import protobuf from 'protobufjs';
@@ -14,7 +15,10 @@ import { encodeOtlpResponse, type OtlpSignal } from '../../ingest/otlp/index.ts'
 import type { IngestService } from '../../ingest/service.ts';
 import { log } from '../../log.ts';
 import { grpcDuration, grpcRequests } from '../../metrics.ts';
-import { authenticate, ingestRights, type ApiKeys } from '../shared/auth.ts';
+import { ingestRights, type ApiKeys } from '../shared/auth.ts';
+import type { Connection, ConnectionBudget } from '../shared/connections.ts';
+import { KeySlots } from '../shared/slots.ts';
+import { admissionInterceptor, headersOf, type AdmittedExport } from './admission.ts';
 import { GRPC_STATUS } from './errors.ts';
 
 const SERVICE: Record<OtlpSignal, string> = {
@@ -82,15 +86,6 @@ export function grpcError(err: unknown): Partial<grpc.StatusObject> {
   return { code, details: err.message, metadata };
 }
 
-/** gRPC metadata as HTTP headers (text entries; binary `-bin` ones carry nothing the service reads). */
-function headersOf(metadata: grpc.Metadata): Headers {
-  const headers = new Headers();
-  for (const [key, value] of Object.entries(metadata.getMap())) {
-    if (typeof value === 'string') headers.set(key, value);
-  }
-  return headers;
-}
-
 export interface OtlpGrpcServer {
   addr: string;
   /** The port bound (P_OTLP_GRPC_ADDR may ask for port 0: any free one). */
@@ -98,63 +93,104 @@ export interface OtlpGrpcServer {
   close(): Promise<void>;
 }
 
-/** Starts the server on `settings.addr` (host:port); resolves once it listens. */
-export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: string }, keys: ApiKeys, ingest: IngestService): Promise<OtlpGrpcServer> {
-  const addr = settings.addr;
-  const server = new grpc.Server({
+export interface OtlpGrpcDeps {
+  keys: ApiKeys;
+  ingest: IngestService;
+  connections: ConnectionBudget;
+  /** The slow-body bounds of ingestion, applied to a message as it arrives. */
+  slowBody: { bodyTimeoutMs: number; minBodyRate: number };
+}
+
+const GRPC_DOOR = { name: 'grpc', ingest: true };
+
+/** The gRPC server with the door contract in front of its calls (./admission.ts) and HTTP/2's bounds per connection. */
+function newServer(settings: Config['otlpGrpc'], deps: OtlpGrpcDeps, connectionOf: (peer: string) => Connection | undefined): grpc.Server {
+  return new grpc.Server({
     'grpc.max_receive_message_length': settings.maxMessageBytes,
     // Long-lived HTTP/2 connections would pin a client to one worker behind a load balancer.
     'grpc.max_connection_age_ms': settings.maxConnectionAgeMs,
     'grpc.max_connection_age_grace_ms': settings.maxConnectionAgeGraceMs,
+    // Streams per connection; each unread one holds at most a flow-control window (the stream is paused).
+    'grpc.max_concurrent_streams': settings.maxStreams,
+    interceptors: [
+      admissionInterceptor({
+        keys: deps.keys,
+        inflight: deps.ingest.inflight,
+        calls: new KeySlots('OTLP/gRPC exports in progress (P_OTLP_GRPC_MAX_CALLS)', Math.max(1, Math.ceil(settings.maxCalls / 2)), settings.maxCalls),
+        ...deps.slowBody,
+        connectionOf,
+        statusOf: grpcError,
+        refused: (path, code) => {
+          log.info('grpc', { method: path.slice(1), code, refused: true });
+          grpcRequests.inc({ method: path.slice(1), code: String(code) });
+        },
+      }, settings.maxMessageBytes),
+    ],
   });
+}
 
-  for (const signal of ['logs', 'traces', 'metrics'] as const) {
-    const method = `${SERVICE[signal]}/Export`;
-    const handler: grpc.handleUnaryCall<Buffer, Buffer> = (call, callback) => {
-      const started = performance.now();
-      const done = (err: Partial<grpc.StatusObject> | null, response?: Buffer) => {
-        const ms = performance.now() - started;
-        const code = err?.code ?? grpc.status.OK;
-        log.info('grpc', { method, code, ms: Math.round(ms * 10) / 10 });
-        grpcRequests.inc({ method, code: String(code) });
-        grpcDuration.observe({ method }, ms / 1000);
-        callback(err, response);
-      };
-      // A client that cancels or goes away: nothing is stored after that, and the budget is given back.
-      const aborted = new AbortController();
-      call.on('cancelled', () => aborted.abort(new DomainError('unavailable', 'the client cancelled the export')));
-      void (async () => {
-        const headers = headersOf(call.metadata);
-        const principal = authenticate(keys, headers);
-        const { info } = await ingest.ingest({
-          format: { kind: 'otlp', signal, format: 'protobuf' },
-          dataset: headers.get('x-p-stream') ?? undefined,
-          headers,
-          body: call.request,
-          rights: ingestRights(principal),
-          signal: aborted.signal,
-        });
-        return encodeOtlpResponse(signal, 'protobuf', info.rejected ?? 0, info.rejectionMessage).body as Buffer;
-      })().then(
-        (response) => done(null, response),
+/** One Export handler: the admitted message goes to the ingest service with its reservation. */
+function exportHandler(signal: OtlpSignal, ingest: IngestService): grpc.handleUnaryCall<AdmittedExport, Buffer> {
+  const method = `${SERVICE[signal]}/Export`;
+  return (call, callback) => {
+    const started = performance.now();
+    const done = (err: Partial<grpc.StatusObject> | null, response?: Buffer) => {
+      const ms = performance.now() - started;
+      const code = err?.code ?? grpc.status.OK;
+      log.info('grpc', { method, code, ms: Math.round(ms * 10) / 10 });
+      grpcRequests.inc({ method, code: String(code) });
+      grpcDuration.observe({ method }, ms / 1000);
+      callback(err, response);
+    };
+    // A client that cancels or goes away: nothing is stored after that, and the budget is given back.
+    const aborted = new AbortController();
+    call.on('cancelled', () => aborted.abort(new DomainError('unavailable', 'the client cancelled the export')));
+    const { body, lease, principal } = call.request;
+    const headers = headersOf(call.metadata);
+    ingest
+      .ingest({ format: { kind: 'otlp', signal, format: 'protobuf' }, dataset: headers.get('x-p-stream') ?? undefined, headers, body, lease, rights: ingestRights(principal), signal: aborted.signal })
+      .then(
+        ({ info }) => done(null, encodeOtlpResponse(signal, 'protobuf', info.rejected ?? 0, info.rejectionMessage).body as Buffer),
         (err: unknown) => {
           if (!(err instanceof DomainError)) log.error('unhandled error', { method, error: err as Error });
           done(grpcError(err));
         },
       );
-    };
-    server.addService(exportDefinition(signal), { Export: handler });
+  };
+}
+
+/**
+ * Starts the server on `settings.addr` (host:port); resolves once it listens. Its listener is a plain
+ * TCP server whose connections come from the shared connection budget and are then handed to grpc-js.
+ */
+export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: string }, deps: OtlpGrpcDeps): Promise<OtlpGrpcServer> {
+  const addr = settings.addr;
+  const m = /^(.*):(\d+)$/.exec(addr);
+  if (!m) throw new Error(`invalid configuration: P_OTLP_GRPC_ADDR must be host:port or off, got ${addr}`);
+  const host = m[1].replace(/^\[(.*)\]$/, '$1') || '0.0.0.0';
+  const peers = new Map<string, Connection>();
+  const server = newServer(settings, deps, (peer) => peers.get(peer));
+  for (const signal of ['logs', 'traces', 'metrics'] as const) {
+    server.addService(exportDefinition(signal), { Export: exportHandler(signal, deps.ingest) });
   }
 
   // grpc.health.v1.Health: the whole server ("") and each OTLP service, for Kubernetes gRPC probes and load balancers.
   const health = new HealthImplementation({ '': 'SERVING', ...Object.fromEntries(Object.values(SERVICE).map((s) => [s, 'SERVING' as const])) });
   health.addToServer(server);
 
-  // grpc-js also prints a failed bind on stderr in its own words; the error it passes is said in one line.
-  grpc.setLogVerbosity(grpc.logVerbosity.NONE);
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync(addr, grpc.ServerCredentials.createInsecure(), (err, bound) => (err ? reject(listenError('OTLP/gRPC', addr, 'P_OTLP_GRPC_ADDR', err, true)) : resolve(bound))),
-  ).finally(() => grpc.setLogVerbosity(grpc.logVerbosity.ERROR));
+  const injector = server.createConnectionInjector(grpc.ServerCredentials.createInsecure());
+  const listener = net.createServer((socket) => {
+    const conn = deps.connections.admit(socket, GRPC_DOOR);
+    if (!conn) return;
+    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+    peers.set(peer, conn);
+    socket.once('close', () => peers.delete(peer));
+    injector.injectConnection(socket);
+  });
+  const port = await new Promise<number>((resolve, reject) => {
+    listener.once('error', (err) => reject(listenError('OTLP/gRPC', addr, 'P_OTLP_GRPC_ADDR', err, true)));
+    listener.listen(Number(m[2]), host, () => resolve((listener.address() as net.AddressInfo).port));
+  });
   log.info('OTLP/gRPC listening', { addr, port });
   return {
     addr,
@@ -162,6 +198,7 @@ export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: strin
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of ['', ...Object.values(SERVICE)]) health.setStatus(s, 'NOT_SERVING');
+        listener.close();
         // Running exports finish (their batches are acknowledged); then anything left is cut.
         const force = setTimeout(() => server.forceShutdown(), settings.maxConnectionAgeGraceMs);
         server.tryShutdown(() => {

@@ -29,6 +29,8 @@ const STATUS: Record<ErrorKind, [ContentfulStatusCode, number]> = {
   too_many_requests: [429, 9],
   storage: [500, 8],
   unavailable: [503, 9],
+  cancelled: [400, 6],
+  internal: [500, 8],
 };
 
 /**

@@ -7,6 +7,7 @@ import { fieldStatsSql, MAX_TOP_VALUES, shapeFieldStats } from '../../query/sql/
 import { parseTimeBound } from '../../query/sql/time.ts';
 import { canAccess, ROLE_ACTIONS } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
+import { KeySlots } from '../shared/slots.ts';
 import { jsonBody, requires } from './middleware.ts';
 
 /**
@@ -16,12 +17,20 @@ import { jsonBody, requires } from './middleware.ts';
  * admission limits and time limit as `POST /api/v1/query`.
  */
 
-const FieldStatsBody = z.object({
-  query: z.string().min(1, 'query must not be empty'),
-  startTime: z.string().min(1),
+/** The body of a field-stats request, its query at most `maxSqlBytes` long (checked before any work on it). */
+const fieldStatsBody = (maxSqlBytes: number) =>
+  z.object({
+    query: z
+      .string()
+      .min(1, 'query must not be empty')
+      .refine((q) => Buffer.byteLength(q) <= maxSqlBytes, `the query is longer than ${maxSqlBytes} bytes (P_QUERY_MAX_SQL_BYTES)`),
+    startTime: z.string().min(1),
   endTime: z.string().min(1),
-  top: z.number().int().min(1).max(MAX_TOP_VALUES).default(5),
-});
+    top: z.number().int().min(1).max(MAX_TOP_VALUES).default(5),
+  });
+
+/** Room in a field-stats body beside its query: times, `top`, JSON's quoting and escapes. */
+const FIELD_STATS_BODY_EXTRA = 64 * 1024;
 
 /** Rows one tail answer carries at most (the newest ones). */
 export const TAIL_MAX_ROWS = 500;
@@ -48,14 +57,21 @@ const sleep = (ms: number, signal: AbortSignal) =>
     signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
 
-export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, config }: Services): void {
+export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, config, connections }: Services): void {
+  // Long polls hold a connection each: bounded per key (P_TAIL_PER_KEY) and to a quarter of the
+  // connection budget in all, so waits can never take the connections ingest clients need.
+  const tails = new KeySlots('live-tail long polls (P_TAIL_PER_KEY)', config.server.tailPerKey, Math.max(1, Math.floor(connections.limits.maxConnections / 4)));
+
   // Any valid key: what it may do and where. `datasets: null` means every dataset, present and future.
   app.get('/api/v1/whoami', (c) => {
     const p = c.get('principal');
     return c.json({ keyId: p.id, role: p.role, actions: [...ROLE_ACTIONS[p.role]], datasets: p.datasets ? [...p.datasets].sort() : null });
   });
 
-  app.post('/api/v1/field-stats', requires('read'), jsonBody(FieldStatsBody, config.server.maxBodyBytes), async (c) => {
+  // Size checks first (A2): the body is read up to the statement limit plus room for the rest, never 10 MiB.
+  const { maxSqlBytes } = config.queryLimits;
+  const fieldStatsLimit = Math.min(config.server.maxBodyBytes, 2 * maxSqlBytes + FIELD_STATS_BODY_EXTRA);
+  app.post('/api/v1/field-stats', requires('read'), jsonBody(fieldStatsBody(maxSqlBytes), fieldStatsLimit), async (c) => {
     const p = c.get('principal');
     const body = c.get('body');
     const startMs = parseTimeBound(body.startTime, 'startTime');
@@ -82,7 +98,14 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
     // flushed) does one query run, so a tail left open costs one small query per arrival, at most.
     const signal = c.req.raw.signal;
     const deadline = Date.now() + body.wait * 1000;
-    while (body.cursor !== undefined && counter() === body.cursor && Date.now() < deadline && !signal.aborted) await sleep(TAIL_CHECK_MS, signal);
+    if (body.cursor !== undefined && body.wait > 0 && counter() === body.cursor) {
+      const give = tails.take(p.id);
+      try {
+        while (counter() === body.cursor && Date.now() < deadline && !signal.aborted) await sleep(TAIL_CHECK_MS, signal);
+      } finally {
+        give();
+      }
+    }
     const cursor = counter();
     // A client that left while waiting gets no query run for it.
     if (signal.aborted) return c.json({ cursor, timeColumn: meta.timeColumn, rows: [] });

@@ -1,20 +1,8 @@
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { DomainError, ErrorKind } from '../../errors.ts';
+import type { DomainError } from '../../errors.ts';
+import { STATUS } from '../shared/httpStatus.ts';
 
-/** The one map from a domain error's kind to an HTTP status. */
-export const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
-  invalid: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  timeout: 408,
-  conflict: 409,
-  too_large: 413,
-  unsupported: 415,
-  too_many_requests: 429,
-  storage: 500,
-  unavailable: 503,
-};
+export { STATUS } from '../shared/httpStatus.ts';
 
 /** Status, headers and JSON body `{"error": message}` of a domain error. */
 export function errorResponse(err: DomainError): { status: ContentfulStatusCode; headers: Record<string, string>; body: { error: string } } {

@@ -2,9 +2,9 @@
  * The Loki push door, mounted at `/loki` under the HTTP listener (its key check, connection cap and body
  * limits apply): `POST /loki/api/v1/push` stores a push whole or not at all into one dataset.
  */
+import { STATUS } from '../shared/httpStatus.ts';
 import { Hono, type Context } from 'hono';
-import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { DomainError, type ErrorKind } from '../../errors.ts';
+import { DomainError } from '../../errors.ts';
 import { log } from '../../log.ts';
 import { decodePush, LOKI_TIME_FIELD } from '../../ingest/loki/decode.ts';
 import { ingestRights } from '../shared/auth.ts';
@@ -16,20 +16,6 @@ export const LOKI_DEFAULT_DATASET = 'loki';
 /** The Loki version `buildinfo` reports (the push API of Loki 3). */
 export const LOKI_VERSION = '3.4.0';
 
-/** The Loki door's map from a domain error's kind to an HTTP status (Loki answers errors as plain text). */
-const STATUS: Record<ErrorKind, ContentfulStatusCode> = {
-  invalid: 400,
-  unauthorized: 401,
-  forbidden: 403,
-  not_found: 404,
-  timeout: 408,
-  conflict: 409,
-  too_large: 413,
-  unsupported: 415,
-  too_many_requests: 429,
-  storage: 500,
-  unavailable: 503,
-};
 
 async function push(c: Context<AppEnv>, services: Services) {
   const dataset = c.req.header('x-p-stream') || c.req.query('stream') || LOKI_DEFAULT_DATASET;

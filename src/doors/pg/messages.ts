@@ -223,3 +223,42 @@ export function splitRows(data: Buffer, rows: number): [Buffer, Buffer] {
   for (let i = 0; i < rows && pos < data.length; i++) pos += 1 + data.readInt32BE(pos + 1);
   return [data.subarray(0, pos), data.subarray(pos)];
 }
+
+/** A Parse message's body. */
+export function readParse(r: Reader): { name: string; sql: string; paramTypes: number[] } {
+  const name = r.cstring();
+  const sql = r.cstring();
+  const n = r.int16();
+  if (n < 0) throw new ProtocolViolation('negative parameter type count');
+  const paramTypes: number[] = [];
+  for (let i = 0; i < n; i++) paramTypes.push(r.int32());
+  r.end();
+  return { name, sql, paramTypes };
+}
+
+/** A count of 16-bit items, then the items (format codes). */
+function int16List(r: Reader, what: string): number[] {
+  const n = r.int16();
+  if (n < 0) throw new ProtocolViolation(`negative ${what} count`);
+  const out: number[] = [];
+  for (let i = 0; i < n; i++) out.push(r.int16());
+  return out;
+}
+
+/** A Bind message's body, its format codes checked. */
+export function readBind(r: Reader): { portal: string; name: string; formats: number[]; values: (Buffer | null)[]; resultFormats: number[] } {
+  const portal = r.cstring();
+  const name = r.cstring();
+  const formats = int16List(r, 'format');
+  const nValues = r.int16();
+  if (nValues < 0) throw new ProtocolViolation('negative parameter count');
+  const values: (Buffer | null)[] = [];
+  for (let i = 0; i < nValues; i++) {
+    const len = r.int32();
+    values.push(len === -1 ? null : r.bytes(len));
+  }
+  const resultFormats = int16List(r, 'result format');
+  r.end();
+  for (const f of [...formats, ...resultFormats]) if (f !== 0 && f !== 1) throw new ProtocolViolation(`invalid format code ${f}`);
+  return { portal, name, formats, values, resultFormats };
+}

@@ -22,6 +22,8 @@ export interface PgSettings {
   maxKeyStateBytes: number;
 }
 
+const PG_DOOR = { name: 'pg', ingest: false };
+
 /**
  * The PostgreSQL front door: a TCP server whose connections each run a Session. Resolves once
  * listening; a port that cannot be bound is a start-up error naming the setting.
@@ -44,6 +46,10 @@ export async function startPgServer(services: Services, settings: PgSettings): P
   let open = 0;
 
   const server = net.createServer((socket) => {
+    // The shared connection budget first (docs/security.md "The door contract"): PostgreSQL takes no
+    // ingestion, so it leaves the budget's ingest reserve alone; its head is done at login.
+    const conn = services.connections.admit(socket, PG_DOOR);
+    if (!conn) return;
     // Past the limit a connection is still answered as PostgreSQL does: after its SSLRequest, at its
     // startup packet, so clients show the error instead of a failed TLS negotiation.
     const refused = open >= settings.maxConnections;
@@ -65,6 +71,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       stateLimits: { maxEntries: settings.maxPrepared, maxBytes: settings.maxSessionStateBytes },
       keyState,
       register: (session) => {
+        conn.ready();
         nextPid = nextPid >= 2 ** 31 - 1 ? 1 : nextPid + 1;
         const key = newBackendKey(nextPid);
         sessions.set(key.pid, { session, secret: key.secret });

@@ -13,6 +13,8 @@ export const SQLSTATE: Record<ErrorKind, string> = {
   too_many_requests: '53300', // too_many_connections
   storage: 'XX000', // internal_error
   unavailable: '57P03', // cannot_connect_now
+  cancelled: '57014', // query_canceled
+  internal: 'XX000', // internal_error
 };
 
 /** An error whose SQLSTATE is more precise than its kind's (protocol-level and value conditions). */

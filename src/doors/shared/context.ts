@@ -6,11 +6,14 @@ import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { PromqlExecutor } from '../../query/promql/executor.ts';
 import type { StorageEngine } from '../../storage/engine.ts';
 import type { ApiKeys, Principal } from './auth.ts';
+import type { ConnectionBudget } from './connections.ts';
 
 /** Everything the routes need, built once in main.ts. */
 export interface Services {
   config: Config;
   keys: ApiKeys;
+  /** The connection budget every door's listener takes its connections from. */
+  connections: ConnectionBudget;
   storage: StorageEngine;
   duck: DuckDBSource;
   ingestPool: IngestPool;

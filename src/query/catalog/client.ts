@@ -6,7 +6,8 @@
  * worker is then killed, as for a data statement). Nothing of a catalog statement runs in the
  * service's own process.
  */
-import { DomainError, timedOut } from '../../errors.ts';
+import { holdToLimits } from '../worker/deadline.ts';
+import { DomainError } from '../../errors.ts';
 import type { PgType } from '../results/pg.ts';
 import { checkSqlText, type SandboxLimits } from '../sql/sandbox.ts';
 import type { QueryPool } from '../worker/pool.ts';
@@ -88,10 +89,12 @@ export class CatalogQueries {
     const datasets = req.datasets.map((d) => ({ name: d.name, schema: d.schema as Record<string, string> }));
     const exec = await this.pool.run(req.principalId, () => ({ type: 'catalog', ...op, datasets, maxRows: this.limits.maxRows, maxDepth: this.limits.maxDepth }));
     // As for data statements, waiting for a slot (and a worker's start) is bounded on its own, not counted.
-    const timer = setTimeout(() => exec.cancel(timedOut(`the catalog statement exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
-    const onAbort = () => exec.cancel(new DomainError('timeout', 'canceling statement due to user request'));
-    req.signal?.addEventListener('abort', onAbort);
-    if (req.signal?.aborted) onAbort();
+    const release = holdToLimits(exec, {
+      timeoutMs: this.limits.timeoutMs,
+      timeoutMessage: `the catalog statement exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`,
+      signal: req.signal,
+      cancelled: new DomainError('cancelled', 'canceling statement due to user request'),
+    });
     try {
       for await (const m of exec.events) {
         if (m.type === 'error') throw new DomainError(m.kind, m.message);
@@ -99,8 +102,7 @@ export class CatalogQueries {
       }
       throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
     } finally {
-      clearTimeout(timer);
-      req.signal?.removeEventListener('abort', onAbort);
+      release();
     }
   }
 }

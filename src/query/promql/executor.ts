@@ -1,5 +1,6 @@
+import { holdToLimits, timeLimitMessage } from '../worker/deadline.ts';
 import { quotedIdentifier } from '@duckdb/node-api';
-import { DomainError, notFound, timedOut } from '../../errors.ts';
+import { DomainError, notFound } from '../../errors.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import { linkName } from '../sql/executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
@@ -67,9 +68,7 @@ export class PromqlExecutor {
       filesDir = dir;
       return { type: 'promql', request };
     });
-    const timer = setTimeout(() => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)), this.limits.timeoutMs);
-    const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
-    call.signal?.addEventListener('abort', onAbort);
+    const release = holdToLimits(exec, { timeoutMs: this.limits.timeoutMs, timeoutMessage: timeLimitMessage(this.limits.timeoutMs), signal: call.signal });
     try {
       for await (const m of exec.events) {
         if (m.type === 'need') {
@@ -88,8 +87,7 @@ export class PromqlExecutor {
       }
       throw new DomainError('unavailable', 'the query worker ended without an answer', 1);
     } finally {
-      clearTimeout(timer);
-      call.signal?.removeEventListener('abort', onAbort);
+      release();
       for (const r of releases) r();
     }
   }

@@ -1,7 +1,8 @@
+import { holdToLimits, timeLimitMessage } from '../worker/deadline.ts';
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
 import { quotedIdentifier } from '@duckdb/node-api';
-import { DomainError, forbidden, isDomainError, notFound, timedOut, unavailable } from '../../errors.ts';
+import { DomainError, forbidden, isDomainError, notFound, unavailable } from '../../errors.ts';
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
 import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
@@ -277,18 +278,25 @@ export class QueryExecutor {
     };
   }
 
-  /** Plans, authorises, snapshots and hands the statement to a worker; resolves with its first message. */
-  private async start(req: QueryRequest, pgFormats?: number[]) {
-    const plan = await this.plan(req.sql);
-    // Permission before existence: a key that may not read a name gets the same answer whether a
-    // dataset of that name exists or not.
+  /**
+   * The datasets' own names; permission before existence: a key that may not read a name gets the same
+   * answer whether a dataset of that name exists or not.
+   */
+  private async readable(tables: string[], canRead: (name: string) => boolean): Promise<string[]> {
     const names: string[] = [];
-    for (const table of plan.tables) {
+    for (const table of tables) {
       const meta = await this.source.resolve(table, true);
-      if (!req.canRead(table) && !(meta && req.canRead(meta.name))) throw forbidden(`this API key may not read dataset "${table}"`);
+      if (!canRead(table) && !(meta && canRead(meta.name))) throw forbidden(`this API key may not read dataset "${table}"`);
       if (!meta) throw notFound(`dataset "${table}" does not exist`);
       names.push(meta.name);
     }
+    return names;
+  }
+
+  /** Plans, authorises, snapshots and hands the statement to a worker; resolves with its first message. */
+  private async start(req: QueryRequest, pgFormats?: number[]) {
+    const plan = await this.plan(req.sql);
+    const names = await this.readable(plan.tables, req.canRead);
 
     const releases: (() => void)[] = [];
     const releaseAll = () => {
@@ -305,15 +313,7 @@ export class QueryExecutor {
         snapshots.push(snap);
       }
       const preparedMs = Date.now() - started;
-      // The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays:
-      // the same rows, with its grouping expressions evaluated once per receive time instead of per row.
-      const only = snapshots.length === 1 ? snapshots[0] : undefined;
-      const pre = plan.preAggregated;
-      const columns = only && pre?.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
-      const rewritten =
-        pre && only?.meta.timeColumn === TIME_COLUMN.json && !pre.names.some((n) => columns?.has(n)) && preAggregationPays(only.files, only.segments) ? pre.sql : undefined;
-      if (rewritten !== undefined) queriesPreAggregated.inc();
-      const sql = rewritten ?? req.sql;
+      const sql = preAggregatedSql(plan.preAggregated, snapshots) ?? req.sql;
       /** Sets aside the files a worker named as damaged; true when there were any. */
       const setAside = async (damaged: { name: string; reason: string }[] | undefined): Promise<boolean> => {
         if (!damaged?.length) return false;
@@ -325,41 +325,12 @@ export class QueryExecutor {
         }
         return true;
       };
-      const build = (filesDir: string): Omit<RunJob, 'id'> => {
-        const links = new Map<string, string>();
-        const pathFor = (file: string) => {
-          const name = linkName(file);
-          links.set(name, file);
-          return `${filesDir}/${name}`;
-        };
-        const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
-        return {
-          type: 'run',
-          links: [...links].map(([name, src]) => ({ name, src })),
-          views,
-          sql,
-          sendNull: req.sendNull,
-          timeFormat: req.timeFormat,
-          maxRows: this.limits.maxRows,
-          maxBytes: this.limits.maxBytes,
-          streaming: req.streaming,
-          // The PostgreSQL door streams too, but a result the parse tree bounds is run whole there as well.
-          materialize: (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS),
-          ...(pgFormats ? { pgFormats } : {}),
-        };
-      };
+      const materialize = (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS);
+      const build = (filesDir: string) => runJob(req, snapshots, sql, filesDir, { ...this.limits, materialize, pgFormats });
       const exec = await this.pool.run(req.principalId, build);
-      const timer = setTimeout(
-        () => exec.cancel(timedOut(`query exceeded the time limit of ${this.limits.timeoutMs} ms (P_QUERY_TIMEOUT)`)),
-        Math.max(0, this.limits.timeoutMs - preparedMs),
-      );
-      const onAbort = () => exec.cancel(new DomainError('invalid', 'the client closed the connection'));
-      req.signal?.addEventListener('abort', onAbort);
-      // Aborted while waiting for a worker: the event has passed, stop now.
-      if (req.signal?.aborted) onAbort();
+      const release = holdToLimits(exec, { timeoutMs: this.limits.timeoutMs - preparedMs, timeoutMessage: timeLimitMessage(this.limits.timeoutMs), signal: req.signal });
       const cleanup = () => {
-        clearTimeout(timer);
-        req.signal?.removeEventListener('abort', onAbort);
+        release();
         releaseAll();
       };
       const iterator = exec.events[Symbol.asyncIterator]();
@@ -382,4 +353,51 @@ export class QueryExecutor {
       throw err;
     }
   }
+}
+
+/**
+ * The worker's job: the snapshots' files as links in its directory, a view per dataset over them, and the
+ * statement. `materialize`: the PostgreSQL door streams too, but a result the parse tree bounds is run
+ * whole there as well.
+ */
+function runJob(
+  req: QueryRequest,
+  snapshots: Snapshot[],
+  sql: string,
+  filesDir: string,
+  o: { maxRows: number; maxBytes: number; materialize: boolean; pgFormats?: number[] },
+): Omit<RunJob, 'id'> {
+  const links = new Map<string, string>();
+  const pathFor = (file: string) => {
+    const name = linkName(file);
+    links.set(name, file);
+    return `${filesDir}/${name}`;
+  };
+  const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
+  return {
+    type: 'run',
+    links: [...links].map(([name, src]) => ({ name, src })),
+    views,
+    sql,
+    sendNull: req.sendNull,
+    timeFormat: req.timeFormat,
+    maxRows: o.maxRows,
+    maxBytes: o.maxBytes,
+    streaming: req.streaming,
+    materialize: o.materialize,
+    ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
+  };
+}
+
+/**
+ * The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays: the same
+ * rows, with its grouping expressions evaluated once per receive time instead of per row.
+ */
+function preAggregatedSql(pre: { sql: string; names: string[] } | undefined, snapshots: Snapshot[]): string | undefined {
+  const only = snapshots.length === 1 ? snapshots[0] : undefined;
+  if (!pre || !only || only.meta.timeColumn !== TIME_COLUMN.json) return undefined;
+  const columns = pre.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
+  if (pre.names.some((n) => columns?.has(n)) || !preAggregationPays(only.files, only.segments)) return undefined;
+  queriesPreAggregated.inc();
+  return pre.sql;
 }

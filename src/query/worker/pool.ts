@@ -322,11 +322,8 @@ export class QueryPool {
     return slot;
   }
 
-  /**
-   * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
-   * the admission limits of `key`. Released (slot and admission) when the events end.
-   */
-  async run(key: string, build: (filesDir: string) => DistributiveOmit<WorkerJob, 'id'>): Promise<Execution> {
+  /** A slot for `key`'s job, once admitted (the admission is given back if no slot can be had). */
+  private async acquire(key: string): Promise<Slot> {
     if (this.closed) throw unavailable('the service is shutting down', 5);
     await this.admit(key);
     let slot: Slot;
@@ -342,6 +339,15 @@ export class QueryPool {
     // period ends.
     if (!this.closed && this.s.warm > 0 && this.slots.every((s) => s.busy) && this.slots.length < this.s.concurrency) this.spawn();
 
+    return slot;
+  }
+
+  /**
+   * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
+   * the admission limits of `key`. Released (slot and admission) when the events end.
+   */
+  async run(key: string, build: (filesDir: string) => DistributiveOmit<WorkerJob, 'id'>): Promise<Execution> {
+    const slot = await this.acquire(key);
     const id = Date.now() * 1000 + Math.floor(Math.random() * 1000);
     const queue: FromWorker[] = [];
     let wake: (() => void) | undefined;
@@ -389,26 +395,15 @@ export class QueryPool {
       if (slot.child.connected) slot.child.send(m);
     };
 
-    const job = { ...build(path.join(slot.dir, 'files')), id } as WorkerJob;
-    sendTo(job);
-    // DuckDB's memory limit does not count list and string intermediates (a string_split of a long
-    // string took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory (with its PromQL
-    // engine's) is watched, and over the cap the worker is killed (413 to the client) before the kernel
-    // has to choose. Its engine dies with it (the engine's parent-death signal, promql/sandbox_linux.go).
-    // A worker in its own memory cgroup (its engine, a child, is in it too) is held to the cap by the
-    // kernel instead (onExit above).
+    sendTo({ ...build(path.join(slot.dir, 'files')), id } as WorkerJob);
+    // Resident memory watched, unless the worker's cgroup holds it to the cap (onExit above).
     const cap = slot.cgroup ? undefined : this.s.maxRssBytes;
     const watchdog = cap
-      ? setInterval(() => {
-          const rss = workerResidentBytes(slot);
-          if (rss === undefined || rss <= cap || finished) return;
-          log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
+      ? watchMemory(slot, cap, () => finished, () => {
           cutOff = true;
           overCap(cap);
-          slot.child.kill('SIGKILL');
-        }, RSS_WATCH_MS)
+        })
       : undefined;
-    watchdog?.unref();
 
     const events: AsyncIterable<FromWorker> = {
       [Symbol.asyncIterator]: async function* () {
@@ -452,4 +447,23 @@ export class QueryPool {
     for (const s of this.slots) s.child.kill('SIGKILL');
     await this.s.cgroups?.close();
   }
+}
+
+/**
+ * DuckDB's memory limit does not count list and string intermediates (a string_split of a long string
+ * took a worker to 7.5 GB with a 2 GB limit): the worker's resident memory (with its PromQL engine's) is
+ * watched, and over the cap the worker is killed (413 to the client) before the kernel has to choose. Its
+ * engine dies with it (the engine's parent-death signal, promql/sandbox_linux.go). A worker in its own
+ * memory cgroup (its engine, a child, is in it too) is held to the cap by the kernel instead.
+ */
+function watchMemory(slot: Slot, cap: number, finished: () => boolean, onOver: () => void): NodeJS.Timeout {
+  const timer = setInterval(() => {
+    const rss = workerResidentBytes(slot);
+    if (rss === undefined || rss <= cap || finished()) return;
+    log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
+    onOver();
+    slot.child.kill('SIGKILL');
+  }, RSS_WATCH_MS);
+  timer.unref();
+  return timer;
 }

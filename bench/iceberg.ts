@@ -1,0 +1,158 @@
+/**
+ * What publishing the Iceberg lake (docs/lake.md) costs, in one run:
+ *
+ * - CPU seconds of the service's process tree per million events with `P_ICEBERG` on against off: two
+ *   services, the same bodies, rounds alternating between them (each round starting with the other
+ *   one), after an uncounted warm-up of each; counted from the first request until the WAL is in
+ *   Parquet and — with the lake on — until the publisher has committed the round's files. "paired" is
+ *   the median of the per-round ratios, which cancels load that lasts a round.
+ * - The files the publisher writes per commit (manifests, manifest lists, TableMetadata JSON), counted
+ *   on local disk: on S3 each is one PUT (the metadata one conditional), beside the flush's own.
+ * - The lag from the last acknowledgement to the rows being visible in pyiceberg (RestCatalog through
+ *   our REST catalog), polled; each poll starts a Python process, so the figure is an upper bound
+ *   by up to one poll (printed beside it).
+ *
+ * Alone: `npx tsx bench/iceberg.ts` (BENCH_ICEBERG_EVENTS, BENCH_ICEBERG_ROUNDS).
+ */
+import * as fs from 'node:fs/promises';
+import * as path from 'node:path';
+import { execFile } from 'node:child_process';
+import * as os from 'node:os';
+import { promisify } from 'node:util';
+import { readerCounts } from '../test/helpers/iceberg.ts';
+import { api, BENCH_KEY, fmt, median, runIfMain, sendAll, settle, startService, waitFlushed, watchTree, type BenchServer } from './lib.ts';
+import { makeLogEvents } from './logs.ts';
+
+const BATCH = 1000;
+const CLIENTS = 8;
+const INTERVAL = '1s';
+
+function bodies(count: number): Buffer[] {
+  const events = makeLogEvents(count, 42);
+  const out: Buffer[] = [];
+  for (let i = 0; i < events.length; i += BATCH) out.push(Buffer.from(JSON.stringify(events.slice(i, i + BATCH))));
+  return out;
+}
+
+/** The service's committed Iceberg commits, from /metrics. */
+async function commits(port: number): Promise<number> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { authorization: `Bearer ${BENCH_KEY}` } })).text();
+  const m = /^lakehouse_iceberg_commits_total\{result="committed"\} (\d+)/m.exec(text);
+  return m ? Number(m[1]) : 0;
+}
+
+/** Every file under `dir` whose path has a `metadata` folder in it (the lake's own files). */
+async function lakeFiles(dir: string): Promise<number> {
+  const all = await fs.readdir(dir, { recursive: true, withFileTypes: true });
+  return all.filter((e) => e.isFile() && path.join(e.parentPath, e.name).split(path.sep).includes('metadata')).length;
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error('timed out');
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+const QUERIES: Record<string, string> = {
+  count: 'SELECT count(*) AS n FROM {t}',
+  'by level': 'SELECT level, count(*) AS n FROM {t} GROUP BY level ORDER BY level',
+};
+
+/** A path a setup script kept in the lakehouse test cache (71-spark.sh). */
+async function cachedPath(name: string): Promise<string> {
+  const cache = process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test');
+  return (await fs.readFile(path.join(cache, name), 'utf8')).trim();
+}
+
+/**
+ * Each query through Spark local (second run, warm JVM) beside our SQL over HTTP (second run): rows
+ * checked equal, wall ms of each. Spark reads the same Parquet files through the Iceberg table.
+ */
+async function sparkBeside(server: BenchServer, table: string): Promise<string[][]> {
+  const script = path.resolve(import.meta.dirname, 'iceberg_spark.py');
+  const args = { uri: `http://127.0.0.1:${server.port}/iceberg`, key: BENCH_KEY, jar: await cachedPath('iceberg-spark-jar'), table, queries: QUERIES };
+  const { stdout } = await promisify(execFile)(await cachedPath('spark-python'), [script, JSON.stringify(args)], { maxBuffer: 1 << 22, timeout: 300_000 });
+  const spark = JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, { rows: unknown[][]; ms: number; firstMs: number }>;
+  const out: string[][] = [];
+  for (const [label, sql] of Object.entries(QUERIES)) {
+    const body = { query: sql.replace('{t}', table), startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' };
+    let ours: Record<string, unknown>[] = [];
+    let ms = 0;
+    for (let i = 0; i < 2; i++) {
+      const t = performance.now();
+      ours = (await api(server.port, 'POST', '/api/v1/query', body)) as Record<string, unknown>[];
+      ms = performance.now() - t;
+    }
+    const mine = JSON.stringify(ours.map((r) => Object.values(r).map((v) => (typeof v === 'string' && /^\d+$/.test(v) ? Number(v) : v))));
+    if (mine !== JSON.stringify(spark[label].rows)) throw new Error(`${label}: Spark ${JSON.stringify(spark[label].rows)} ≠ ours ${mine}`);
+    out.push([label, fmt(ms, 0), fmt(spark[label].ms, 0), fmt(spark[label].firstMs, 0)]);
+  }
+  return out;
+}
+
+/** One round on `server`: a fresh dataset, the bodies, the flush (and the commit when `lake`): CPU s per 1M events. */
+async function round(server: BenchServer, lake: boolean, name: string, data: Buffer[]): Promise<number> {
+  await api(server.port, 'PUT', `/api/v1/logstream/${name}`);
+  await settle(server.pid);
+  const before = lake ? await commits(server.port) : 0;
+  const watch = watchTree(server.pid);
+  await sendAll(server.port, `/api/v1/logstream/${name}`, data, CLIENTS);
+  await waitFlushed(server.port, name);
+  if (lake) await waitFor(async () => (await commits(server.port)) > before);
+  const u = await watch.stop();
+  return (u.cpuSec / (data.length * BATCH)) * 1e6;
+}
+
+/** Ack → visible in pyiceberg: seconds, and the longest single poll (the bound's slack). */
+async function lag(server: BenchServer, data: Buffer[]): Promise<[number, number]> {
+  const name = 'bench_iceberg_lag';
+  await api(server.port, 'PUT', `/api/v1/logstream/${name}`);
+  await sendAll(server.port, `/api/v1/logstream/${name}`, data, CLIENTS);
+  const acked = performance.now();
+  let poll = 0;
+  for (;;) {
+    const t = performance.now();
+    const counts = await readerCounts({ uri: `http://127.0.0.1:${server.port}/iceberg`, key: BENCH_KEY, table: name, timeColumn: 'p_timestamp', start: '2000-01-01T00:00:00', end: '2100-01-01T00:00:00' }).catch(() => undefined);
+    poll = Math.max(poll, (performance.now() - t) / 1000);
+    if (counts && counts.pyiceberg[0] === data.length * BATCH) return [(performance.now() - acked) / 1000, poll];
+    if (performance.now() - acked > 120_000) throw new Error('not visible in pyiceberg after 120 s');
+  }
+}
+
+export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVENTS ?? 200_000), rounds = Number(process.env.BENCH_ICEBERG_ROUNDS ?? 5)): Promise<string[][]> {
+  const data = bodies(events);
+  const env = { P_FLUSH_INTERVAL: '2s', P_ICEBERG_INTERVAL: INTERVAL, P_COMPACTION_INTERVAL: '1h' };
+  const on = await startService({ ...env, P_ICEBERG: 'on' });
+  const off = await startService({ ...env, P_ICEBERG: 'off' });
+  const runs = { on: [] as number[], off: [] as number[] };
+  try {
+    await round(on, true, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
+    await round(off, false, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
+    for (let r = 0; r < rounds; r++) {
+      for (const lake of r % 2 === 0 ? [true, false] : [false, true]) {
+        runs[lake ? 'on' : 'off'].push(await round(lake ? on : off, lake, `bench_iceberg_${r}`, data));
+      }
+    }
+    const files = await lakeFiles(on.dataDir);
+    const made = await commits(on.port);
+    const [lagSec, pollSec] = await lag(on, data);
+    const beside = await sparkBeside(on, 'bench_iceberg_lag');
+    const pct = (x: number) => `${x >= 1 ? '+' : ''}${fmt((x - 1) * 100, 1)}%`;
+    const paired = median(runs.on.map((x, i) => x / runs.off[i]));
+    return [
+      ['case', 'events/round', 'service CPU s/1M (median)', 'vs off', 'rounds', 'lake files/commit', 'ack → pyiceberg'],
+      ['P_ICEBERG=off', fmt(events), fmt(median(runs.off), 2), '', runs.off.map((x) => fmt(x, 2)).join(' '), '', ''],
+      ['P_ICEBERG=on', fmt(events), fmt(median(runs.on), 2), `${pct(median(runs.on) / median(runs.off))} (paired ${pct(paired)})`, runs.on.map((x) => fmt(x, 2)).join(' '), `${fmt(files / made, 1)} (${files} in ${made} commits)`, `${fmt(lagSec, 1)} s (poll ≤ ${fmt(pollSec, 1)} s; flush 2 s + interval ${INTERVAL})`],
+      [],
+      ['query (same rows checked)', 'our SQL ms (warm)', 'Spark local ms (warm)', 'Spark first run ms'],
+      ...beside,
+    ];
+  } finally {
+    await on.stop();
+    await off.stop();
+  }
+}
+
+runIfMain(import.meta.filename, () => benchIceberg());

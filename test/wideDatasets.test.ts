@@ -1,0 +1,63 @@
+/**
+ * Wide datasets (issue 30 A11, A15): a dataset never gets more columns than the storage DuckDB's memory
+ * can flush (the effective P_MAX_COLUMNS is derived from it, docs/memory.md "Wide datasets"), and
+ * field-stats over a wide result answers within its bounds. One server with a 512 MiB budget (storage
+ * DuckDB 85 MiB), where 300 columns × 100 rows never flushed before.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type TestServer } from './helpers/server.ts';
+import { waitFor } from './helpers/wait.ts';
+
+const COLUMNS = 300;
+const ROWS = 100;
+
+/** ROWS events of COLUMNS string fields each, values that differ per row and column (little compression). */
+function wideEvents(): Record<string, string>[] {
+  return Array.from({ length: ROWS }, (_, r) =>
+    Object.fromEntries(Array.from({ length: COLUMNS }, (_, c) => [`f${String(c).padStart(4, '0')}`, `v${r}-${c}-${(r * 7919 + c * 104729) % 100_003}`])),
+  );
+}
+
+describe('a wide dataset at a 512 MiB budget', () => {
+  let server: TestServer;
+  const events = wideEvents();
+  beforeAll(async () => {
+    server = await startServer({ env: { P_MEMORY_BUDGET: '512MiB', P_FLUSH_INTERVAL: '1s' } });
+    const res = await server.request('/api/v1/ingest', { method: 'POST', body: JSON.stringify(events), headers: { 'content-type': 'application/json', 'X-P-Stream': 'wide' } });
+    expect(res.status, await res.text()).toBe(200);
+  }, 120_000);
+  afterAll(async () => server?.stop());
+
+  it('flushes: the columns beyond the derived limit go to p_overflow, and every value is kept', async () => {
+    await waitFor('the wide dataset flushed', async () => {
+      const stats = (await (await server.request('/api/v1/logstream/wide/stats')).json()) as { wal: { count: number }; storage: { files: number } };
+      return stats.wal.count === 0 && stats.storage.files > 0;
+    }, 60_000);
+    const schema = (await (await server.request('/api/v1/logstream/wide/schema')).json()) as { fields: { name: string }[] };
+    const names = schema.fields.map((f) => f.name);
+    expect(names).toContain('p_overflow');
+    const dataColumns = names.filter((n) => /^f\d{4}$/.test(n));
+    expect(dataColumns.length).toBeLessThan(COLUMNS);
+    // Every value is in its column or in p_overflow: compare each row with what was sent.
+    const res = await server.request('/api/v1/query', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'SELECT * FROM wide', startTime: '1h', endTime: 'now' }) });
+    expect(res.status).toBe(200);
+    const rows = (await res.json()) as Record<string, unknown>[];
+    expect(rows).toHaveLength(ROWS);
+    const stored = rows.map((row) => {
+      const overflow = JSON.parse(String(row.p_overflow ?? '{}')) as Record<string, string>;
+      return { ...Object.fromEntries(dataColumns.map((n) => [n, row[n]])), ...overflow };
+    });
+    const key = (e: Record<string, unknown>) => String(e.f0000);
+    expect(stored.sort((a, b) => key(a).localeCompare(key(b)))).toEqual([...events].sort((a, b) => key(a).localeCompare(key(b))));
+  }, 120_000);
+
+  it('field-stats over the wide dataset answers, counting the rows it looked at', async () => {
+    const res = await server.request('/api/v1/field-stats', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'SELECT * FROM wide', startTime: '1h', endTime: 'now', top: 2 }) });
+    expect(res.status).toBe(200);
+    const stats = (await res.json()) as { total: number; sampled: number; fields: { name: string; present: number; distinct: number }[] };
+    expect(stats.total).toBe(ROWS);
+    expect(stats.sampled).toBe(Math.min(ROWS, Math.floor(200_000 / stats.fields.length)));
+    // f0000 is a column (the first field of every event); its values are all different in the events sent.
+    expect(stats.fields.find((f) => f.name === 'f0000')).toMatchObject({ present: ROWS, distinct: new Set(events.map((e) => e.f0000)).size });
+  });
+});
