@@ -5,6 +5,7 @@ import { writeFileDurable } from '../../storage/objectStore.ts';
 import { log } from '../../log.ts';
 import { unauthorized, forbidden } from '../../errors.ts';
 import type { IngestRights } from '../../ingest/service.ts';
+import { allows, PRIVILEGE_ACTIONS, type Grant } from '../../access/roles.ts';
 
 export type Role = 'admin' | 'writer' | 'reader';
 export type Action = 'ingest' | 'create' | 'read' | 'delete' | 'admin';
@@ -24,6 +25,14 @@ export interface Principal {
   role: Role;
   /** Datasets the key is limited to; undefined means all. */
   datasets?: Set<string>;
+  /**
+   * A signed-in user's (a console session's, src/doors/shared/sessionAuth.ts): their name, role names and
+   * the grants those roles hold. With `grants`, they decide every check below; `role` is then only their
+   * summary (admin if any grant is admin), for the few places that ask "is this an admin".
+   */
+  user?: string;
+  roles?: readonly string[];
+  grants?: readonly Grant[];
 }
 
 interface KeyEntry extends Principal {
@@ -138,16 +147,38 @@ export function authenticate(keys: ApiKeys, headers: Headers): Principal {
 }
 
 export function canAccess(p: Principal, dataset: string): boolean {
+  if (p.grants) return p.grants.some((g) => (g.resource?.stream ?? '*') === '*' || g.resource?.stream === dataset);
   return !p.datasets || p.datasets.has(dataset);
 }
 
+/** The datasets a user's grants allow `action` on (any action when not given); undefined: every dataset. */
+export function grantDatasets(grants: readonly Grant[], action?: Action): Set<string> | undefined {
+  const fit = grants.filter((g) => action === undefined || PRIVILEGE_ACTIONS[g.privilege].has(action));
+  if (fit.some((g) => (g.resource?.stream ?? '*') === '*')) return undefined;
+  return new Set(fit.map((g) => g.resource!.stream));
+}
+
+/** What a principal may do somewhere: its key role's actions, or the union of a user's grants. */
+export function actionsOf(p: Principal): Action[] {
+  if (!p.grants) return [...ROLE_ACTIONS[p.role]];
+  return [...new Set(p.grants.flatMap((g) => [...PRIVILEGE_ACTIONS[g.privilege]]))];
+}
+
+/** A user's key-role summary: admin when a grant is, else reader when one reads, else writer. */
+export const summaryRole = (grants: readonly Grant[]): Role => (allows(grants, 'admin') ? 'admin' : allows(grants, 'read') ? 'reader' : 'writer');
+
 export function authorize(p: Principal, action: Action, dataset?: string): void {
+  if (p.grants) {
+    if (!allows(p.grants, action, dataset)) throw forbidden(`${p.user ?? 'this user'} may not ${action}${dataset === undefined ? '' : ` on dataset "${dataset}"`} (roles: ${p.roles?.join(', ') || 'none'})`);
+    return;
+  }
   if (!ROLE_ACTIONS[p.role].has(action)) throw forbidden(`a ${p.role} key may not ${action}`);
   if (dataset !== undefined && !canAccess(p, dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);
 }
 
 /** A key's ingest rights as data, for the ingest service (which knows no principals). */
 export function ingestRights(p: Principal): IngestRights {
+  if (p.grants) return { key: p.id, ingest: allows(p.grants, 'ingest'), create: allows(p.grants, 'create'), datasets: grantDatasets(p.grants, 'ingest') };
   const actions = ROLE_ACTIONS[p.role];
   return { key: p.id, ingest: actions.has('ingest'), create: actions.has('create'), datasets: p.datasets };
 }
