@@ -27,6 +27,18 @@ export type SignedIn = Omit<StoredSession, 'v' | 'createdAt' | 'expiresAt'>;
 /** The name shown for a user: the first of these claims the provider sends. */
 const NAME_CLAIMS = ['email', 'preferred_username', 'name', 'sub'] as const;
 
+/**
+ * What went wrong, in words: openid-client's message, the check that failed beneath it (its cause: the
+ * state, the nonce claim…), and the provider's own error code and description (`invalid_grant`).
+ */
+export function reason(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const e = err as Error & { error?: unknown; error_description?: unknown };
+  const provider = typeof e.error === 'string' ? ` (${e.error}${typeof e.error_description === 'string' ? `: ${e.error_description}` : ''})` : '';
+  const cause = err.cause instanceof Error && err.cause.message !== err.message ? `: ${reason(err.cause)}` : '';
+  return `${err.message}${provider}${cause}`;
+}
+
 export class OidcClient {
   private configuration?: Promise<client.Configuration>;
   readonly mapping: RoleMapping;
@@ -86,8 +98,9 @@ export class OidcClient {
         claims = { ...info, ...claims };
       }
     } catch (err) {
-      log.warn('OpenID sign-in refused', { error: err instanceof Error ? `${err.name}: ${err.message}` : String(err) });
-      throw unauthorized(`sign-in refused: ${err instanceof Error ? err.message : String(err)}`);
+      const why = reason(err);
+      log.warn('OpenID sign-in refused', { reason: why });
+      throw unauthorized(`sign-in refused: ${why}`);
     }
     const sub = String(claims.sub);
     const user = NAME_CLAIMS.map((c) => claims[c]).find((v): v is string => typeof v === 'string' && v !== '') ?? sub;
