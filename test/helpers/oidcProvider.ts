@@ -43,6 +43,8 @@ export async function startOidcProvider(groups: Record<string, string[]>): Promi
         }),
         features: { devInteractions: { enabled: true } },
         cookies: { keys: ['a-cookie-key-for-tests-only'] },
+        // Lifetimes set, so the provider does not print a notice for each default it falls back to.
+        ttl: { Interaction: 600, Session: 3600, Grant: 3600, AccessToken: 600, IdToken: 600, AuthorizationCode: 60 },
         // PKCE (S256) is required of every client, as the service always sends it.
         pkce: { required: () => true },
       });
