@@ -114,7 +114,7 @@ export function registerOidcRoutes(app: Hono<AppEnv>, services: Services): void 
   };
   // Ending a session changes state: POST, from this origin.
   app.post('/api/v1/o/logout', async (c) => {
-    if (signIn) checkSameOrigin(signIn, 'POST', c.req.raw.headers);
+    checkSameOrigin(signIn ?? services.config.sso, 'POST', c.req.raw.headers);
     return logout(c);
   });
   // Parseable's clients sign out with a GET navigation: honoured when the browser says it comes from this

@@ -60,7 +60,7 @@ export function checkSameOrigin(signIn: Pick<SignIn, 'origin'>, method: string, 
   if (SAFE_METHODS.has(method.toUpperCase())) return;
   const origin = headers.get('origin');
   const ok = origin ? origin === originOf(signIn, headers) : headers.get('sec-fetch-site') === 'same-origin';
-  if (!ok) throw forbidden(`a request signed in by cookie must come from ${originOf(signIn, headers)} (Origin: ${origin ?? 'none'})`);
+  if (!ok) throw forbidden(`this request must come from ${originOf(signIn, headers)} (Origin: ${origin ?? 'none'}): a page elsewhere may not act with the console's session`);
 }
 
 /** A stable id for a signed-in user (their saved queries, per-user limits): the provider's issuer and subject. */
