@@ -240,7 +240,7 @@ describe('single sign-on (OpenID Connect, code + PKCE)', () => {
     // From the console's origin the request is the user's: a reader may not delete.
     const own = await del({ origin: ORIGIN });
     expect(own.status).toBe(403);
-    expect(await errorOf(own)).toMatch(/rita@example.com may not delete/);
+    expect(await errorOf(own)).toMatch(/user "rita@example.com" may not delete/);
 
     // A link or an image on another site cannot sign the user out (GET), nor can a cross-site POST.
     expect((await b.fetch(`${ORIGIN}/api/v1/o/logout`, { headers: { 'sec-fetch-site': 'cross-site' } })).status).toBe(405);

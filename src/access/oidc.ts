@@ -104,7 +104,8 @@ export class OidcClient {
     }
     const sub = String(claims.sub);
     const user = NAME_CLAIMS.map((c) => claims[c]).find((v): v is string => typeof v === 'string' && v !== '') ?? sub;
-    const roles = rolesFor(claims, this.mapping, await this.roles.names());
+    const mapping = { ...this.mapping, defaultRole: this.mapping.defaultRole ?? this.roles.defaultRole?.() };
+    const roles = rolesFor(claims, mapping, await this.roles.names());
     if (roles.length === 0) throw forbidden(`${user} has no role here: none of the values of the "${this.mapping.claim}" claim maps to a role, and there is no default role (P_OIDC_ROLE_MAP, P_OIDC_DEFAULT_ROLE)`);
     return { user, sub, issuer: config.serverMetadata().issuer, roles };
   }

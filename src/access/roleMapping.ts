@@ -1,4 +1,5 @@
 import type { Grant } from './roles.ts';
+import type { AccessState } from './state.ts';
 
 /**
  * Which roles a user signed in through OpenID Connect gets: the values of one claim (P_OIDC_ROLE_CLAIM,
@@ -64,6 +65,8 @@ export function rolesFor(claims: Record<string, unknown>, mapping: RoleMapping, 
 export interface RoleDirectory {
   names(): Promise<ReadonlySet<string>>;
   grants(role: string): Promise<readonly Grant[] | undefined>;
+  /** The store's default role for new users (Parseable's), used when P_OIDC_DEFAULT_ROLE is not set. */
+  defaultRole?(): string | undefined;
 }
 
 /** One role per Parseable privilege, over every dataset (a fresh service has no stored roles). */
@@ -79,3 +82,15 @@ export const builtInRoles: RoleDirectory = {
   names: () => Promise.resolve(new Set(Object.keys(BUILT_IN_ROLES))),
   grants: (role) => Promise.resolve(Object.hasOwn(BUILT_IN_ROLES, role) ? BUILT_IN_ROLES[role] : undefined),
 };
+
+/**
+ * The roles of the user and role store (`PUT /api/v1/role/{name}`), as every worker holds them; a
+ * built-in role answers for a name the store does not define.
+ */
+export function storedRoles(access: { readonly current: Pick<AccessState, 'roles' | 'defaultRole'> }): RoleDirectory {
+  return {
+    names: () => Promise.resolve(new Set([...Object.keys(BUILT_IN_ROLES), ...Object.keys(access.current.roles)])),
+    grants: (role) => (Object.hasOwn(access.current.roles, role) ? Promise.resolve(access.current.roles[role]) : builtInRoles.grants(role)),
+    defaultRole: () => access.current.defaultRole ?? undefined,
+  };
+}

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { BUILT_IN_ROLES, builtInRoles, claimValues, parseRoleMap, rolesFor, type RoleMapping } from '../../src/access/roleMapping.js';
+import { BUILT_IN_ROLES, builtInRoles, claimValues, parseRoleMap, rolesFor, storedRoles, type RoleMapping } from '../../src/access/roleMapping.js';
 import { actionsOf, authorize, canAccess, grantDatasets, ingestRights, summaryRole, type Principal } from '../../src/doors/shared/auth.js';
 import { PRIVILEGE_ACTIONS, type Grant } from '../../src/access/roles.js';
 
@@ -96,7 +96,7 @@ describe('a signed-in user\'s grants decide every check', () => {
   ] as const)('%s', (_n, p, action, dataset, allowed) => {
     const attempt = () => authorize(p, action, dataset);
     if (allowed) expect(attempt).not.toThrow();
-    else expect(attempt).toThrow(/ann@example.com may not/);
+    else expect(attempt).toThrow(/user "ann@example.com" may not/);
   });
 
   it('summaries: role, datasets, ingest rights', () => {
@@ -105,6 +105,33 @@ describe('a signed-in user\'s grants decide every check', () => {
     expect(grantDatasets(contractor.grants!)).toEqual(new Set(['app', 'web']));
     expect(grantDatasets(reader.grants!)).toBeUndefined();
     expect([canAccess(contractor, 'app'), canAccess(contractor, 'other'), canAccess(reader, 'other')]).toEqual([true, false, true]);
-    expect(ingestRights(contractor)).toEqual({ key: 'u', ingest: true, create: false, datasets: new Set(['web']) });
+    expect(ingestRights(contractor)).toMatchObject({ key: 'u', ingest: true, create: false, datasets: new Set(['web']) });
+    // An ingest-only grant does not read.
+    expect(canAccess(contractor, 'web')).toBe(false);
+  });
+});
+
+describe('storedRoles: the user and role store\'s roles, the built-in ones for other names', () => {
+  const contractor: Grant[] = [{ privilege: 'reader', resource: { stream: 'app' } }];
+  const narrowReader: Grant[] = [{ privilege: 'reader', resource: { stream: 'web' } }];
+  const access = { current: { roles: { contractor, reader: narrowReader }, defaultRole: 'contractor' as string | null } };
+  const dir = storedRoles(access);
+
+  it('names both, a stored role shadows a built-in one, the default role is the store\'s', async () => {
+    expect([...(await dir.names())].sort()).toEqual(['admin', 'contractor', 'editor', 'ingestor', 'reader', 'writer']);
+    expect(await dir.grants('contractor')).toBe(contractor);
+    expect(await dir.grants('reader')).toBe(narrowReader);
+    expect(await dir.grants('admin')).toBe(BUILT_IN_ROLES.admin);
+    expect(await dir.grants('nope')).toBeUndefined();
+    expect(dir.defaultRole?.()).toBe('contractor');
+  });
+
+  it('follows the store: a role deleted there is gone at once', async () => {
+    const live = { current: { roles: { contractor } as Record<string, Grant[]>, defaultRole: null as string | null } };
+    const d = storedRoles(live);
+    expect(await d.grants('contractor')).toBe(contractor);
+    live.current = { roles: {}, defaultRole: null };
+    expect(await d.grants('contractor')).toBeUndefined();
+    expect(d.defaultRole?.()).toBeUndefined();
   });
 });

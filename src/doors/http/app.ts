@@ -2,7 +2,9 @@ import { Hono } from 'hono';
 import { log } from '../../log.ts';
 import { authenticate, canAccess } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
+import { requestBody } from '../shared/requestBody.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
+import { registerAccessRoutes } from './userRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
@@ -78,7 +80,7 @@ export function createApp(services: Services): Hono<AppEnv> {
     const { details, ...state } = await services.isReady();
     let admin = false;
     try {
-      admin = authenticate(services.keys, c.req.raw.headers).role === 'admin';
+      admin = (await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer)).role === 'admin';
     } catch {
       // No key or an unknown one: the probe's answer only.
     }
@@ -119,6 +121,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  registerAccessRoutes(app, services);
   // The log shippers' doors: their own routes and answers, this listener's guards and key check.
   const es = createEsApp(services);
   app.route('/es', es);

@@ -67,7 +67,7 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
   app.get('/api/v1/whoami', (c) => {
     const p = c.get('principal');
     const datasets = p.grants ? grantDatasets(p.grants) : p.datasets;
-    return c.json({ keyId: p.id, user: p.user ?? null, roles: p.roles ?? null, role: p.role, actions: actionsOf(p), datasets: datasets ? [...datasets].sort() : null });
+    return c.json({ keyId: p.id, user: p.user ?? null, roles: p.roles ?? null, role: p.role, actions: actionsOf(p), datasets: datasets ? [...datasets].sort() : null, grants: p.grants ?? null });
   });
 
   // Size checks first (A2): the body is read up to the statement limit plus room for the rest, never 10 MiB.

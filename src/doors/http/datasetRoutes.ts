@@ -62,7 +62,7 @@ export function isCalendarDate(text: string): boolean {
   return !Number.isNaN(ms) && new Date(ms).toISOString().startsWith(text);
 }
 
-export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
+export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config, audit }: Services): void {
   const known = knownDataset(storage);
   app.get('/api/v1/logstream', requires('read'), (c) => {
     const p = c.get('principal');
@@ -74,6 +74,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
     const kind = datasetKindFromHeader(c.req.header('x-p-log-source'));
     const time = timeFieldFromHeaders(kind, c.req.header('x-p-time-partition'), c.req.header('x-p-time-partition-limit'));
     const { meta, created } = await storage.create(name, kind, time);
+    if (created) await audit.record(c.get('principal'), { action: 'create', target: 'dataset', name: meta.name, detail: { kind: meta.kind } });
     // 200 either way, as Parseable answers: its CLI and test suite take anything else as a failure.
     return c.json({ message: created ? `dataset ${name} created` : `dataset ${name} already exists`, name: meta.name, kind: meta.kind, created_at: meta.createdAt });
   });
@@ -81,6 +82,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
   app.delete('/api/v1/logstream/:name', requires('delete', 'name'), async (c) => {
     const name = c.req.param('name');
     await storage.delete(name);
+    await audit.record(c.get('principal'), { action: 'delete', target: 'dataset', name });
     return c.json({ message: `dataset ${name} deleted` });
   });
 

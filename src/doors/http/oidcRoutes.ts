@@ -5,6 +5,7 @@ import { log } from '../../log.ts';
 import { LOGIN_TTL_MS } from '../../access/sessions.ts';
 import { authenticate, presentedKey, type Principal } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
+import { requestBody } from '../shared/requestBody.ts';
 import { checkSameOrigin, originOf, sessionPrincipal, type SignIn } from '../shared/sessionAuth.ts';
 
 /**
@@ -57,7 +58,7 @@ export async function principalOf(services: Services, c: Context<AppEnv>): Promi
       return p;
     }
   }
-  return authenticate(services.keys, c.req.raw.headers);
+  return authenticate(services.keys, c.req.raw.headers, requestBody(c).peer);
 }
 
 export function registerOidcRoutes(app: Hono<AppEnv>, services: Services): void {

@@ -71,5 +71,5 @@ export async function sessionPrincipal(signIn: SignIn, token: string): Promise<P
   const session = await signIn.sessions.get(token);
   if (!session) return undefined;
   const grants = (await Promise.all(session.roles.map((r) => signIn.roles.grants(r)))).flatMap((g) => g ?? []);
-  return { id: userPrincipalId(session.issuer, session.sub), role: summaryRole(grants), user: session.user, roles: session.roles, grants };
+  return { id: userPrincipalId(session.issuer, session.sub), role: summaryRole(grants), user: session.user, roles: [...session.roles], grants: [...grants] };
 }
