@@ -18,7 +18,7 @@ const problems: string[] = [];
 
 beforeAll(async () => {
   buildConsole();
-  provider = await startOidcProvider({ alice: ['lakehouse-admins'], rita: ['lakehouse-readers'] });
+  provider = await startOidcProvider({ alice: ['lakehouse-admins'], rita: ['lakehouse-readers'], carl: ['vendors'] });
   [server, browser] = await Promise.all([
     startServer({
       env: {
@@ -26,7 +26,7 @@ beforeAll(async () => {
         P_OIDC_CLIENT_ID: provider.clientId,
         P_OIDC_CLIENT_SECRET: provider.clientSecret,
         P_OIDC_SCOPE: 'openid email groups',
-        P_OIDC_ROLE_MAP: 'lakehouse-admins=admin,lakehouse-readers=reader',
+        P_OIDC_ROLE_MAP: 'lakehouse-admins=admin,lakehouse-readers=reader,vendors=contractor',
       },
     }),
     launchChromium(),
@@ -35,6 +35,10 @@ beforeAll(async () => {
   provider.register([`${server.url}/api/v1/o/code`]);
   await server.request('/api/v1/logstream/app', { method: 'PUT' });
   await sendJsonEvents(server, 'app', [{ level: 'info', msg: 'hello' }]);
+  await server.request('/api/v1/logstream/web', { method: 'PUT' });
+  // A role of the user and role store (Parseable's body): read on one dataset.
+  const role = await server.request('/api/v1/role/contractor', { method: 'PUT', json: [{ privilege: 'reader', resource: { stream: 'app' } }] });
+  expect(role.status).toBe(200);
 }, 300_000);
 
 afterAll(async () => {
@@ -64,6 +68,23 @@ async function signInAs(page: Page, login: string): Promise<void> {
 }
 
 describe('single sign-on in Chromium', () => {
+  test('a group mapped to a stored role gets that role\'s datasets, and loses them when the role goes', async () => {
+    const { context, page } = await newPage();
+    await signInAs(page, 'carl');
+    await expect.poll(() => page.getByTestId('whoami').textContent()).toBe('carl@example.com · contractor');
+    const who = () => page.evaluate(async () => (await fetch('/api/v1/whoami')).json() as Promise<{ actions: string[]; datasets: string[] | null }>);
+    expect(await who()).toMatchObject({ actions: ['read'], datasets: ['app'] });
+    await page.getByTestId('dataset-row-app').waitFor();
+    expect(await page.getByTestId('dataset-row-web').count()).toBe(0);
+    const status = (path: string) => page.evaluate(async (p) => (await fetch(p)).status, path);
+    expect(await status('/api/v1/logstream/web/schema')).toBe(403);
+    // The admin deletes the role: the open session holds nothing any more, without signing in again.
+    expect((await server.request('/api/v1/role/contractor', { method: 'DELETE' })).status).toBe(200);
+    await expect.poll(async () => (await who()).actions).toEqual([]);
+    expect(await status('/api/v1/logstream/app/schema')).toBe(403);
+    await context.close();
+  });
+
   test('a reader signs in through the provider, sees who they are, no write controls, and signs out', async () => {
     const { context, page } = await newPage();
     await signInAs(page, 'rita');
