@@ -22,6 +22,8 @@ const GROUPS = { alice: ['lakehouse-admins'], rita: ['lakehouse-readers', 'other
 
 let provider: TestProvider;
 let app: Hono<AppEnv>;
+/** A second worker on the same object store: the one a load balancer may send the next request to. */
+let other: Hono<AppEnv>;
 
 beforeAll(async () => {
   provider = await startOidcProvider(GROUPS);
@@ -38,15 +40,17 @@ beforeAll(async () => {
   });
   const keys = await ApiKeys.load('k:admin', dir);
   const storage = { store: { list: async () => [] }, list: () => [] };
-  const services = {
-    config,
-    keys,
-    connections: new ConnectionBudget({ maxConnections: 64, headersTimeoutMs: 10_000 }),
-    storage,
-    signIn: createSignIn(config.sso, new LocalObjectStore(dir)),
-    isReady: async () => ({ ready: true }),
-  } as unknown as Services;
-  app = createApp(services);
+  const worker = () =>
+    createApp({
+      config,
+      keys,
+      connections: new ConnectionBudget({ maxConnections: 64, headersTimeoutMs: 10_000 }),
+      storage,
+      signIn: createSignIn(config.sso, new LocalObjectStore(dir)),
+      isReady: async () => ({ ready: true }),
+    } as unknown as Services);
+  app = worker();
+  other = worker();
 });
 afterAll(() => provider?.close());
 
@@ -257,6 +261,18 @@ describe('single sign-on (OpenID Connect, code + PKCE)', () => {
     const cookie = b.jar.get('console.test')!.get('__Host-session')!;
     await b.fetch(`${ORIGIN}/api/v1/o/logout`, { headers: { 'sec-fetch-site': 'same-origin' } });
     expect((await b.whoami({ cookie: `__Host-session=${cookie}` })).status).toBe(401);
+  });
+
+  it('another worker on the same store accepts the session, and refuses it once it is ended', async () => {
+    const b = await signedIn('alice');
+    const cookie = `__Host-session=${b.jar.get('console.test')!.get('__Host-session')!}`;
+    const whoamiThere = () => other.request('/api/v1/whoami', { headers: { cookie } });
+    const there = await whoamiThere();
+    expect(there.status).toBe(200);
+    expect(await there.json()).toMatchObject({ user: 'alice@example.com', roles: ['admin'] });
+    await b.fetch(`${ORIGIN}/api/v1/o/logout`, { method: 'POST', headers: { origin: ORIGIN } });
+    // The other worker trusted its copy for a few seconds at most (sessions.ts CACHE_MS).
+    await expect.poll(async () => (await whoamiThere()).status, { timeout: 20_000 }).toBe(401);
   });
 
   it('an API key wins over a cookie, and a key request needs no origin check', async () => {
