@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { z } from 'zod';
+import { tooManyRequests } from '../errors.ts';
 import { log } from '../log.ts';
 import { LOGIN_PREFIX, parseSessionObjectKey, SESSION_KEY_KEY, SESSION_PREFIX, sessionObjectKey } from '../storage/layout.ts';
 import type { ObjectStore } from '../storage/objectStore.ts';
@@ -43,6 +44,12 @@ export const LOGIN_TTL_MS = 10 * 60_000;
 /** How long a worker trusts a session it read from the bucket before reading it again. */
 export const CACHE_MS = 5_000;
 const CACHE_MAX = 10_000;
+/**
+ * Sign-ins one worker begins per LOGIN_TTL_MS at most: starting one needs no credential and writes an
+ * object, so a flood of them is refused (429) rather than filling the bucket. A company signing in at
+ * nine o'clock starts far fewer.
+ */
+export const MAX_LOGINS_PER_WINDOW = 10_000;
 /** Expired objects are swept at most this often per worker (on sign-in). */
 const SWEEP_EVERY_MS = 10 * 60_000;
 
@@ -53,6 +60,7 @@ export class SessionStore {
   private key?: Promise<Buffer>;
   private readonly cache = new Map<string, { session: StoredSession; until: number }>();
   private lastSweep = 0;
+  private logins = { since: 0, count: 0 };
 
   constructor(
     private readonly store: ObjectStore,
@@ -97,8 +105,11 @@ export class SessionStore {
   }
 
   /** Keeps a sign-in under way; the answer is its cookie's value. */
-  async beginLogin(tx: Omit<LoginTransaction, 'expiresAt'>): Promise<string> {
-    const expiresAt = this.now() + LOGIN_TTL_MS;
+  async beginLogin(tx: Omit<LoginTransaction, 'expiresAt'>, maxPerWindow = MAX_LOGINS_PER_WINDOW): Promise<string> {
+    const now = this.now();
+    if (now - this.logins.since >= LOGIN_TTL_MS) this.logins = { since: now, count: 0 };
+    if (++this.logins.count > maxPerWindow) throw tooManyRequests(`more than ${maxPerWindow} sign-ins begun on this worker in ${LOGIN_TTL_MS / 60_000} minutes: try again later`, Math.ceil((this.logins.since + LOGIN_TTL_MS - now) / 1000));
+    const expiresAt = now + LOGIN_TTL_MS;
     const token = await this.mint(expiresAt);
     await this.store.putBytes(sessionObjectKey(LOGIN_PREFIX, expiresAt, sha256(token)), JSON.stringify({ ...tx, expiresAt }));
     void this.sweep().catch((err: unknown) => log.warn('could not sweep expired sessions', { error: err }));

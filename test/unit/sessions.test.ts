@@ -93,6 +93,16 @@ describe('SessionStore', () => {
     expect(await s.takeLogin(session)).toBeUndefined();
   });
 
+  it('refuses a flood of sign-ins (429) until the window has passed', async () => {
+    const c = clock();
+    const s = new SessionStore(store, TTL, c.now);
+    const tx = { state: 's', nonce: 'n', codeVerifier: 'v', redirect: '/' };
+    for (let i = 0; i < 3; i++) await s.beginLogin(tx, 3);
+    await expect(s.beginLogin(tx, 3)).rejects.toMatchObject({ kind: 'too_many_requests' });
+    c.advance(LOGIN_TTL_MS);
+    await expect(s.beginLogin(tx, 3)).resolves.toMatch(/\./);
+  });
+
   it('two workers starting together agree on one signing key', async () => {
     const fresh = new LocalObjectStore(await fs.mkdtemp(path.join(os.tmpdir(), 'sessions-key-')));
     const [a, b] = [new SessionStore(fresh, TTL), new SessionStore(fresh, TTL)];
