@@ -267,7 +267,7 @@ const icebergSettingsGroup = {
 const accessSettings = {
   P_ACCESS_POLL: duration('2s').describe('How often each worker looks for a newer version of the users and roles in the object store: a change made on another worker applies here within this time (on this worker at once).'),
   P_SIGNIN_MAX_USER_FAILURES: int(10).describe('Failed sign-ins of one user name within `P_SIGNIN_FAILURE_WINDOW` after which its sign-ins are refused (429, logged) until the oldest failure leaves the window. Per worker.'),
-  P_SIGNIN_MAX_ADDRESS_FAILURES: int(30).describe('Failed sign-ins (a wrong password or an unknown key) from one source address within `P_SIGNIN_FAILURE_WINDOW` after which that address is refused (429, logged). Per worker.'),
+  P_SIGNIN_MAX_ADDRESS_FAILURES: int(100).describe('Failed sign-ins (a wrong password or an unknown key) from one source address within `P_SIGNIN_FAILURE_WINDOW` after which that address is refused (429, logged). Per worker.'),
   P_SIGNIN_FAILURE_WINDOW: duration('1m').describe('The sliding window over which failed sign-ins are counted.'),
 };
 

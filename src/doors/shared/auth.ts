@@ -125,10 +125,17 @@ export class ApiKeys {
    */
   async signIn(cred: Credentials, address?: string): Promise<Principal> {
     const limits = this.directory?.limits;
-    limits?.check(cred.user, address);
-    const principal = this.resolve(cred.secret) ?? (await this.userByPassword(cred));
+    limits?.check(undefined, address);
+    // A valid key is never locked out by guesses at the user name it happens to be sent with.
+    const keyed = this.resolve(cred.secret);
+    if (keyed) return keyed;
+    // Only a user that exists is counted and locked: names nobody has would only grow the counters.
+    const state = this.directory?.access.current;
+    const user = cred.user !== undefined && state && Object.hasOwn(state.users, cred.user) ? cred.user : undefined;
+    limits?.check(user, undefined);
+    const principal = await this.userByPassword(cred);
     if (!principal) {
-      limits?.fail(cred.user, address);
+      limits?.fail(user, address);
       throw unauthorized(cred.user === undefined ? 'invalid API key' : `invalid user name, password or API key for ${JSON.stringify(cred.user)}`);
     }
     limits?.succeed(principal.user);
