@@ -26,6 +26,24 @@ function pgSettings(e: Env) {
   };
 }
 
+/** Console sessions, and OpenID Connect sign-in when P_OIDC_ISSUER is set (else `oidc` is undefined). */
+function ssoSettings(e: Env) {
+  if (e.P_OIDC_ISSUER && !e.P_OIDC_CLIENT_ID) throw new Error('invalid configuration: P_OIDC_ISSUER needs P_OIDC_CLIENT_ID');
+  const origin = e.P_ORIGIN_URI ? new URL(e.P_ORIGIN_URI).origin : undefined;
+  const oidc = e.P_OIDC_ISSUER
+    ? {
+        issuer: e.P_OIDC_ISSUER,
+        clientId: e.P_OIDC_CLIENT_ID ?? '',
+        clientSecret: e.P_OIDC_CLIENT_SECRET,
+        scope: e.P_OIDC_SCOPE,
+        roleClaim: e.P_OIDC_ROLE_CLAIM,
+        roleMap: e.P_OIDC_ROLE_MAP,
+        defaultRole: e.P_OIDC_DEFAULT_ROLE || undefined,
+      }
+    : undefined;
+  return { origin, sessionTtlMs: e.P_SESSION_TTL, oidc };
+}
+
 function icebergSettings(e: Env) {
   if (e.P_ICEBERG === 'off') return undefined;
   return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
@@ -118,6 +136,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     },
     queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
     pg: pgSettings(e),
+    /** Console sessions and single sign-on (docs/users.md). */
+    sso: ssoSettings(e),
   };
 }
 

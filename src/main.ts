@@ -27,6 +27,8 @@ import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { stateGauge } from './metrics.ts';
 import { StorageEngine } from './storage/engine.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
+import { createSignIn } from './doors/shared/sessionAuth.ts';
+import { storedRoles } from './access/roleMapping.ts';
 
 /** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
 async function nodeId(config: Config): Promise<string> {
@@ -213,7 +215,9 @@ async function main(): Promise<void> {
     headersTimeoutMs: config.server.headersTimeoutMs,
   });
   connections.registerGauges(['http', 'grpc', 'pg']);
-  const services = { config, keys, access, audit: new Audit(ingest), connections, storage, duck, ingestPool, ingest, queries, promql, isReady: readiness(storage, store) };
+  // Console sessions live in the bucket, so every worker on it accepts them (docs/users.md "Single sign-on").
+  const signIn = createSignIn(config.sso, store, storedRoles(access));
+  const services = { config, keys, access, audit: new Audit(ingest), connections, storage, duck, ingestPool, ingest, queries, promql, signIn, isReady: readiness(storage, store) };
   const { server, grpcServer, pgServer } = await startDoors(services, id);
 
   let stopping = false;

@@ -295,6 +295,21 @@ const testOnlySettings = {
     ),
 };
 
+/** OpenID Connect sign-in for the console and its sessions (docs/users.md "Single sign-on"). */
+const ssoSettings = {
+  P_OIDC_ISSUER: z.url().optional().describe('The OpenID provider\'s issuer URL (its discovery document is `{issuer}/.well-known/openid-configuration`). Unset: single sign-on is off and `/api/v1/o/login` answers 404.'),
+  P_OIDC_CLIENT_ID: z.string().optional().describe('The client id registered at the provider for this service (needed with P_OIDC_ISSUER).'),
+  P_OIDC_CLIENT_SECRET: z.string().optional().describe('The client secret registered at the provider (sent with HTTP Basic to its token endpoint). Unset: a public client, held by PKCE alone.'),
+  P_ORIGIN_URI: z.url().optional().describe(
+    'The service\'s public base URL as the browser reaches it (Parseable\'s name), e.g. `https://lakehouse.example.com`. The redirect URI to register at the provider is `{P_ORIGIN_URI}/api/v1/o/code`; an `https` origin makes the session cookie `Secure` (and named `__Host-session`); cookie-authenticated writes must come from this origin. Unset: the origin of each request\'s `Host` header, over http (for a local try-out only).',
+  ),
+  P_OIDC_SCOPE: z.string().default('openid profile email').describe('Scopes asked of the provider (space-separated; `openid` is added when missing). Add `groups` where the provider needs it to send the role claim (Okta).'),
+  P_OIDC_ROLE_CLAIM: z.string().default('groups').describe('The claim (of the ID token, else of the userinfo answer) whose values decide the user\'s roles: a string or a list of strings; a dotted path reaches into objects (`realm_access.roles` for Keycloak).'),
+  P_OIDC_ROLE_MAP: z.string().default('').describe('Claim value → role, comma-separated `value=role` (e.g. `lakehouse-admins=admin,sre=writer`); one value may map to several roles. Empty: a claim value that names a role is that role (Parseable\'s rule).'),
+  P_OIDC_DEFAULT_ROLE: z.string().default('').describe('The role of a user none of whose claim values maps to a role. Empty: such a user may not sign in (403).'),
+  P_SESSION_TTL: duration('12h').describe('How long a console session lasts after sign-in (the cookie\'s Max-Age and the stored session\'s expiry); then the user signs in again.'),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
@@ -307,6 +322,7 @@ export const settingGroups = [
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
   { title: 'Iceberg', about: 'Iceberg tables over every dataset and the read-only REST catalog (docs/lake.md).', settings: icebergSettingsGroup },
+  { title: 'Single sign-on', about: 'OpenID Connect sign-in for the web console and its sessions (docs/users.md).', settings: ssoSettings },
   { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
 
@@ -321,6 +337,7 @@ export const envSchema = z.object({
   ...otlpGrpcSettings,
   ...pgSettingsGroup,
   ...icebergSettingsGroup,
+  ...ssoSettings,
   ...accessSettings,
 });
 

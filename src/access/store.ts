@@ -5,15 +5,16 @@ import { accessStateSchema, emptyState, type AccessState } from './state.ts';
 
 /**
  * The access state in the bucket, shared by every worker. Each version is its own object,
- * `access/state-<seq>.json`, written with the store's create-if-absent (S3 `If-None-Match: *`, an
+ * `.access/state-<seq>.json`, written with the store's create-if-absent (S3 `If-None-Match: *`, an
  * exclusive link on disk) — the same conditional write the catalog relies on. A change reads the newest
  * version, applies its rule and writes version seq+1: of two admins racing for the same seq exactly one
  * wins; the other reloads and applies its rule again to the winner's state, so no update is lost and a
  * rule refused on the new state (the user now exists) is refused whole. Every worker polls the prefix
  * and adopts a newer version within `pollMs`; what is read back is validated with zod.
  */
-const PREFIX = 'access/';
-const KEY_RE = /^access\/state-(\d{12})\.json$/;
+/** Under a dot prefix: no dataset name can start with a dot, so a dataset named "access" never shares it. */
+const PREFIX = '.access/';
+const KEY_RE = /^\.access\/state-(\d{12})\.json$/;
 const keyOf = (seq: number) => `${PREFIX}state-${String(seq).padStart(12, '0')}.json`;
 /** Older versions kept (for a worker that polls late, and for an operator who looks back). */
 const KEEP_VERSIONS = 20;

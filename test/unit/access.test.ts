@@ -103,7 +103,7 @@ describe('access store', () => {
 
   it('rejects a damaged version on read (zod)', async () => {
     const store = await fresh();
-    await store.putIfAbsent('access/state-000000000001.json', JSON.stringify({ version: 1, users: { a: { passwordHash: 1 } } }));
+    await store.putIfAbsent('.access/state-000000000001.json', JSON.stringify({ version: 1, users: { a: { passwordHash: 1 } } }));
     await expect(new AccessStore(store, 60_000).reload()).rejects.toThrow();
   });
 });

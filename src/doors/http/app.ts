@@ -15,6 +15,7 @@ import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
+import { principalOf, registerOidcRoutes } from './oidcRoutes.ts';
 import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { createEsApp } from '../es/app.ts';
 import { createHecApp, registerHecHealth } from '../hec/app.ts';
@@ -88,14 +89,16 @@ export function createApp(services: Services): Hono<AppEnv> {
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
   registerHecHealth(app);
+  // Single sign-on's routes hand a browser its session: before the key check.
+  registerOidcRoutes(app, services);
 
   // The Iceberg REST catalog checks keys itself (its OAuth2 token endpoint takes none; errors in the spec's model).
   if (services.config.iceberg) app.route('/iceberg', createIcebergApp(services));
   else app.all('/iceberg/*', (c) => icebergError(c, 404, 'NoSuchTableException', 'Iceberg publishing is off (P_ICEBERG=off)'));
 
-  // Every other endpoint needs a key.
+  // Every other endpoint needs a key (or a console session's cookie, from this origin).
   app.use('*', async (c, next) => {
-    c.set('principal', await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer));
+    c.set('principal', await principalOf(services, c));
     await next();
   });
 

@@ -16,7 +16,8 @@ import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseab
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queries }: Services): void {
+export function registerCompatRoutes(app: Hono<AppEnv>, services: Services): void {
+  const { storage, config, queries } = services;
   const known = knownDataset(storage);
   const store =
     config.storage === 's3'
@@ -38,7 +39,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
       latestVersion: null,
       llmActive: false,
       llmProvider: null,
-      oidcActive: false,
+      oidcActive: services.signIn !== undefined,
       license: null,
       // Every worker ingests and queries: Parseable's "Standalone" (not its ingest/query split).
       mode: 'Standalone',

@@ -5,10 +5,7 @@ import { forbidden, invalidInput, notFound } from '../../errors.ts';
 import { collectRows } from '../../query/sql/collect.ts';
 import { fieldStatsSql, MAX_TOP_VALUES, shapeFieldStats } from '../../query/sql/fieldStats.ts';
 import { parseTimeBound } from '../../query/sql/time.ts';
-import { canAccess, ROLE_ACTIONS } from '../shared/auth.ts';
-import { allows, type Action } from '../../access/roles.ts';
-
-const ACTIONS: Action[] = ['ingest', 'create', 'read', 'delete', 'admin'];
+import { actionsOf, canAccess, grantDatasets } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { KeySlots } from '../shared/slots.ts';
 import { jsonBody, requires } from './middleware.ts';
@@ -65,12 +62,12 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
   // connection budget in all, so waits can never take the connections ingest clients need.
   const tails = new KeySlots('live-tail long polls (P_TAIL_PER_KEY)', config.server.tailPerKey, Math.max(1, Math.floor(connections.limits.maxConnections / 4)));
 
-  // Any valid key: what it may do and where. `datasets: null` means every dataset, present and future.
+  // Any valid key or session: who, what it may do and where. `datasets: null` means every dataset, present
+  // and future. A signed-in user is named, with their roles; a key has `user: null`.
   app.get('/api/v1/whoami', (c) => {
     const p = c.get('principal');
-    // A user: their name, roles and the actions their grants allow somewhere (the console hides the rest).
-    const actions = p.grants ? ACTIONS.filter((a) => allows(p.grants!, a)) : [...ROLE_ACTIONS[p.role]];
-    return c.json({ keyId: p.id, role: p.role, actions, datasets: p.datasets ? [...p.datasets].sort() : null, user: p.user ?? null, roles: p.roles ?? null, grants: p.grants ?? null });
+    const datasets = p.grants ? grantDatasets(p.grants) : p.datasets;
+    return c.json({ keyId: p.id, user: p.user ?? null, roles: p.roles ?? null, role: p.role, actions: actionsOf(p), datasets: datasets ? [...datasets].sort() : null, grants: p.grants ?? null });
   });
 
   // Size checks first (A2): the body is read up to the statement limit plus room for the rest, never 10 MiB.

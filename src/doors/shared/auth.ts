@@ -5,7 +5,7 @@ import { writeFileDurable } from '../../storage/objectStore.ts';
 import { log } from '../../log.ts';
 import { unauthorized, forbidden } from '../../errors.ts';
 import type { IngestRights } from '../../ingest/service.ts';
-import { allows, type Grant } from '../../access/roles.ts';
+import { allows, PRIVILEGE_ACTIONS, type Grant } from '../../access/roles.ts';
 import { verifyPassword } from '../../access/passwords.ts';
 import type { AccessStore } from '../../access/store.ts';
 import { grantsOf, type AccessState } from '../../access/state.ts';
@@ -188,7 +188,7 @@ export class ApiKeys {
 }
 
 /** A role summary for what reads only a role (logs, the console's menus): admin, else reader if it reads, else writer. */
-function summaryRole(grants: readonly Grant[]): Role {
+export function summaryRole(grants: readonly Grant[]): Role {
   if (allows(grants, 'admin')) return 'admin';
   return allows(grants, 'read') ? 'reader' : 'writer';
 }
@@ -273,6 +273,19 @@ export function canAccess(p: Principal, dataset: string): boolean {
  * namespace): the audit dataset never does — an admin queries it by name —, so lists stay the client's data.
  */
 export const isListed = (p: Principal, dataset: string) => dataset !== AUDIT_DATASET && canAccess(p, dataset);
+
+/** The datasets a user's grants allow `action` on (any action when not given); undefined: every dataset. */
+export function grantDatasets(grants: readonly Grant[], action?: Action): Set<string> | undefined {
+  const fit = grants.filter((g) => action === undefined || PRIVILEGE_ACTIONS[g.privilege].has(action));
+  if (fit.some((g) => (g.resource?.stream ?? '*') === '*')) return undefined;
+  return new Set(fit.map((g) => g.resource!.stream));
+}
+
+/** What a principal may do somewhere: its key role's actions, or the union of a user's grants. */
+export function actionsOf(p: Principal): Action[] {
+  if (!p.grants) return [...ROLE_ACTIONS[p.role]];
+  return [...new Set(p.grants.flatMap((g) => [...PRIVILEGE_ACTIONS[g.privilege]]))];
+}
 
 const who = (p: Principal) => (p.user !== undefined ? `user "${p.user}"` : `a ${p.role} key`);
 

@@ -7,6 +7,7 @@ import type { PromqlExecutor } from '../../query/promql/executor.ts';
 import type { StorageEngine } from '../../storage/engine.ts';
 import type { ApiKeys, Principal } from './auth.ts';
 import type { ConnectionBudget } from './connections.ts';
+import type { SignIn } from './sessionAuth.ts';
 import type { AccessStore } from '../../access/store.ts';
 import type { Audit } from './audit.ts';
 
@@ -28,6 +29,8 @@ export interface Services {
   queries: QueryExecutor;
   /** PromQL over metrics datasets (the Prometheus query API). */
   promql: PromqlExecutor;
+  /** Console sign-in (OpenID Connect) and its sessions; undefined when single sign-on is not configured. */
+  signIn?: SignIn;
   /** Readiness; `details` are shown only to a caller with a valid key. */
   isReady: () => Promise<{ ready: boolean; reason?: string; details?: Record<string, unknown> }>;
 }
