@@ -98,7 +98,7 @@ describe('access store', () => {
     await a.change((s) => ({ state: rules.createUser(s, 'x', [], 'h', 't'), result: undefined }));
     // b has not seen x: its first write loses the race, and the rule, applied again, refuses.
     await expect(b.change((s) => ({ state: rules.createUser(s, 'x', [], 'h', 't'), result: undefined }))).rejects.toMatchObject({ kind: 'conflict' });
-    expect((await store.list('access/')).length).toBe(1);
+    expect((await store.list('.access/')).length).toBe(1);
   });
 
   it('rejects a damaged version on read (zod)', async () => {
