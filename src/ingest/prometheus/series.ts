@@ -69,7 +69,13 @@ export interface Totals {
   samples: number;
   histograms: number;
   exemplars: number;
+  /** The range of the sample and histogram times, epoch ms (the ingest side checks it against its window). */
+  minMs: number;
+  maxMs: number;
 }
+
+/** Totals before the first series. */
+export const noTotals = (): Totals => ({ samples: 0, histograms: 0, exemplars: 0, minMs: Infinity, maxMs: -Infinity });
 
 /**
  * Where a series' rows go: row objects (the general path), or straight to WAL lines (the ingest
@@ -97,6 +103,11 @@ function addType(types: TypeSummary, name: string, type: ColumnType): void {
   const seen = types.get(name);
   if (!seen) types.set(name, [type]);
   else if (!seen.includes(type)) seen.push(type);
+}
+
+function widen(totals: Totals, ms: number): void {
+  if (ms < totals.minMs) totals.minMs = ms;
+  if (ms > totals.maxMs) totals.maxMs = ms;
 }
 
 /** The common case, plain samples: the labels' JSON is built once for the whole series. */
@@ -139,6 +150,8 @@ export function appendSeries(
   totals.samples += samples?.length ?? 0;
   totals.histograms += histograms?.length ?? 0;
   if (!samples?.length && !histograms?.length) return;
+  for (const s of samples ?? []) widen(totals, toNumber(s.timestamp));
+  for (const h of histograms ?? []) widen(totals, toNumber(h.timestamp));
   const ex = exemplars();
   if (ex?.length) totals.exemplars += ex.length;
   const lines = sink.lines;
