@@ -105,9 +105,14 @@ function addType(types: TypeSummary, name: string, type: ColumnType): void {
   else if (!seen.includes(type)) seen.push(type);
 }
 
-function widen(totals: Totals, ms: number): void {
-  if (ms < totals.minMs) totals.minMs = ms;
-  if (ms > totals.maxMs) totals.maxMs = ms;
+/** Widens the totals' time range to a series' sample and histogram times. */
+function widenTo(totals: Totals, samples: DecodedSample[] | undefined, histograms: NativeHistogram[] | undefined): void {
+  const widen = (ms: number) => {
+    if (ms < totals.minMs) totals.minMs = ms;
+    if (ms > totals.maxMs) totals.maxMs = ms;
+  };
+  for (const s of samples ?? []) widen(toNumber(s.timestamp));
+  for (const h of histograms ?? []) widen(toNumber(h.timestamp));
 }
 
 /** The common case, plain samples: the labels' JSON is built once for the whole series. */
@@ -150,8 +155,7 @@ export function appendSeries(
   totals.samples += samples?.length ?? 0;
   totals.histograms += histograms?.length ?? 0;
   if (!samples?.length && !histograms?.length) return;
-  for (const s of samples ?? []) widen(totals, toNumber(s.timestamp));
-  for (const h of histograms ?? []) widen(totals, toNumber(h.timestamp));
+  widenTo(totals, samples, histograms);
   const ex = exemplars();
   if (ex?.length) totals.exemplars += ex.length;
   const lines = sink.lines;
