@@ -5,7 +5,8 @@
  * are sent while the tree's PSS is watched; the rate is set beside JSON.parse of the same bodies in
  * this process (one core's CPU, as run.ts's limits of this machine). Three runs, each a fresh service and cgroup.
  * `npx tsx bench/container.ts` runs it alone (root, a memory cgroup to create; BENCH_CONTAINER_RUNS,
- * BENCH_CONTAINER_EVENTS, BENCH_CONTAINER_MEMORY change the defaults).
+ * BENCH_CONTAINER_EVENTS, BENCH_CONTAINER_MEMORY (MiB; 0: no cgroup) change the defaults; BENCH_CONTAINER_ENV, JSON,
+ * adds settings).
  */
 import { memoryCgroup } from '../test/helpers/cgroup.ts';
 import { jsonParseRate } from './limits.ts';
@@ -32,9 +33,10 @@ export interface ContainerRun {
 
 /** One run: a fresh cgroup and service, idle PSS, then the events. */
 async function containerRun(bodies: Buffer[], events: number, limitBytes: number, env: Record<string, string>): Promise<ContainerRun> {
-  const cgroup = await memoryCgroup(limitBytes);
+  // 0: no cgroup (the same run outside a container, for comparison).
+  const cgroup = limitBytes > 0 ? await memoryCgroup(limitBytes) : { wrap: [], oomKills: async () => 0, remove: async () => undefined };
   try {
-    const server = await startService({ ...env }, undefined, cgroup.wrap);
+    const server = await startService({ ...env, ...JSON.parse(process.env.BENCH_CONTAINER_ENV ?? '{}') }, undefined, cgroup.wrap);
     try {
       await settle(server.pid);
       const idle = await treeUsage(server.pid);
