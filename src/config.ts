@@ -51,6 +51,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     port: Number(addr[2]),
     dataDir,
     apiKeys: e.P_API_KEYS,
+    /** Users and roles (docs/users.md): the store's poll period and the sign-in guard. */
+    access: {
+      pollMs: e.P_ACCESS_POLL,
+      signIn: { maxUserFailures: e.P_SIGNIN_MAX_USER_FAILURES, maxAddressFailures: e.P_SIGNIN_MAX_ADDRESS_FAILURES, windowMs: e.P_SIGNIN_FAILURE_WINDOW },
+    },
     nodeId: e.P_NODE_ID,
     logLevel: e.P_LOG_LEVEL,
     /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */

@@ -266,6 +266,14 @@ const icebergSettingsGroup = {
   P_ICEBERG_S3_PUBLIC_ENDPOINT: z.string().optional().describe('S3 endpoint handed to readers in LoadTable when they reach the bucket by another address than the workers (default: P_S3_URL).'),
 };
 
+/** Users, roles and sign-in (docs/users.md). */
+const accessSettings = {
+  P_ACCESS_POLL: duration('2s').describe('How often each worker looks for a newer version of the users and roles in the object store: a change made on another worker applies here within this time (on this worker at once).'),
+  P_SIGNIN_MAX_USER_FAILURES: int(10).describe('Failed sign-ins of one user name within `P_SIGNIN_FAILURE_WINDOW` after which its sign-ins are refused (429, logged) until the oldest failure leaves the window. Per worker.'),
+  P_SIGNIN_MAX_ADDRESS_FAILURES: int(100).describe('Failed sign-ins (a wrong password or an unknown key) from one source address within `P_SIGNIN_FAILURE_WINDOW` after which that address is refused (429, logged). Per worker.'),
+  P_SIGNIN_FAILURE_WINDOW: duration('1m').describe('The sliding window over which failed sign-ins are counted.'),
+};
+
 /** The memory the service may use, which the memory-sized defaults derive from (docs/memory.md). */
 const memorySettings = {
   P_MEMORY_BUDGET: sizedBytes().describe('Memory the service and its query workers may use, which the defaults above are sized from. Default: the memory cgroup\'s limit (v2 or v1), else the total memory.'),
@@ -293,6 +301,7 @@ const testOnlySettings = {
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
+  { title: 'Users and sign-in', about: 'Users and roles in the object store, and the brute-force guard of sign-in (docs/users.md).', settings: accessSettings },
   { title: 'Memory', about: 'The budget the memory-sized defaults below derive from (docs/memory.md).', settings: memorySettings },
   { title: 'Ingestion', about: 'Decoding request bodies and the bounds every ingest request is held to (docs/ingestion.md).', settings: ingestSettings },
   { title: 'Storage', about: 'The write-ahead log, Parquet files, catalog and background work (docs/storage.md).', settings: storageSettings },
@@ -315,6 +324,7 @@ export const envSchema = z.object({
   ...otlpGrpcSettings,
   ...pgSettingsGroup,
   ...icebergSettingsGroup,
+  ...accessSettings,
 });
 
 export type Env = z.infer<typeof envSchema>;

@@ -57,7 +57,9 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
   'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
-  'doors/shared': below('doors', 'ingest', 'query', 'storage'),
+  // Users, roles and sign-in (issue 34): a service over storage (its store uses the conditional write).
+  access: below('access', 'storage'),
+  'doors/shared': below('doors', 'access', 'ingest', 'query', 'storage'),
   root: () => true,
 };
 const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg'];

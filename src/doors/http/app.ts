@@ -2,7 +2,9 @@ import { Hono } from 'hono';
 import { log } from '../../log.ts';
 import { authenticate, canAccess } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
+import { requestBody } from '../shared/requestBody.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
+import { registerAccessRoutes } from './userRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
@@ -77,7 +79,7 @@ export function createApp(services: Services): Hono<AppEnv> {
     const { details, ...state } = await services.isReady();
     let admin = false;
     try {
-      admin = authenticate(services.keys, c.req.raw.headers).role === 'admin';
+      admin = (await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer)).role === 'admin';
     } catch {
       // No key or an unknown one: the probe's answer only.
     }
@@ -93,7 +95,7 @@ export function createApp(services: Services): Hono<AppEnv> {
 
   // Every other endpoint needs a key.
   app.use('*', async (c, next) => {
-    c.set('principal', authenticate(services.keys, c.req.raw.headers));
+    c.set('principal', await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer));
     await next();
   });
 
@@ -116,6 +118,7 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  registerAccessRoutes(app, services);
   // The log shippers' doors: their own routes and answers, this listener's guards and key check.
   const es = createEsApp(services);
   app.route('/es', es);

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Hono } from 'hono';
 import { counts, CountsRequest } from '../../query/sql/counts.ts';
-import { canAccess } from '../shared/auth.ts';
+import { canAccess, isListed } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
 import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseableShapes.ts';
@@ -56,7 +56,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
     const p = c.get('principal');
     const datasets = storage
       .list()
-      .filter((m) => canAccess(p, m.name))
+      .filter((m) => isListed(p, m.name))
       .map((m) => {
         const s = storage.stats(m.name);
         return {

@@ -6,6 +6,9 @@ import { collectRows } from '../../query/sql/collect.ts';
 import { fieldStatsSql, MAX_TOP_VALUES, shapeFieldStats } from '../../query/sql/fieldStats.ts';
 import { parseTimeBound } from '../../query/sql/time.ts';
 import { canAccess, ROLE_ACTIONS } from '../shared/auth.ts';
+import { allows, type Action } from '../../access/roles.ts';
+
+const ACTIONS: Action[] = ['ingest', 'create', 'read', 'delete', 'admin'];
 import type { AppEnv, Services } from '../shared/context.ts';
 import { KeySlots } from '../shared/slots.ts';
 import { jsonBody, requires } from './middleware.ts';
@@ -65,7 +68,9 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
   // Any valid key: what it may do and where. `datasets: null` means every dataset, present and future.
   app.get('/api/v1/whoami', (c) => {
     const p = c.get('principal');
-    return c.json({ keyId: p.id, role: p.role, actions: [...ROLE_ACTIONS[p.role]], datasets: p.datasets ? [...p.datasets].sort() : null });
+    // A user: their name, roles and the actions their grants allow somewhere (the console hides the rest).
+    const actions = p.grants ? ACTIONS.filter((a) => allows(p.grants!, a)) : [...ROLE_ACTIONS[p.role]];
+    return c.json({ keyId: p.id, role: p.role, actions, datasets: p.datasets ? [...p.datasets].sort() : null, user: p.user ?? null, roles: p.roles ?? null, grants: p.grants ?? null });
   });
 
   // Size checks first (A2): the body is read up to the statement limit plus room for the rest, never 10 MiB.

@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import type * as net from 'node:net';
 import * as tls from 'node:tls';
 import { log } from '../../log.ts';
+import { DomainError } from '../../errors.ts';
 import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
@@ -248,6 +249,8 @@ export class Session extends SessionQueries {
       this.closeAll();
       return;
     }
+    // A role change, user deletion or key revocation applies from the session's next statement.
+    if ((c === 'Q' || c === 'P' || c === 'B') && !this.skipping && !this.rechecked()) return;
     if (c === 'Q') {
       const sql = r.cstring();
       r.end();
@@ -279,13 +282,29 @@ export class Session extends SessionQueries {
     }
   }
 
+  /** The principal as the access state now has it; a user deleted (or a key revoked) ends the session. */
+  private rechecked(): boolean {
+    try {
+      this.principal = this.deps.keys.refresh(this.principal!);
+      return true;
+    } catch (err) {
+      this.fatal('28000', (err as Error).message);
+      return false;
+    }
+  }
+
   private async login(password: string): Promise<void> {
-    const principal = this.deps.keys.resolve(password);
-    if (!principal) {
-      this.fatal('28P01', `password authentication failed for user "${this.params.get('user')}" (the password is an API key)`);
+    const user = this.params.get('user');
+    let principal;
+    try {
+      principal = await this.deps.keys.signIn({ user, secret: password }, this.socket.remoteAddress);
+    } catch (err) {
+      const limited = err instanceof DomainError && err.kind === 'too_many_requests';
+      // 53300 too_many_connections is the closest class PostgreSQL clients know for a refusal to retry later.
+      this.fatal(limited ? '53300' : '28P01', limited ? err.message : `password authentication failed for user "${user}" (the password is the user's password or an API key)`);
       return;
     }
-    if (principal.role === 'writer') {
+    if (!principal.user && principal.role === 'writer') {
       this.fatal('28000', 'a writer key may not read: connect with a reader or admin API key');
       return;
     }
