@@ -173,6 +173,7 @@ function ingestGroup(e: Env, sized: Sized) {
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
+    signalTimePastMs: e.P_SIGNAL_TIME_PAST_LIMIT,
     // The placement of values: a dataset's column limit, and the distinct names one request may bring
     // (docs/configuration.md, P_MAX_COLUMNS).
     maxColumns: effectiveMaxColumns(e, sized),

@@ -125,7 +125,10 @@ const ingestSettings = {
   ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
   P_EVENT_TIME_FUTURE_LIMIT: duration('1h').describe(
-    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition) may be timed (400 beyond, nothing of the request stored), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition: JSON, Elasticsearch bulk, Loki, HEC) may be timed (400 beyond, nothing of the request stored), and an OTLP record or remote-write sample (see P_SIGNAL_TIME_PAST_LIMIT), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+  ),
+  P_SIGNAL_TIME_PAST_LIMIT: duration('30d').describe(
+    "How long before the time a request is received an OTLP log record, span or data point, or a remote-write sample, may be timed; P_EVENT_TIME_FUTURE_LIMIT bounds them ahead. An OTLP record outside is rejected alone (counted in partial_success); a remote-write request with a sample outside is refused whole (400, Prometheus' \"out of bounds\"). Their datasets are partitioned by these times, each hour holding rows a Parquet file of its own: the window bounds the files one flush writes (issue 30 A10). Default 30d, Parseable's default time partition limit; `0`: no bound into the past (PromQL's conformance data starts in 1970).",
   ),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),

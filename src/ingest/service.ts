@@ -117,7 +117,7 @@ export class IngestService {
 
   /** The per-request work limits of a job (docs/ingestion.md "Limits per request"). */
   get limits(): RequestLimits {
-    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest, eventTimeFutureMs: this.config.eventTimeFutureMs };
+    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest, eventTimeFutureMs: this.config.eventTimeFutureMs, signalTimePastMs: this.config.signalTimePastMs };
   }
 
   /**
