@@ -50,10 +50,14 @@ export const PG = {
   uuid: T(2950, 16, 'uuid'),
 } as const;
 
-/** Array type OIDs by element OID. */
-const ARRAY_OF: Record<number, number> = {
-  16: 1000, 17: 1001, 20: 1016, 21: 1005, 23: 1007, 25: 1009, 26: 1028, 114: 199, 700: 1021, 701: 1022, 1043: 1015,
-  1082: 1182, 1083: 1183, 1114: 1115, 1184: 1185, 1186: 1187, 1700: 1231, 2950: 2951,
+/**
+ * Array type OIDs by element OID (PostgreSQL 15's pg_type.typarray): the one table of them, for result
+ * columns and parameters here and for the emulated catalog's pg_type (query/catalog/catalogSql.ts).
+ */
+export const ARRAY_OF: Readonly<Record<number, number>> = {
+  16: 1000, 17: 1001, 18: 1002, 19: 1003, 20: 1016, 21: 1005, 23: 1007, 24: 1008, 25: 1009, 26: 1028, 114: 199, 700: 1021,
+  701: 1022, 1042: 1014, 1043: 1015, 1082: 1182, 1083: 1183, 1114: 1115, 1184: 1185, 1186: 1187, 1700: 1231, 2205: 2210,
+  2206: 2211, 2950: 2951, 3802: 3807,
 };
 /** Element OID by array OID (for parameters a client sends as arrays). */
 export const ELEMENT_OF: Record<number, number> = Object.fromEntries(Object.entries(ARRAY_OF).map(([e, a]) => [a, Number(e)]));
