@@ -64,7 +64,9 @@ async function shape(client: pg.Client, sql: string): Promise<string[]> {
 describe('catalog statements clients send: the same shape as PostgreSQL 15', () => {
   const catalog = statements.filter((s) => !SESSION.test(s.sql));
   it.each(catalog.map((s, i) => [`${s.client} #${i}: ${s.sql.replace(/\s+/g, ' ').slice(0, 60)}`, s.sql]))('%s', async (_name, sql) => {
-    expect(await shape(ours, sql)).toEqual(await shape(theirs, sql));
+    const [o, t] = [await shape(ours, sql), await shape(theirs, sql)];
+    if (process.env.SHAPES) console.log(`SHAPE ${_name.slice(0, 30)}\n  ours:   ${o.join(" ")}\n  theirs: ${t.join(" ")}`);
+    expect(o).toEqual(t);
   });
 });
 

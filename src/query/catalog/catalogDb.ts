@@ -3,6 +3,7 @@ import { DomainError, invalidInput, timedOut, tooLarge } from '../../errors.ts';
 import type { ColumnType } from '../../model.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
+import { applyColumnNames, pgColumnNames } from './columnNames.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
@@ -153,8 +154,10 @@ export class CatalogDb {
       const ast = await parse(conn, sql, this.limits.maxDepth);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
+      const names = pgColumnNames(ast, sql);
       const found = inspect(ast, datasets, this.database, allColumns(this.datasets()));
-      if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
+      // A catalog answer's columns carry PostgreSQL's names (columnNames.ts).
+      if (found.catalog) return { kind: 'catalog', sql: applyColumnNames(names) || found.rewritten ? await deparse(conn, ast) : sql };
       if (sql !== original) return { kind: 'data', sql: original };
       // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
       // columns compared with a timestamptz compare with its UTC wall-clock time.
@@ -174,7 +177,10 @@ export class CatalogDb {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
       const ast = await parse(conn, sql, this.limits.maxDepth);
-      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets())).rewritten ? await deparse(conn, ast) : sql;
+      const names = ast ? pgColumnNames(ast, sql) : new Map();
+      const found = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets()));
+      const named = Boolean(found && found.catalog && applyColumnNames(names));
+      const text = ast && (found?.rewritten || named) ? await deparse(conn, ast) : sql;
       const prepared = await conn.prepare(text);
       try {
         const params: string[] = [];

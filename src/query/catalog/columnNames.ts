@@ -1,0 +1,123 @@
+/**
+ * The names PostgreSQL 15 gives a catalog statement's result columns (its parser's FigureColname), for
+ * DuckDB's parse tree: DuckDB names an unnamed expression by its text (`CASE WHEN … END`, the rewritten
+ * `__pg_regclass(c.oid)`), PostgreSQL by its function, column or construct (`pg_get_expr`, `oid`,
+ * `case`, `?column?`), and PostgreSQL folds an unquoted alias to lower case (`NULL AS TABLE_CAT` is
+ * `table_cat`). Clients that read columns by name (SQLAlchemy's rows, pandas) see PostgreSQL's names.
+ * Computed on the statement as written, before the catalog rewrite replaces casts and renames functions.
+ */
+
+type Node = Record<string, unknown>;
+
+/** A name and how sure it is (PostgreSQL's strength: 2 a column or function, 1 a type or `case`, 0 none). */
+type Figured = [name: string, strength: number];
+
+const NONE: Figured = ['?column?', 0];
+
+/** DuckDB's type ids → the name PostgreSQL's parser records for `::type` (its last name). */
+const CAST_NAMES: Record<string, string> = {
+  INTEGER: 'int4', BIGINT: 'int8', SMALLINT: 'int2', BOOLEAN: 'bool', DOUBLE: 'float8', FLOAT: 'float4', VARCHAR: 'text',
+  DATE: 'date', TIMESTAMP: 'timestamp', 'TIMESTAMP WITH TIME ZONE': 'timestamptz', TIME: 'time', INTERVAL: 'interval', DECIMAL: 'numeric',
+};
+
+/** DuckDB's operator-like nodes that PostgreSQL names after the construct. */
+const CONSTRUCT_NAMES: Record<string, string> = {
+  OPERATOR_COALESCE: 'coalesce',
+  ARRAY_CONSTRUCTOR: 'array',
+};
+
+/** PostgreSQL's column name for one select-list expression. */
+function figure(n: Node | null | undefined): Figured {
+  if (!n || typeof n !== 'object') return NONE;
+  switch (n.class) {
+    case 'COLUMN_REF': {
+      const names = n.column_names as string[];
+      return [names[names.length - 1], 2];
+    }
+    case 'FUNCTION':
+      if (n.is_operator) return NONE;
+      return figureFunction(n);
+    case 'CAST': {
+      const inner = figure(n.child as Node);
+      if (inner[1] >= 2) return inner;
+      const type = n.cast_type as Node | undefined;
+      const info = type?.type_info as Node | null | undefined;
+      const written = info?.type === 'UNBOUND_TYPE_INFO' ? String(info.name ?? '') : CAST_NAMES[String(type?.id ?? '')];
+      return written ? [written.toLowerCase(), 1] : inner;
+    }
+    case 'CASE': {
+      const inner = figure(n.else_expr as Node);
+      return inner[1] >= 2 ? inner : ['case', 1];
+    }
+    case 'SUBQUERY':
+      return figureSubquery(n);
+    case 'OPERATOR': {
+      const construct = CONSTRUCT_NAMES[String(n.type)];
+      if (construct) return [construct, 2];
+      // `a[1]`, `a[1:2]`: PostgreSQL names a subscript after what is subscripted.
+      if (n.type === 'ARRAY_EXTRACT' || n.type === 'ARRAY_SLICE') return figure((n.children as Node[])[0]);
+      return NONE;
+    }
+    default:
+      return NONE;
+  }
+}
+
+function figureFunction(n: Node): Figured {
+  const name = String(n.function_name ?? '').toLowerCase();
+  // DuckDB reads `ARRAY[…]` and `ROW(…)` as these functions.
+  if (name === 'list_value') return ['array', 2];
+  if (name === 'row') return ['row', 2];
+  if (name === 'struct_extract' || name === 'array_extract') return figure((n.children as Node[])[0]);
+  return [name, 2];
+}
+
+function figureSubquery(n: Node): Figured {
+  if (n.subquery_type === 'EXISTS') return ['exists', 2];
+  if (n.subquery_type !== 'SCALAR') return NONE;
+  const select = (n.subquery as Node | undefined)?.node as Node | undefined;
+  const first = (select?.select_list as Node[] | undefined)?.[0];
+  if (!first) return NONE;
+  if (first.alias) return [String(first.alias), 2];
+  return figure(first);
+}
+
+/** An alias as PostgreSQL keeps it: as written when it was quoted in the statement, else in lower case. */
+function foldedAlias(alias: string, sql: string): string {
+  return alias === alias.toLowerCase() || sql.includes(`"${alias}"`) ? alias : alias.toLowerCase();
+}
+
+/** Each select-list item of the statement (and its subqueries) → the name PostgreSQL gives its column. */
+export function pgColumnNames(ast: unknown, sql: string): Map<Node, string> {
+  const out = new Map<Node, string>();
+  const visit = (value: unknown): void => {
+    if (Array.isArray(value)) {
+      value.forEach(visit);
+      return;
+    }
+    if (value === null || typeof value !== 'object') return;
+    const n = value as Node;
+    if (n.type === 'SELECT_NODE') {
+      for (const item of (n.select_list as Node[] | undefined) ?? []) {
+        if (item.class === 'STAR' || item.class === 'COLUMNS') continue;
+        out.set(item, item.alias ? foldedAlias(String(item.alias), sql) : figure(item)[0]);
+      }
+    }
+    for (const v of Object.values(n)) visit(v);
+  };
+  visit(ast);
+  return out;
+}
+
+/** Names the items as figured (after the rewrite, which may have replaced an item's contents); reports a change. */
+export function applyColumnNames(names: Map<Node, string>): boolean {
+  let changed = false;
+  for (const [item, name] of names) {
+    if (item.alias === name) continue;
+    // A column reference already gives its column's name; only a case change needs the alias.
+    if (!item.alias && item.class === 'COLUMN_REF' && (item.column_names as string[]).at(-1) === name) continue;
+    item.alias = name;
+    changed = true;
+  }
+  return changed;
+}
