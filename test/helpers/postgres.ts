@@ -15,8 +15,8 @@ export interface ReferencePostgres {
   socketDir: string;
   /** A TCP port on 127.0.0.1 forwarded to the socket, for clients that speak only TCP (pgjdbc). */
   tcpPort: number;
-  /** Runs SQL as the superuser through psql (setup statements). */
-  psql(sql: string): Promise<string>;
+  /** Runs SQL as the superuser through psql (setup statements), in `database` (default postgres). */
+  psql(sql: string, database?: string): Promise<string>;
   stop(): Promise<void>;
 }
 
@@ -49,7 +49,7 @@ export async function startReferencePostgres(): Promise<ReferencePostgres> {
   return {
     socketDir: dir,
     tcpPort: (forwarder.address() as net.AddressInfo).port,
-    psql: async (sql) => (await run('psql', ['-X', '-h', dir, '-U', 'postgres', '-d', 'postgres', '-v', 'ON_ERROR_STOP=1', '-A', '-t', '-c', sql], { timeout: 60_000 })).stdout,
+    psql: async (sql, database = 'postgres') => (await run('psql', ['-X', '-h', dir, '-U', 'postgres', '-d', database, '-v', 'ON_ERROR_STOP=1', '-A', '-t', '-c', sql], { timeout: 60_000 })).stdout,
     stop: async () => {
       forwarder.close();
       await asPostgres('pg_ctl', ['-D', `${dir}/data`, '-m', 'immediate', 'stop']).catch(() => undefined);

@@ -7,6 +7,8 @@
  * Computed on the statement as written, before the catalog rewrite replaces casts and renames functions.
  */
 
+import { CATALOG_COLUMN_TYPES, CATALOG_FUNCTION_TYPES } from './pgColumnTypes.ts';
+
 type Node = Record<string, unknown>;
 
 /** A name and how sure it is (PostgreSQL's strength: 2 a column or function, 1 a type or `case`, 0 none). */
@@ -82,7 +84,7 @@ function figureSubquery(n: Node): Figured {
   return figure(first);
 }
 
-/** An alias as PostgreSQL keeps it: as written when it was quoted in the statement, else in lower case. */
+/** A name as PostgreSQL keeps it: as written when it was quoted in the statement, else in lower case. */
 function foldedAlias(alias: string, sql: string): string {
   return alias === alias.toLowerCase() || sql.includes(`"${alias}"`) ? alias : alias.toLowerCase();
 }
@@ -100,7 +102,9 @@ export function pgColumnNames(ast: unknown, sql: string): Map<Node, string> {
     if (n.type === 'SELECT_NODE') {
       for (const item of (n.select_list as Node[] | undefined) ?? []) {
         if (item.class === 'STAR' || item.class === 'COLUMNS') continue;
-        out.set(item, item.alias ? foldedAlias(String(item.alias), sql) : figure(item)[0]);
+        // A name written (an alias, a column) is folded as PostgreSQL folds it; a figured one is as figured.
+        const written = item.alias ? String(item.alias) : item.class === 'COLUMN_REF' ? (item.column_names as string[]).at(-1)! : undefined;
+        out.set(item, written ? foldedAlias(written, sql) : figure(item)[0]);
       }
     }
     for (const v of Object.values(n)) visit(v);
@@ -120,4 +124,71 @@ export function applyColumnNames(names: Map<Node, string>): boolean {
     changed = true;
   }
   return changed;
+}
+
+/** Between a catalog answer's column name and its PostgreSQL type in the statement as it runs (catalogDb.ts). */
+export const TYPE_TAG = '\u0001';
+
+/** The select node whose items are the statement's columns (the left-most of a UNION). */
+function answerNode(ast: unknown): Node | undefined {
+  let n = ((ast as Node | undefined)?.statements as Node[] | undefined)?.[0]?.node as Node | undefined;
+  while (n?.type === 'SET_OPERATION_NODE') n = n.left as Node | undefined;
+  return n?.type === 'SELECT_NODE' ? n : undefined;
+}
+
+/** PostgreSQL 15's type of a select-list expression where the catalog model knows it (pgColumnTypes.ts). */
+function figureType(n: Node | undefined): string | undefined {
+  if (!n) return undefined;
+  if (n.class === 'COLUMN_REF') {
+    const last = (n.column_names as string[]).at(-1)!.toLowerCase();
+    // `current_user` and the like, written without brackets, are functions.
+    return CATALOG_COLUMN_TYPES.get(last) ?? ((n.column_names as string[]).length === 1 ? CATALOG_FUNCTION_TYPES.get(last) : undefined);
+  }
+  if (n.class === 'FUNCTION' && !n.is_operator) return CATALOG_FUNCTION_TYPES.get(String(n.function_name).toLowerCase());
+  if (n.class === 'CONSTANT' && (n.value as Node | undefined)?.is_null) return 'text'; // an untyped NULL is text
+  if (n.class === 'SUBQUERY' && n.subquery_type === 'SCALAR') {
+    return figureType((((n.subquery as Node | undefined)?.node as Node | undefined)?.select_list as Node[] | undefined)?.[0]);
+  }
+  return undefined;
+}
+
+/**
+ * The types of the statement's columns as the model knows them, read from the statement as written
+ * (before the rewrite renames functions): item → PostgreSQL type name. Undefined when the columns are
+ * not known from the statement alone (`*`) or none is known.
+ */
+export function pgColumnTypes(ast: unknown): Map<Node, string> | undefined {
+  const items = (answerNode(ast)?.select_list as Node[] | undefined) ?? [];
+  if (!items.length || items.some((i) => i.class === 'STAR' || i.class === 'COLUMNS')) return undefined;
+  const out = new Map<Node, string>();
+  for (const item of items) {
+    const type = figureType(item);
+    if (type) out.set(item, type);
+  }
+  return out.size ? out : undefined;
+}
+
+/** The statement's columns (after the rewrite and naming) with their model types, in order. */
+export function answerColumns(ast: unknown, types: Map<Node, string> | undefined): { name: string; type?: string }[] | undefined {
+  if (!types) return undefined;
+  const items = (answerNode(ast)?.select_list as Node[] | undefined) ?? [];
+  const columns = items.map((item) => {
+    const names = item.class === 'COLUMN_REF' ? (item.column_names as string[]) : undefined;
+    return { name: String(item.alias || (names ? names[names.length - 1] : '')), type: types.get(item) };
+  });
+  return columns.every((c) => c.name) ? columns : undefined;
+}
+
+/** A statement as it runs with its columns renamed to carry their types (TYPE_TAG), in order. */
+export function withTypedColumns(sql: string, columns: { name: string; type?: string }[]): string {
+  const quote = (s: string) => `"${s.replaceAll('"', '""')}"`;
+  // Each name made unique by its position: DuckDB would rename a repeated one (`pg_get_expr_1`).
+  const names = columns.map((c, i) => quote(`${c.name}${TYPE_TAG}${c.type ?? ''}${TYPE_TAG}${i}`));
+  return `SELECT * FROM (${sql}\n) AS __pg_answer(${names.join(', ')})`;
+}
+
+/** A column name as it runs → its name and PostgreSQL type (TYPE_TAG). */
+export function untagColumn(name: string): { name: string; type?: string } {
+  const [plain, type] = name.split(TYPE_TAG);
+  return type ? { name: plain, type } : { name: plain };
 }

@@ -107,6 +107,33 @@ export function pgTypeOf(type: DuckDBType): PgType {
   return scalarPgType(type) ?? PG.text;
 }
 
+/** Types a catalog answer's column may be announced as beyond its DuckDB type's (query/catalog/pgColumnTypes.ts). */
+const CATALOG_TYPES: Readonly<Record<string, PgType>> = { name: T(19, 64, 'name'), char: T(18, 1, 'char'), oid: PG.oid, int2: PG.int2, text: PG.text, varchar: PG.varchar };
+const INTEGER_TYPES = new Set([
+  DuckDBTypeId.TINYINT, DuckDBTypeId.SMALLINT, DuckDBTypeId.INTEGER, DuckDBTypeId.BIGINT, DuckDBTypeId.UTINYINT, DuckDBTypeId.USMALLINT, DuckDBTypeId.UINTEGER, DuckDBTypeId.UBIGINT,
+]);
+
+/**
+ * A catalog column's PostgreSQL type: `as` (PostgreSQL 15's type of the catalog column it selects:
+ * name, "char", oid, int2, varchar; text for an untyped NULL) when its values fit that type, else its own.
+ */
+export function announcedAs(type: DuckDBType, as: string | undefined): PgType {
+  const want = as ? CATALOG_TYPES[as] : undefined;
+  if (!want) return pgTypeOf(type);
+  if (want === PG.text) return want;
+  const fits = want === PG.oid || want === PG.int2 ? INTEGER_TYPES.has(type.typeId) : type.typeId === DuckDBTypeId.VARCHAR;
+  return fits ? want : pgTypeOf(type);
+}
+
+/** The binary encoder of a column announced as a catalog type rather than its DuckDB type's (announcedAs). */
+function announcedBinary(type: DuckDBType, as: PgType): BinaryEncoder | undefined {
+  if (as === pgTypeOf(type)) return undefined;
+  if (as === PG.oid) return (w, v) => { w.int32(4); w.int32(Number(v) | 0); };
+  if (as === PG.int2) return (w, v) => { w.int32(2); w.int16(Number(v)); };
+  const text = textEncoder(type);
+  return (w, v) => w.lenString(text(v));
+}
+
 /** Growable output buffer for DataRow messages. */
 export class RowWriter {
   buf: Buffer;
@@ -366,12 +393,13 @@ function binaryEncoder(type: DuckDBType): BinaryEncoder {
 
 /**
  * Encodes rows as DataRow messages, each column in the format the client asked for (0 text,
- * 1 binary; one code for all columns, or one per column, or none for all text — as in Bind).
+ * 1 binary; one code for all columns, or one per column, or none for all text — as in Bind), and in
+ * binary as the type it is announced as (`announced`, catalog answers) where that is not its own.
  */
-export function dataRowEncoder(types: DuckDBType[], formats: number[]): (w: RowWriter, row: DuckDBValue[]) => void {
+export function dataRowEncoder(types: DuckDBType[], formats: number[], announced: PgType[] = []): (w: RowWriter, row: DuckDBValue[]) => void {
   const encoders = types.map((t, i) => {
     const f = formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : formats[i];
-    if (f === 1) return binaryEncoder(t);
+    if (f === 1) return (announced[i] && announcedBinary(t, announced[i])) || binaryEncoder(t);
     const text = textEncoder(t);
     return (w: RowWriter, v: DuckDBValue) => w.lenString(text(v));
   });
