@@ -117,11 +117,9 @@ describe("pgjdbc's DatabaseMetaData walk (DBeaver's)", () => {
   const SERVER_OWN = new Set(['getCatalogs', 'getSchemas', 'getTypeInfo']);
   /** Calls whose answers differ from PostgreSQL 15's in column types only, and why. */
   const KNOWN_WALK: Record<string, string> = {
-    getPrimaryKeys: 'columns selected through a derived table (`result.…`) are not typed from the model: text for name',
     getImportedKeys: 'key_seq is int8 (DuckDB\'s generate_series) for int4',
     getExportedKeys: 'key_seq is int8 (DuckDB\'s generate_series) for int4',
     getCrossReference: 'key_seq is int8 (DuckDB\'s generate_series) for int4',
-    getIndexInfo: 'columns selected through a derived table are not typed from the model: text for name, int4 for an untyped NULL',
   };
   /** One side of a walk line without the column types of its labels. */
   const withoutTypes = (line: string) => {

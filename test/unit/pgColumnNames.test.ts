@@ -48,6 +48,8 @@ describe('column types from the model of PostgreSQL 15 catalog', () => {
     ['SELECT c.relname, c.relkind, c.oid, c.relnatts, c.relpages FROM pg_class c', ['name', 'char', 'oid', 'int2', undefined]],
     ['SELECT pg_get_userbyid(1), current_database(), current_user, col_description(1, 2), NULL', ['name', 'name', 'name', 'text', 'text']],
     ['SELECT (SELECT nspname FROM pg_namespace), table_name, data_type FROM information_schema.columns', ['name', 'name', undefined]],
+    ['SELECT * FROM (SELECT n.nspname, c.oid AS id FROM pg_namespace n, pg_class c) s', ['name', 'oid']],
+    ['SELECT r.TABLE_SCHEM, r.x FROM (SELECT n.nspname AS TABLE_SCHEM, 1 AS x FROM pg_namespace n) r', ['name', undefined]],
   ])('%s', async (sql, expected) => {
     const ast = await tree(sql);
     const types = pgColumnTypes(ast);

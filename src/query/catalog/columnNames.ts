@@ -136,45 +136,102 @@ function answerNode(ast: unknown): Node | undefined {
   return n?.type === 'SELECT_NODE' ? n : undefined;
 }
 
+/** The derived tables (`FROM (SELECT …) alias`, also joined) of a select node, by alias in lower case. */
+function derivedTables(scope: Node): Map<string, Node> {
+  const out = new Map<string, Node>();
+  const visit = (from: Node | undefined) => {
+    if (from?.type === 'JOIN') {
+      visit(from.left as Node);
+      visit(from.right as Node);
+    } else if (from?.type === 'SUBQUERY' && from.alias) {
+      const inner = (from.subquery as Node | undefined)?.node as Node | undefined;
+      if (inner?.type === 'SELECT_NODE') out.set(String(from.alias).toLowerCase(), inner);
+    }
+  };
+  visit(scope.from_table as Node | undefined);
+  return out;
+}
+
+/** The name an item's column has as written (its alias, or the column it selects), in lower case. */
+const writtenName = (item: Node) =>
+  String(item.alias || (item.class === 'COLUMN_REF' ? (item.column_names as string[]).at(-1) : '')).toLowerCase();
+
+/** A column of a derived table in `scope` that a column reference names: the item and its scope. */
+function throughDerived(names: string[], scope: Node): { item: Node; scope: Node } | undefined {
+  const derived = derivedTables(scope);
+  const tables = names.length === 2 ? [derived.get(names[0].toLowerCase())] : names.length === 1 ? [...derived.values()] : [];
+  for (const inner of tables) {
+    const item = ((inner?.select_list as Node[] | undefined) ?? []).find((i) => writtenName(i) === names.at(-1)!.toLowerCase());
+    if (item && inner) return { item, scope: inner };
+  }
+  return undefined;
+}
+
 /** PostgreSQL 15's type of a select-list expression where the catalog model knows it (pgColumnTypes.ts). */
-function figureType(n: Node | undefined): string | undefined {
+function figureType(n: Node | undefined, scope: Node): string | undefined {
   if (!n) return undefined;
   if (n.class === 'COLUMN_REF') {
-    const last = (n.column_names as string[]).at(-1)!.toLowerCase();
+    const names = n.column_names as string[];
+    // A column of a derived table is typed as what that table selects.
+    const inner = throughDerived(names, scope);
+    if (inner) return figureType(inner.item, inner.scope);
+    const last = names.at(-1)!.toLowerCase();
     // `current_user` and the like, written without brackets, are functions.
-    return CATALOG_COLUMN_TYPES.get(last) ?? ((n.column_names as string[]).length === 1 ? CATALOG_FUNCTION_TYPES.get(last) : undefined);
+    return CATALOG_COLUMN_TYPES.get(last) ?? (names.length === 1 ? CATALOG_FUNCTION_TYPES.get(last) : undefined);
   }
   if (n.class === 'FUNCTION' && !n.is_operator) return CATALOG_FUNCTION_TYPES.get(String(n.function_name).toLowerCase());
   if (n.class === 'CONSTANT' && (n.value as Node | undefined)?.is_null) return 'text'; // an untyped NULL is text
   if (n.class === 'SUBQUERY' && n.subquery_type === 'SCALAR') {
-    return figureType((((n.subquery as Node | undefined)?.node as Node | undefined)?.select_list as Node[] | undefined)?.[0]);
+    const inner = (n.subquery as Node | undefined)?.node as Node | undefined;
+    return inner?.type === 'SELECT_NODE' ? figureType((inner.select_list as Node[] | undefined)?.[0], inner) : undefined;
   }
   return undefined;
 }
 
 /**
- * The types of the statement's columns as the model knows them, read from the statement as written
- * (before the rewrite renames functions): item → PostgreSQL type name. Undefined when the columns are
- * not known from the statement alone (`*`) or none is known.
+ * The statement's output columns as select-list items, each with the select node it is read in: a
+ * plain `*` over one derived table is that table's items. Undefined when they are not known from the
+ * statement alone (`*` over a catalog relation, `* EXCLUDE`, `COLUMNS(…)`).
  */
-export function pgColumnTypes(ast: unknown): Map<Node, string> | undefined {
-  const items = (answerNode(ast)?.select_list as Node[] | undefined) ?? [];
-  if (!items.length || items.some((i) => i.class === 'STAR' || i.class === 'COLUMNS')) return undefined;
-  const out = new Map<Node, string>();
-  for (const item of items) {
-    const type = figureType(item);
-    if (type) out.set(item, type);
+function outputItems(node: Node): { item: Node; scope: Node }[] | undefined {
+  const out: { item: Node; scope: Node }[] = [];
+  for (const item of (node.select_list as Node[] | undefined) ?? []) {
+    if (item.class === 'COLUMNS') return undefined;
+    if (item.class !== 'STAR') {
+      out.push({ item, scope: node });
+      continue;
+    }
+    const from = node.from_table as Node | undefined;
+    const inner = from?.type === 'SUBQUERY' ? ((from.subquery as Node | undefined)?.node as Node | undefined) : undefined;
+    const plain = !item.relation_name && !item.columns && !(item.exclude_list as unknown[]).length && !(item.replace_list as unknown[]).length && !((item.rename_list as unknown[] | undefined) ?? []).length;
+    if (!plain || inner?.type !== 'SELECT_NODE') return undefined;
+    const expanded = outputItems(inner);
+    if (!expanded) return undefined;
+    out.push(...expanded);
   }
-  return out.size ? out : undefined;
+  return out.length ? out : undefined;
+}
+
+/**
+ * The types of the statement's columns as the model knows them, by position, read from the statement
+ * as written (before the rewrite renames functions). Undefined when the columns are not known from the
+ * statement alone or no type is known.
+ */
+export function pgColumnTypes(ast: unknown): (string | undefined)[] | undefined {
+  const node = answerNode(ast);
+  const items = node && outputItems(node);
+  const types = items?.map(({ item, scope }) => figureType(item, scope));
+  return types?.some((t) => t) ? types : undefined;
 }
 
 /** The statement's columns (after the rewrite and naming) with their model types, in order. */
-export function answerColumns(ast: unknown, types: Map<Node, string> | undefined): { name: string; type?: string }[] | undefined {
-  if (!types) return undefined;
-  const items = (answerNode(ast)?.select_list as Node[] | undefined) ?? [];
-  const columns = items.map((item) => {
+export function answerColumns(ast: unknown, types: (string | undefined)[] | undefined): { name: string; type?: string }[] | undefined {
+  const node = answerNode(ast);
+  const items = types && node ? outputItems(node) : undefined;
+  if (!items || items.length !== types!.length) return undefined;
+  const columns = items.map(({ item }, i) => {
     const names = item.class === 'COLUMN_REF' ? (item.column_names as string[]) : undefined;
-    return { name: String(item.alias || (names ? names[names.length - 1] : '')), type: types.get(item) };
+    return { name: String(item.alias || (names ? names[names.length - 1] : '')), type: types![i] };
   });
   return columns.every((c) => c.name) ? columns : undefined;
 }
