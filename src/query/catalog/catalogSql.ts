@@ -113,7 +113,8 @@ export const CATALOG_SQL: string[] = [
        false AS attisdropped, true AS attislocal, '' AS attcompression, 0 AS attinhcount, 0::BIGINT AS attcollation, NULL::VARCHAR[] AS attacl, NULL::VARCHAR[] AS attoptions, NULL::VARCHAR[] AS attfdwoptions
      FROM duckdb_columns() WHERE schema_name = 'public'`,
   `CREATE MACRO __pg_class() AS TABLE
-     SELECT * REPLACE (CASE WHEN relkind = 'r' THEN 2 ELSE 0 END::BIGINT AS relam, NULL::VARCHAR[] AS reloptions, NULL::VARCHAR[] AS relacl, 10::BIGINT AS relowner), false AS relforcerowsecurity FROM pg_catalog.pg_class`,
+     SELECT * REPLACE (CASE WHEN relkind = 'r' THEN 2 ELSE 0 END::BIGINT AS relam, NULL::VARCHAR[] AS reloptions, NULL::VARCHAR[] AS relacl, 10::BIGINT AS relowner,
+       'd' AS relreplident), false AS relforcerowsecurity FROM pg_catalog.pg_class`,
   relation('pg_am', [`2::BIGINT AS oid, 'heap' AS amname, 'heap_tableam_handler' AS amhandler, 't' AS amtype`]),
   `CREATE MACRO __pg_namespace() AS TABLE
      SELECT oid, nspname, 10::BIGINT AS nspowner, nspacl FROM pg_catalog.pg_namespace WHERE nspname <> 'main'
