@@ -37,7 +37,9 @@ let ours: pg.Client;
 let theirs: pg.Client;
 
 beforeAll(async () => {
-  [server, reference] = await Promise.all([startPgServer(), startReferencePostgres()]);
+  // One after the other, so that afterAll stops whichever started if the other fails.
+  reference = await startReferencePostgres();
+  server = await startPgServer();
   const res = await server.request('/api/v1/ingest', { method: 'POST', json: [EVENT], headers: { 'X-P-Stream': TABLE } });
   expect(res.status, await res.clone().text()).toBe(200);
   ours = new pg.Client({ host: '127.0.0.1', port: server.pgPort, user: 'me', password: server.apiKey, database: 'lakehouse' });
