@@ -118,7 +118,7 @@ const ingestSettings = {
       'The fraction of P_MAX_INFLIGHT_BYTES one key may hold while another key sends too (alone, a key may use all of it). Default 0.5: one key cannot starve the others, and a single-key deployment loses nothing.',
     ),
   P_INGEST_BODY_TIMEOUT: duration('10s').describe(
-    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. Default 10s: any client on a working network sends its first bytes well within it.',
+    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. The same bound holds for an OTLP/gRPC message and a PostgreSQL message (from its first byte). Default 10s: any client on a working network sends its first bytes well within it.',
   ),
   P_INGEST_MIN_BODY_RATE: bytes('16KiB').describe(
     'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',

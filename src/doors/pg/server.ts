@@ -67,6 +67,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       // A Bind carries the statement's parameters; a Parse the statement: room for both.
       maxMessageBytes: Math.max(1024 * 1024, 4 * config.queryLimits.maxSqlBytes),
       idleTimeoutMs: settings.idleTimeoutMs,
+      slowMessage: { bodyTimeoutMs: config.ingest.bodyTimeoutMs, minBodyRate: config.ingest.minBodyRate },
       maxSqlBytes: config.queryLimits.maxSqlBytes,
       stateLimits: { maxEntries: settings.maxPrepared, maxBytes: settings.maxSessionStateBytes },
       keyState,
