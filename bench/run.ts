@@ -20,6 +20,7 @@ import { benchPromql } from './promql.ts';
 import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
+import { benchContainer } from './container.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -242,6 +243,10 @@ async function main(): Promise<void> {
     table(await benchPgWire());
   }
   if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
+  if (process.env.BENCH_SKIP_CONTAINER !== '1') {
+    console.log('\n## JSON ingestion inside a 512 MiB memory cgroup (the whole process tree; defaults sized from it), beside JSON.parse of the same bodies; three runs');
+    table(await benchContainer());
+  }
   if (process.env.BENCH_SKIP_FIRST_QUERY !== '1') {
     console.log('\n## The first query after a quiet period (query workers start on first use) vs a running worker');
     table(await benchFirstQuery());

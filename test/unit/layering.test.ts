@@ -59,7 +59,9 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   // The trace query service (Jaeger, Tempo): SQL through the executor only.
   'query/traces': (t) => ['query/traces', 'query/sql'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
-  'doors/shared': below('doors', 'ingest', 'query', 'storage'),
+  // Users, roles and sign-in (issue 34): a service over storage (its store uses the conditional write).
+  access: below('access', 'storage'),
+  'doors/shared': below('doors', 'access', 'ingest', 'query', 'storage'),
   root: () => true,
 };
 const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg', 'jaeger'];
