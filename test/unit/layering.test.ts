@@ -56,6 +56,8 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
   'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
+  // TraceQL → SQL (run by query/sql's executor); the traces' fixed columns come from their OTLP decoder.
+  'query/traceql': (t) => ['query/traceql', 'query/sql'].includes(folderOf(t)) || below()(t) || t === 'ingest/otlp/traces.ts',
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,
