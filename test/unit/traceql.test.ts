@@ -144,6 +144,7 @@ function compare(a: Value, op: string, lit: Literal): boolean {
 function holds(c: Condition, s: Span, facts: ReturnType<typeof traceFacts>): boolean {
   if (c.op === 'and' || c.op === 'or') return c.op === 'and' ? holds(c.left, s, facts) && holds(c.right, s, facts) : holds(c.left, s, facts) || holds(c.right, s, facts);
   if (c.op === 'const') return c.value;
+  if (c.op !== 'compare') throw new Error('unreachable');
   const values = valuesOf(c.field, s, facts);
   if (c.value.type === 'nil') return c.operator === '=' ? values.length === 0 : values.length > 0;
   return values.some((v) => compare(v, c.operator, c.value));
