@@ -62,9 +62,9 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,
 };
-const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg'];
+const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg', 'tempo'];
 /** Doors mounted under another door's listener (as sub-apps, inheriting its guards): the one door that may import them. */
-const MOUNTED_UNDER: Record<string, string> = { 'doors/es': 'doors/http', 'doors/loki': 'doors/http', 'doors/hec': 'doors/http', 'doors/iceberg': 'doors/http' };
+const MOUNTED_UNDER: Record<string, string> = { 'doors/es': 'doors/http', 'doors/loki': 'doors/http', 'doors/hec': 'doors/http', 'doors/iceberg': 'doors/http', 'doors/tempo': 'doors/http' };
 for (const door of DOORS) {
   const own = [`doors/${door}`, 'doors/shared', ...Object.keys(MOUNTED_UNDER).filter((m) => MOUNTED_UNDER[m] === `doors/${door}`)];
   ALLOWED[`doors/${door}`] = (t) => (layerOf(t) === 'doors' ? own.includes(folderOf(t)) : t !== 'main.ts');

@@ -17,6 +17,7 @@ import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { createEsApp } from '../es/app.ts';
 import { createHecApp, registerHecHealth } from '../hec/app.ts';
 import { createLokiApp } from '../loki/app.ts';
+import { createTempoApp } from '../tempo/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -123,6 +124,8 @@ export function createApp(services: Services): Hono<AppEnv> {
   app.get('/es/', (c) => es.request('/', { method: c.req.method, headers: c.req.raw.headers }, c.env));
   app.route('/loki', createLokiApp(services));
   app.route('/services/collector', createHecApp(services));
+  // Grafana's Tempo data source (docs/traces.md).
+  app.route('/tempo', createTempoApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {

@@ -86,7 +86,7 @@ export function outputFields(q: TraceqlQuery, schema: TraceSchema): OutputField[
 }
 
 /** The trace row: start, duration over all its spans, and its root span's name and service. */
-function traceRowSql(table: string, schema: TraceSchema, where: string): string {
+export function traceRowSql(table: string, schema: TraceSchema, where: string): string {
   const service = schema.columns['service.name'] === 'VARCHAR' ? sqlIdent('service.name') : 'NULL::VARCHAR';
   const root = "coalesce(span_parent_span_id, '') = ''";
   return `SELECT span_trace_id AS p_tid, min(span_start_time_unix_nano) AS p_tstart,
