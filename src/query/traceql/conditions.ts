@@ -125,6 +125,11 @@ function attributeCondition(schema: TraceSchema, field: Field & { kind: 'attribu
     const exists = columns.length ? scoped(`(${columns.map((c) => `s.${sqlIdent(c)} IS NOT NULL`).join(' OR ')})`) : 'false';
     return operator === '!=' ? exists : `NOT ${exists}`;
   }
+  if (operator === 'contains') {
+    // The older tag search matches a value's text, whatever its type (`http.status_code=500`).
+    const columns = attributeColumns(schema, field.name, 'any');
+    return columns.length ? scoped(`(${columns.map((c) => comparison(`CAST(s.${sqlIdent(c)} AS VARCHAR)`, operator, v)).join(' OR ')})`) : 'false';
+  }
   if (v.type !== 'string' && v.type !== 'number' && v.type !== 'bool') throw invalidInput(`TraceQL: ${describe(field)} cannot be compared with a ${v.type} value`);
   if (v.type !== 'string' && (operator === '=~' || operator === '!~')) throw invalidInput(`TraceQL: ${operator} needs a string`);
   if (v.type === 'bool' && operator !== '=' && operator !== '!=') throw invalidInput('TraceQL: booleans compare only with = and !=');
