@@ -19,6 +19,7 @@ import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
+import { benchTraceql } from './traceql.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -248,6 +249,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
     table(await benchPromql());
+  }
+  if (process.env.BENCH_SKIP_TRACEQL !== '1') {
+    console.log('\n## TraceQL search and trace by id through the Tempo API, beside DuckDB running the same SQL on the same files (BENCH_TRACEQL_SPANS)');
+    table(await benchTraceql());
   }
 }
 
