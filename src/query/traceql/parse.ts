@@ -318,10 +318,21 @@ class Parser {
   }
 }
 
+const MAX_NESTING = 64;
+
 /** Parses a TraceQL query; throws `invalid` naming what is wrong or unsupported. */
 export function parseTraceql(text: string): TraceqlQuery {
   if (text.length > 64 * 1024) throw invalidInput('TraceQL: the query is longer than 64 KiB');
   const trimmed = text.trim();
   if (trimmed === '') return { expr: { op: 'spanset', condition: { op: 'const', value: true } }, select: [] };
-  return new Parser(tokenize(trimmed)).query();
+  const tokens = tokenize(trimmed);
+  // The parser recurses once per bracket: a bound keeps a hostile query from exhausting the stack.
+  let depth = 0;
+  for (const t of tokens) {
+    if (t.t !== 'punct') continue;
+    if (t.v === '(' || t.v === '{') depth++;
+    else if (t.v === ')' || t.v === '}') depth--;
+    if (depth > MAX_NESTING) throw invalidInput(`TraceQL: brackets nested deeper than ${MAX_NESTING}`);
+  }
+  return new Parser(tokens).query();
 }
