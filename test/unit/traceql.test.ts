@@ -9,7 +9,7 @@ import { planStatement } from '../../src/query/sql/sandbox.ts';
  * TraceQL → SQL, checked against an evaluator written here the obvious way (Tempo's documented
  * semantics, over a list of span objects): every query's SQL runs in DuckDB over the same spans laid out
  * as the service stores them (attributes as columns by key, a conflicting type in its typed sibling,
- * resource keys listed per span), and must give the same traces, matched counts and spans.
+ * resource keys listed per span as a JSON array), and must give the same traces, matched counts and spans.
  */
 
 type Value = string | number | boolean;
@@ -194,16 +194,16 @@ async function load(conn: DuckDBConnection, spans: Span[]): Promise<TraceSchema>
   const attrCols = Object.keys(columns);
   await conn.run(`CREATE TABLE otel_traces (span_trace_id VARCHAR, span_span_id VARCHAR, span_parent_span_id VARCHAR, span_name VARCHAR, span_kind BIGINT,
     span_status_code BIGINT, span_status_message VARCHAR, span_start_time_unix_nano TIMESTAMP_NS, span_end_time_unix_nano TIMESTAMP_NS, span_duration_ns BIGINT,
-    resource_attribute_keys VARCHAR[]${attrCols.map((c) => `, "${c}" ${columns[c]}`).join('')})`);
+    resource_attribute_keys VARCHAR${attrCols.map((c) => `, "${c}" ${columns[c]}`).join('')})`);
   const lit = (v: Value | null | undefined) => (v === null || v === undefined ? 'NULL' : typeof v === 'string' ? `'${v.replaceAll("'", "''")}'` : String(v));
   for (const { s, row } of rows) {
     const ts = (n: bigint) => `make_timestamp_ns(${n})`;
     await conn.run(
       `INSERT INTO otel_traces VALUES (${lit(s.trace)}, ${lit(s.id)}, ${lit(s.parent)}, ${lit(s.name)}, ${s.kind}, ${s.status}, ${lit(s.statusMessage)}, ${ts(s.start)}, ${ts(s.end)}, ${s.end - s.start},
-        [${Object.keys(s.resource).map(lit).join(', ')}]::VARCHAR[]${attrCols.map((c) => `, ${lit(row[c])}`).join('')})`,
+        ${lit(JSON.stringify(Object.keys(s.resource)))}${attrCols.map((c) => `, ${lit(row[c])}`).join('')})`,
     );
   }
-  return { columns: { ...columns, span_name: 'VARCHAR' }, resourceKeys: 'resource_attribute_keys' };
+  return { columns: { ...columns, span_name: 'VARCHAR', resource_attribute_keys: 'VARCHAR' }, resourceKeys: 'resource_attribute_keys' };
 }
 
 const QUERIES = [
@@ -286,6 +286,24 @@ describe('TraceQL search against an independent evaluator', () => {
       start: r.start_ns,
     }));
     expect(got).toEqual(expected);
+  });
+
+  it.each([
+    ['{ resource.a = "x" }', ['from resource', 'unknown']],
+    ['{ span.a = "x" }', ['from span', 'unknown']],
+    ['{ .a = "x" }', ['from resource', 'from span', 'unknown']],
+  ])('%s: a span written before resource keys were kept (null) matches either scope', async (query, names) => {
+    const keys: TraceSchema = { columns: { a: 'VARCHAR', span_name: 'VARCHAR', resource_attribute_keys: 'VARCHAR' }, resourceKeys: 'resource_attribute_keys' };
+    await conn.run(`CREATE OR REPLACE TABLE scoped AS SELECT * FROM (VALUES
+      ('t1', 's1', 'from resource', '["a"]'), ('t2', 's2', 'from span', '[]'), ('t3', 's3', 'unknown', NULL)) v(span_trace_id, span_span_id, span_name, resource_attribute_keys)`);
+    await conn.run(`ALTER TABLE scoped ADD COLUMN a VARCHAR DEFAULT 'x'`);
+    await conn.run(`ALTER TABLE scoped ADD COLUMN span_parent_span_id VARCHAR`);
+    await conn.run(`ALTER TABLE scoped ADD COLUMN span_start_time_unix_nano TIMESTAMP_NS DEFAULT make_timestamp_ns(1)`);
+    await conn.run(`ALTER TABLE scoped ADD COLUMN span_end_time_unix_nano TIMESTAMP_NS DEFAULT make_timestamp_ns(2)`);
+    await conn.run(`ALTER TABLE scoped ADD COLUMN span_duration_ns BIGINT DEFAULT 1`);
+    const { sql } = searchSql(parseTraceql(query), keys, { dataset: 'scoped', limit: 10, spss: 10 });
+    const rows = (await conn.runAndReadAll(sql)).getRowObjectsJson() as Record<string, unknown>[];
+    expect(rows.map((r) => r.root_name).sort()).toEqual(names);
   });
 
   it('answers the attributes a query names and select()s, typed', async () => {

@@ -94,7 +94,7 @@ export function tracesData(rows: Row[], columns: Record<string, ColumnType>) {
   const resources = new Map<string, { resource: KeyValue[]; schemaUrl: string; scopes: Map<string, { scope: { name: string; version: string }; spans: ReturnType<typeof spanOf>[] }> }>();
   for (const r of rows) {
     const values = JSON.parse(str(r.attrs) || '{}') as Record<string, Json>;
-    const resourceKeys = Array.isArray(r.resource_keys) ? new Set(r.resource_keys as string[]) : new Set(['service.name']);
+    const resourceKeys = new Set(keyList(r.resource_keys) ?? ['service.name']);
     const resource: KeyValue[] = [];
     const span: KeyValue[] = [];
     attrs.forEach((a, i) => {
@@ -117,6 +117,12 @@ export function tracesData(rows: Row[], columns: Record<string, ColumnType>) {
       scopeSpans: [...res.scopes.values()].map((s) => ({ scope: s.scope, spans: s.spans })),
     })),
   };
+}
+
+/** A span's resource keys (a list, or a JSON array as text), or undefined when it has none. */
+function keyList(v: unknown): string[] | undefined {
+  const list: unknown = typeof v === 'string' ? JSON.parse(v) : v;
+  return Array.isArray(list) && list.every((k) => typeof k === 'string') ? list : undefined;
 }
 
 type Data = ReturnType<typeof tracesData>;

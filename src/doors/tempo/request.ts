@@ -33,7 +33,8 @@ export async function tempoRequest(c: Context<AppEnv>, services: Services): Prom
   if (meta === undefined) throw notFound(`dataset "${name}" not found (send OTLP traces to it first, or name another with ?dataset=)`);
   if (meta.kind !== 'otel-traces') throw invalidInput(`dataset "${name}" holds ${meta.kind}, not OTLP traces`);
   const columns = services.storage.schemaOf(meta.name).schema;
-  const schema: TraceSchema = { columns, ...(columns[RESOURCE_KEYS_COLUMN] === 'VARCHAR[]' ? { resourceKeys: RESOURCE_KEYS_COLUMN } : {}) };
+  const keys = columns[RESOURCE_KEYS_COLUMN];
+  const schema: TraceSchema = { columns, ...(keys === 'VARCHAR' || keys === 'VARCHAR[]' ? { resourceKeys: RESOURCE_KEYS_COLUMN } : {}) };
   return { dataset: meta.name, schema, principalId: p.id, canRead: (n) => canAccess(p, n), signal: c.req.raw.signal };
 }
 

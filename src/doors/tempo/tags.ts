@@ -6,7 +6,7 @@
  */
 import type { Context } from 'hono';
 import { sqlIdent } from '../../duckdb.ts';
-import { attributeColumns as typedColumns, conditionSql, fieldsOf, TRACE_LEVEL, type TraceSchema } from '../../query/traceql/conditions.ts';
+import { attributeColumns as typedColumns, conditionSql, fieldsOf, resourceKeysList, TRACE_LEVEL, type TraceSchema } from '../../query/traceql/conditions.ts';
 import { KINDS, parseField, parseTraceql, STATUSES, type Condition, type Field } from '../../query/traceql/parse.ts';
 import { traceRowSql } from '../../query/traceql/search.ts';
 import { collectRows } from '../../query/sql/collect.ts';
@@ -27,8 +27,9 @@ async function tagScopes(c: Context<AppEnv>, services: Services): Promise<{ reso
   const p = params(c, rangeParams);
   const req = await tempoRequest(c, services);
   const names = [...new Set(attributeColumns(req.schema.columns).map((a) => a.key))].sort();
-  if (req.schema.resourceKeys === undefined) return { resource: names, span: names };
-  const rows = await run(services, req, `SELECT DISTINCT unnest(${sqlIdent(req.schema.resourceKeys)}) AS k FROM ${sqlIdent(req.dataset)} ORDER BY k`, timeRange(p, SEARCH_DEFAULT_LOOKBACK_MS));
+  const keys = resourceKeysList(req.schema);
+  if (keys === undefined) return { resource: names, span: names };
+  const rows = await run(services, req, `SELECT DISTINCT unnest(${keys}) AS k FROM ${sqlIdent(req.dataset)} s ORDER BY k`, timeRange(p, SEARCH_DEFAULT_LOOKBACK_MS));
   const resource = new Set(rows.map((r) => String(r.k)));
   return { resource: names.filter((n) => resource.has(n)), span: names.filter((n) => !resource.has(n)) };
 }

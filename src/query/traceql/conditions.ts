@@ -15,8 +15,9 @@ export interface TraceSchema {
   /** The dataset's columns and their types. */
   columns: Record<string, ColumnType>;
   /**
-   * The column listing, per span, the attribute keys that came from the resource (VARCHAR[]), when the
-   * dataset has one; without it resource and span attributes cannot be told apart (docs/traces.md).
+   * The column listing, per span, the attribute keys whose column holds the resource's value (a JSON
+   * array as text, or VARCHAR[]), when the dataset has one; without it, and on a span where it is null
+   * (written before it existed), resource and span attributes cannot be told apart (docs/traces.md).
    */
   resourceKeys?: string;
 }
@@ -108,10 +109,19 @@ function intrinsicCondition(name: Intrinsic, operator: string, v: Literal): stri
   return comparison(expr, operator, v);
 }
 
+/** The resource keys of a span as a VARCHAR[] expression (`s.` row). */
+export function resourceKeysList(schema: TraceSchema): string | undefined {
+  if (schema.resourceKeys === undefined) return undefined;
+  const col = `s.${sqlIdent(schema.resourceKeys)}`;
+  return schema.columns[schema.resourceKeys] === 'VARCHAR[]' ? col : `CAST(CAST(${col} AS JSON) AS VARCHAR[])`;
+}
+
 function scopeCondition(schema: TraceSchema, scope: Field & { kind: 'attribute' }): string | undefined {
-  if (scope.scope === 'any' || schema.resourceKeys === undefined) return undefined;
-  const inResource = `coalesce(list_contains(s.${sqlIdent(schema.resourceKeys)}, ${sqlString(scope.name)}), false)`;
-  return scope.scope === 'resource' ? inResource : `NOT ${inResource}`;
+  const keys = resourceKeysList(schema);
+  if (scope.scope === 'any' || keys === undefined) return undefined;
+  const contains = `list_contains(${keys}, ${sqlString(scope.name)})`;
+  // A span without the list (written before it existed) may hold either: both scopes match it.
+  return scope.scope === 'resource' ? `coalesce(${contains}, true)` : `NOT coalesce(${contains}, false)`;
 }
 
 function attributeCondition(schema: TraceSchema, field: Field & { kind: 'attribute' }, operator: string, v: Literal): string {
