@@ -112,6 +112,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxDepth: e.P_QUERY_MAX_DEPTH,
     },
     queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
+    /** The trace query APIs (Jaeger, Tempo). */
+    traces: { lookbackMs: e.P_TRACES_LOOKBACK, defaultDataset: e.P_TRACES_DEFAULT_DATASET },
     pg: pgSettings(e),
   };
 }

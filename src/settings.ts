@@ -209,6 +209,14 @@ const querySettings = {
   ),
 };
 
+/** The trace query APIs: Jaeger's, Tempo's (docs/traces.md). */
+const tracesSettings = {
+  P_TRACES_LOOKBACK: duration('2d').describe(
+    'How far back a trace looked up by id (and the service and operation lists) is searched when the request gives no time range: bounds the files read. A trace older than this is found only with `start`/`end`.',
+  ),
+  P_TRACES_DEFAULT_DATASET: z.string().default('otel_traces').describe('The traces dataset the Jaeger and Tempo APIs read when the request names none (`?dataset=` or `X-P-Stream`).'),
+};
+
 /** The OTLP/gRPC front door (docs/otlp-grpc.md). */
 const otlpGrpcSettings = {
   P_OTLP_GRPC_ADDR: z
@@ -297,6 +305,7 @@ export const settingGroups = [
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+  { title: 'Traces', about: 'The Jaeger and Tempo query APIs over traces datasets (docs/traces.md).', settings: tracesSettings },
   { title: 'Iceberg', about: 'Iceberg tables over every dataset and the read-only REST catalog (docs/lake.md).', settings: icebergSettingsGroup },
   { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
@@ -309,6 +318,7 @@ export const envSchema = z.object({
   ...storageSettings,
   ...objectStoreSettings,
   ...querySettings,
+  ...tracesSettings,
   ...otlpGrpcSettings,
   ...pgSettingsGroup,
   ...icebergSettingsGroup,

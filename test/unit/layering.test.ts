@@ -58,6 +58,8 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
   // TraceQL → SQL (run by query/sql's executor); the traces' fixed columns come from their OTLP decoder.
   'query/traceql': (t) => ['query/traceql', 'query/sql'].includes(folderOf(t)) || below()(t) || t === 'ingest/otlp/traces.ts',
+  // The trace query service (Jaeger, Tempo): SQL through the executor only.
+  'query/traces': (t) => ['query/traces', 'query/sql'].includes(folderOf(t)) || below()(t),
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
   'doors/shared': below('doors', 'ingest', 'query', 'storage'),
   root: () => true,
