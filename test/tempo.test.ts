@@ -270,6 +270,11 @@ describe('Tempo API (Grafana Tempo data source)', () => {
     const all = new Set(tags.scopes.filter((s) => s.name !== 'intrinsic').flatMap((s) => s.tags));
     for (const key of new Set(sent.flatMap((s) => Object.keys(s.attrs)))) expect(all, key).toContain(key);
     expect(tags.scopes.find((s) => s.name === 'intrinsic')!.tags).toEqual(expect.arrayContaining(['name', 'status', 'duration', 'kind']));
+    // The resource's attributes are told apart from the spans' (the traces store keeps which keys came from the resource).
+    const resourceKeys = [...new Set(sent.flatMap((s) => Object.keys(s.span.resource.attributes)))].sort();
+    expect(tags.scopes.find((s) => s.name === 'resource')!.tags).toEqual(resourceKeys);
+    expect(tags.scopes.find((s) => s.name === 'span')!.tags.filter((t) => resourceKeys.includes(t))).toEqual([]);
+    expect((await search('{ span.service.name = "cart" }')).traces).toEqual([]);
 
     const values = async (tag: string, q?: string) =>
       ((await (await get(`/api/v2/search/tag/${tag}/values`, { ...(q ? { q } : {}), ...range })).json()) as { tagValues: { type: string; value: string }[] }).tagValues;

@@ -7,10 +7,10 @@
 import { Hono, type Context } from 'hono';
 import { DomainError, invalidInput, notFound } from '../../errors.ts';
 import { log } from '../../log.ts';
-import { collectRows } from '../../query/sql/collect.ts';
+import { traceById as storedTrace } from '../../query/traces/store.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { STATUS } from '../shared/httpStatus.ts';
-import { traceByIdResponseProto, traceSql, tracesData, tracesDataProto } from './otlp.ts';
+import { traceByIdResponseProto, tracesData, tracesDataProto } from './otlp.ts';
 import { params, rangeParams, tempoRequest, timeRange } from './request.ts';
 import { search } from './search.ts';
 import { tagNames, tagNamesV2, tagValues } from './tags.ts';
@@ -32,10 +32,11 @@ async function traceById(c: Context<AppEnv>, services: Services, v2: boolean) {
   // Tempo 2.9's span filter on a trace (q=) is not served: answering the whole trace would be a wrong answer.
   if (v2 && p.q !== undefined && !['', '{}', '{ }', '{ true }', '{true}'].includes(p.q.trim())) throw invalidInput('q= (a span filter on a trace by id) is not supported');
   const req = await tempoRequest(c, services);
-  const sql = traceSql(req.dataset, id, req.schema.columns, req.schema.resourceKeys);
-  const rows = await collectRows(services.queries, { sql, ...timeRange(p), principalId: req.principalId, canRead: req.canRead, signal: req.signal });
-  if (rows.length === 0) throw notFound(`trace ${id} not found`);
-  const data = tracesData(rows, req.schema.columns);
+  // Without start/end the traces store's look-back (P_TRACES_LOOKBACK) bounds the files read.
+  const window = timeRange(p, services.config.traces.lookbackMs);
+  const spans = await storedTrace({ queries: services.queries, dataset: req.dataset, principalId: req.principalId, canRead: req.canRead, signal: req.signal }, id, window);
+  if (spans.length === 0) throw notFound(`trace ${id} not found`);
+  const data = tracesData(spans);
   if (wantsProtobuf(c)) {
     const bytes = tracesDataProto(data);
     return c.body(Buffer.from(v2 ? traceByIdResponseProto(bytes) : bytes), 200, { 'Content-Type': 'application/protobuf' });

@@ -1,15 +1,10 @@
 /**
- * Stored span rows back to an OTLP trace (`TracesData`): OTLP/JSON as the OTLP specification writes it
- * (hex ids, 64-bit integers as strings), or protobuf through the service's own OTLP types. Attributes are
- * columns named by their key; a span's resource attributes are the keys its `resource_attribute_keys`
- * lists (without that column only `service.name` can be told to be the resource's, docs/traces.md).
+ * A trace from the traces store (src/query/traces) as OTLP `TracesData`: OTLP/JSON as the OTLP
+ * specification writes it (hex ids, 64-bit integers as strings), or protobuf through the service's own
+ * OTLP types. Which attributes are the resource's is the store's answer (docs/traces.md).
  */
 import { requestClass } from '../../ingest/otlp/generated.ts';
-import { isFixedColumn } from '../../query/traceql/conditions.ts';
-import { sqlIdent, sqlString } from '../../duckdb.ts';
-import type { ColumnType } from '../../model.ts';
-
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+import type { Span, SpanKind } from '../../query/traces/store.ts';
 export type AnyValue = { stringValue: string } | { intValue: string } | { doubleValue: number } | { boolValue: boolean } | { arrayValue: { values: AnyValue[] } } | { kvlistValue: { values: KeyValue[] } };
 export interface KeyValue {
   key: string;
@@ -35,94 +30,52 @@ export function isoToNanos(iso: string): string {
   return String(BigInt(Date.parse(`${m[1]}Z`)) * 1_000_000n + BigInt((m[2] ?? '').padEnd(9, '0')));
 }
 
-const SIBLING = /_(utf8|int64|float64|bool|list|timestamp_ms|timestamp_ns)$/;
+const KIND_NUMBERS: Record<SpanKind, number> = { unspecified: 0, internal: 1, server: 2, client: 3, producer: 4, consumer: 5 };
+const STATUS_NUMBERS: Record<Span['status'], number> = { unset: 0, ok: 1, error: 2 };
 
-/** Attribute columns of a schema and the attribute key each holds (a typed sibling holds its base's). */
-export function attributeColumns(columns: Record<string, ColumnType>): { column: string; key: string }[] {
-  return Object.keys(columns)
-    .filter((c) => !isFixedColumn(c) && c !== 'resource_attribute_keys')
-    .map((c) => {
-      const base = c.replace(SIBLING, '');
-      return { column: c, key: base !== c && Object.hasOwn(columns, base) ? base : c };
-    });
-}
-
-/** The statement reading one trace's spans (times as nanosecond text, attributes as a JSON object). */
-export function traceSql(dataset: string, traceId: string, columns: Record<string, ColumnType>, resourceKeys: string | undefined): string {
-  const attrs = attributeColumns(columns);
-  const struct = attrs.length ? `CAST(to_json({${attrs.map((a, i) => `${sqlString(`${i}`)}: ${sqlIdent(a.column)}`).join(', ')}}) AS VARCHAR)` : `'{}'`;
-  const has = (c: string) => (Object.hasOwn(columns, c) ? sqlIdent(c) : 'NULL');
-  return `SELECT span_trace_id AS trace_id, span_span_id AS span_id, span_parent_span_id AS parent_id, ${has('span_trace_state')} AS trace_state, span_name AS name,
-  span_kind AS kind, CAST(epoch_ns(span_start_time_unix_nano) AS VARCHAR) AS start_ns, CAST(epoch_ns(span_end_time_unix_nano) AS VARCHAR) AS end_ns,
-  span_status_code AS status_code, ${has('span_status_message')} AS status_message, ${has('span_flags')} AS flags, ${has('span_events')} AS events, ${has('span_links')} AS links,
-  ${has('scope_name')} AS scope_name, ${has('scope_version')} AS scope_version, ${has('resource_schema_url')} AS resource_schema_url,
-  ${has('span_dropped_attributes_count')} AS dropped_attributes, ${has('span_dropped_events_count')} AS dropped_events, ${has('span_dropped_links_count')} AS dropped_links,
-  ${resourceKeys ? sqlIdent(resourceKeys) : 'NULL'} AS resource_keys, ${struct} AS attrs
-FROM ${sqlIdent(dataset)} WHERE span_trace_id = ${sqlString(traceId)} ORDER BY span_start_time_unix_nano, span_span_id`;
-}
-
-type Row = Record<string, unknown>;
-const str = (v: unknown) => (typeof v === 'string' ? v : v === null || v === undefined ? '' : String(v));
-const num = (v: unknown) => (v === null || v === undefined ? 0 : Number(v));
-
-function spanOf(r: Row, attributes: KeyValue[]) {
-  const events = JSON.parse(str(r.events) || '[]') as { time_unix_nano: string | null; name: string | null; attributes: Record<string, Json>; dropped_attributes_count: number | null }[];
-  const links = JSON.parse(str(r.links) || '[]') as { trace_id: string; span_id: string; trace_state: string | null; attributes: Record<string, Json>; flags: number | null }[];
+function otlpSpan(s: Span) {
   return {
-    traceId: str(r.trace_id),
-    spanId: str(r.span_id),
-    ...(r.parent_id ? { parentSpanId: str(r.parent_id) } : {}),
-    ...(r.trace_state ? { traceState: str(r.trace_state) } : {}),
-    name: str(r.name),
-    kind: num(r.kind),
-    startTimeUnixNano: str(r.start_ns) || '0',
-    endTimeUnixNano: str(r.end_ns) || '0',
-    attributes,
-    droppedAttributesCount: num(r.dropped_attributes),
-    events: events.map((e) => ({ timeUnixNano: e.time_unix_nano ? isoToNanos(e.time_unix_nano) : '0', name: e.name ?? '', attributes: keyValues(e.attributes ?? {}), droppedAttributesCount: num(e.dropped_attributes_count) })),
-    droppedEventsCount: num(r.dropped_events),
-    links: links.map((l) => ({ traceId: l.trace_id, spanId: l.span_id, ...(l.trace_state ? { traceState: l.trace_state } : {}), attributes: keyValues(l.attributes ?? {}), ...(l.flags ? { flags: l.flags } : {}) })),
-    droppedLinksCount: num(r.dropped_links),
-    ...(r.flags !== null && r.flags !== undefined ? { flags: num(r.flags) } : {}),
-    status: { code: num(r.status_code), ...(r.status_message ? { message: str(r.status_message) } : {}) },
+    traceId: s.traceId,
+    spanId: s.spanId,
+    ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}),
+    ...(s.traceState ? { traceState: s.traceState } : {}),
+    name: s.name,
+    kind: KIND_NUMBERS[s.kind],
+    startTimeUnixNano: String(s.startNs),
+    endTimeUnixNano: String(s.endNs),
+    attributes: keyValues(s.attributes),
+    events: s.events.map((e) => ({
+      timeUnixNano: e.time_unix_nano ? isoToNanos(e.time_unix_nano) : '0',
+      name: e.name ?? '',
+      attributes: keyValues(e.attributes ?? {}),
+      droppedAttributesCount: e.dropped_attributes_count ?? 0,
+    })),
+    links: s.links.map((l) => ({ traceId: l.trace_id, spanId: l.span_id, ...(l.trace_state ? { traceState: l.trace_state } : {}), attributes: keyValues(l.attributes ?? {}), ...(l.flags ? { flags: l.flags } : {}) })),
+    ...(s.flags ? { flags: s.flags } : {}),
+    status: { code: STATUS_NUMBERS[s.status], ...(s.statusMessage ? { message: s.statusMessage } : {}) },
   };
 }
 
-/** Rows of one trace (from traceSql) as OTLP/JSON `TracesData`: spans grouped by resource, then scope. */
-export function tracesData(rows: Row[], columns: Record<string, ColumnType>) {
-  const attrs = attributeColumns(columns);
-  const resources = new Map<string, { resource: KeyValue[]; schemaUrl: string; scopes: Map<string, { scope: { name: string; version: string }; spans: ReturnType<typeof spanOf>[] }> }>();
-  for (const r of rows) {
-    const values = JSON.parse(str(r.attrs) || '{}') as Record<string, Json>;
-    const resourceKeys = new Set(keyList(r.resource_keys) ?? ['service.name']);
-    const resource: KeyValue[] = [];
-    const span: KeyValue[] = [];
-    attrs.forEach((a, i) => {
-      const v = values[String(i)];
-      if (v === null || v === undefined) return;
-      (resourceKeys.has(a.key) ? resource : span).push({ key: a.key, value: anyValue(v) });
-    });
-    const rKey = JSON.stringify([resource, r.resource_schema_url]);
+/** One trace's spans (from the traces store) as OTLP/JSON `TracesData`: grouped by resource, then scope. */
+export function tracesData(spans: Span[]) {
+  type Scope = { scope: { name: string; version: string }; spans: ReturnType<typeof otlpSpan>[] };
+  const resources = new Map<string, { attributes: KeyValue[]; scopes: Map<string, Scope> }>();
+  for (const s of spans) {
+    const attributes = keyValues(s.resource);
+    const rKey = JSON.stringify(attributes);
     let res = resources.get(rKey);
-    if (!res) resources.set(rKey, (res = { resource, schemaUrl: str(r.resource_schema_url), scopes: new Map() }));
-    const sKey = JSON.stringify([r.scope_name, r.scope_version]);
+    if (!res) resources.set(rKey, (res = { attributes, scopes: new Map() }));
+    const sKey = JSON.stringify([s.scopeName, s.scopeVersion]);
     let scope = res.scopes.get(sKey);
-    if (!scope) res.scopes.set(sKey, (scope = { scope: { name: str(r.scope_name), version: str(r.scope_version) }, spans: [] }));
-    scope.spans.push(spanOf(r, span));
+    if (!scope) res.scopes.set(sKey, (scope = { scope: { name: s.scopeName ?? '', version: s.scopeVersion ?? '' }, spans: [] }));
+    scope.spans.push(otlpSpan(s));
   }
   return {
     resourceSpans: [...resources.values()].map((res) => ({
-      resource: { attributes: res.resource },
-      ...(res.schemaUrl ? { schemaUrl: res.schemaUrl } : {}),
-      scopeSpans: [...res.scopes.values()].map((s) => ({ scope: s.scope, spans: s.spans })),
+      resource: { attributes: res.attributes },
+      scopeSpans: [...res.scopes.values()].map((sc) => ({ scope: sc.scope, spans: sc.spans })),
     })),
   };
-}
-
-/** A span's resource keys (a list, or a JSON array as text), or undefined when it has none. */
-function keyList(v: unknown): string[] | undefined {
-  const list: unknown = typeof v === 'string' ? JSON.parse(v) : v;
-  return Array.isArray(list) && list.every((k) => typeof k === 'string') ? list : undefined;
 }
 
 type Data = ReturnType<typeof tracesData>;

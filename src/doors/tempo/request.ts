@@ -1,6 +1,6 @@
 /**
  * What every Tempo API call needs: the traces dataset it reads (`?dataset=`, `X-P-Stream`, else
- * `otel_traces`), checked against the caller's key, its schema as TraceQL sees it, the time range
+ * P_TRACES_DEFAULT_DATASET), checked against the caller's key, its schema as TraceQL sees it, the time range
  * (Tempo's `start`/`end` in Unix seconds) and the caller's identity for the SQL executor.
  */
 import type { Context } from 'hono';
@@ -10,7 +10,6 @@ import type { TraceSchema } from '../../query/traceql/conditions.ts';
 import { authorize, canAccess } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 
-export const TEMPO_DEFAULT_DATASET = 'otel_traces';
 /** Without `start`/`end` a search looks this far back (Tempo then searches its recent data only). */
 export const SEARCH_DEFAULT_LOOKBACK_MS = 3_600_000;
 /** The column the traces store lists a span's resource attribute keys in (when the dataset has it). */
@@ -27,7 +26,7 @@ export interface TempoRequest {
 /** The dataset, authorised for reading, with its schema; 404 when it does not exist, 400 when it holds no traces. */
 export async function tempoRequest(c: Context<AppEnv>, services: Services): Promise<TempoRequest> {
   const p = c.get('principal');
-  const name = c.req.query('dataset') || c.req.header('x-p-stream') || TEMPO_DEFAULT_DATASET;
+  const name = c.req.query('dataset') || c.req.header('x-p-stream') || services.config.traces.defaultDataset;
   authorize(p, 'read', name);
   const meta = await services.storage.resolve(name);
   if (meta === undefined) throw notFound(`dataset "${name}" not found (send OTLP traces to it first, or name another with ?dataset=)`);

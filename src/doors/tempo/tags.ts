@@ -6,12 +6,11 @@
  */
 import type { Context } from 'hono';
 import { sqlIdent } from '../../duckdb.ts';
-import { attributeColumns as typedColumns, conditionSql, fieldsOf, resourceKeysList, TRACE_LEVEL, type TraceSchema } from '../../query/traceql/conditions.ts';
+import { attributeColumns as typedColumns, attributeNames, conditionSql, fieldsOf, resourceKeysList, TRACE_LEVEL, type TraceSchema } from '../../query/traceql/conditions.ts';
 import { KINDS, parseField, parseTraceql, STATUSES, type Condition, type Field } from '../../query/traceql/parse.ts';
 import { traceRowSql } from '../../query/traceql/search.ts';
 import { collectRows } from '../../query/sql/collect.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
-import { attributeColumns } from './otlp.ts';
 import { params, rangeParams, SEARCH_DEFAULT_LOOKBACK_MS, tempoRequest, timeRange, type TempoRequest } from './request.ts';
 
 /** The intrinsics TraceQL answers here (docs/traces.md), as Tempo lists them. */
@@ -26,7 +25,7 @@ async function run(services: Services, req: TempoRequest, sql: string, range: { 
 async function tagScopes(c: Context<AppEnv>, services: Services): Promise<{ resource: string[]; span: string[] }> {
   const p = params(c, rangeParams);
   const req = await tempoRequest(c, services);
-  const names = [...new Set(attributeColumns(req.schema.columns).map((a) => a.key))].sort();
+  const names = attributeNames(req.schema.columns);
   const keys = resourceKeysList(req.schema);
   if (keys === undefined) return { resource: names, span: names };
   const rows = await run(services, req, `SELECT DISTINCT unnest(${keys}) AS k FROM ${sqlIdent(req.dataset)} s ORDER BY k`, timeRange(p, SEARCH_DEFAULT_LOOKBACK_MS));

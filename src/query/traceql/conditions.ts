@@ -29,7 +29,7 @@ const SIBLINGS: Record<ValueType, string[]> = { string: ['utf8'], number: ['int6
 
 /** Whether a column is one the service writes (so no attribute can live in it). */
 export function isFixedColumn(name: string): boolean {
-  return Object.hasOwn(TRACES_KNOWN_TYPES, name) || /^p_/i.test(name);
+  return Object.hasOwn(TRACES_KNOWN_TYPES, name) || name === 'resource_attribute_keys' || /^p_/i.test(name);
 }
 
 /** Columns that may hold attribute `name`'s values of one type (the column itself, its typed siblings). */
@@ -46,6 +46,19 @@ export function attributeColumns(schema: TraceSchema, name: string, type: ValueT
     }
   }
   return out;
+}
+
+const SIBLING = /_(utf8|int64|float64|bool|list|timestamp_ms|timestamp_ns)$/;
+
+/** The attribute names a dataset's columns hold (a typed sibling holds its base's values), sorted. */
+export function attributeNames(columns: Record<string, ColumnType>): string[] {
+  const names = Object.keys(columns)
+    .filter((c) => !isFixedColumn(c))
+    .map((c) => {
+      const base = c.replace(SIBLING, '');
+      return base !== c && Object.hasOwn(columns, base) ? base : c;
+    });
+  return [...new Set(names)].sort();
 }
 
 /** Where an intrinsic lives: a span column or the trace row's computed column. */
