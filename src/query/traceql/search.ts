@@ -105,16 +105,17 @@ export function searchSql(q: TraceqlQuery, schema: TraceSchema, opts: SearchOpti
   const conds = leaves(q.expr);
   const matches = conds.map((c) => conditionSql(c, schema));
   const anyMatch = matches.map((m) => `(${m})`).join(' OR ');
-  // Conditions on spans alone find the candidate traces first, so the trace rows are built for those only.
+  // Conditions on spans alone need no trace row: the matching spans come first, and trace rows are built only
+  // for the traces whose span sets are not empty. A trace-level intrinsic needs every trace's row first.
   const traceLevel = conds.flatMap(fieldsOf).some((f) => f.kind === 'intrinsic' && TRACE_LEVEL.has(f.name));
-  const candidates = traceLevel ? '' : ` s WHERE span_trace_id IN (SELECT span_trace_id FROM ${table} s WHERE ${anyMatch})`;
   const fields = outputFields(q, schema);
   const fieldCols = fields.map((f, i) => `, ${f.sql} AS p_f${i}`).join('');
   const spanStruct = `{'id': k.p_sid, 'name': k.p_name, 'start': CAST(epoch_ns(k.p_st) AS VARCHAR), 'duration': k.p_dur, 'a': [${fields.map((_, i) => `k.p_f${i}`).join(', ')}]::JSON[]}`;
-  const sql = `WITH p_tr AS (${traceRowSql(table, schema, candidates)}),
-p_c AS (SELECT s.span_trace_id AS p_tid, s.span_span_id AS p_sid, s.span_name AS p_name, s.span_start_time_unix_nano AS p_st, s.span_duration_ns AS p_dur${fieldCols}${matches.map((m, i) => `, ${m} AS p_m${i}`).join('')}
-  FROM ${table} s JOIN p_tr t ON s.span_trace_id = t.p_tid WHERE ${anyMatch}),
-p_h AS (SELECT p_tid, ${matches.map((_, i) => `bool_or(p_m${i}) AS p_h${i}`).join(', ')} FROM p_c GROUP BY p_tid HAVING ${nonEmpty(q.expr, { i: 0 })}),
+  const spans = `p_c AS (SELECT s.span_trace_id AS p_tid, s.span_span_id AS p_sid, s.span_name AS p_name, s.span_start_time_unix_nano AS p_st, s.span_duration_ns AS p_dur${fieldCols}${matches.map((m, i) => `, ${m} AS p_m${i}`).join('')}
+  FROM ${table} s${traceLevel ? ' JOIN p_tr t ON s.span_trace_id = t.p_tid' : ''} WHERE ${anyMatch}),
+p_h AS (SELECT p_tid, ${matches.map((_, i) => `bool_or(p_m${i}) AS p_h${i}`).join(', ')} FROM p_c GROUP BY p_tid HAVING ${nonEmpty(q.expr, { i: 0 })})`;
+  const traces = `p_tr AS (${traceRowSql(table, schema, traceLevel ? '' : ' s WHERE span_trace_id IN (SELECT p_tid FROM p_h)')})`;
+  const sql = `WITH ${traceLevel ? `${traces},\n${spans}` : `${spans},\n${traces}`},
 p_top AS (SELECT * FROM p_tr WHERE p_tid IN (SELECT p_tid FROM p_h) ORDER BY p_tstart DESC, p_tid LIMIT ${Math.trunc(opts.limit)}),
 p_k AS (SELECT p_c.*, row_number() OVER (PARTITION BY p_c.p_tid ORDER BY p_st, p_sid) AS p_rn, count(*) OVER (PARTITION BY p_c.p_tid) AS p_matched
   FROM p_c JOIN p_h ON p_c.p_tid = p_h.p_tid WHERE p_c.p_tid IN (SELECT p_tid FROM p_top) AND ${inAnswer(q.expr, { i: 0 })})
