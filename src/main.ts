@@ -8,6 +8,9 @@ import { listenError, StartupError } from './errors.ts';
 import { createApp } from './doors/http/app.ts';
 import type { Services } from './doors/shared/context.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
+import { Audit } from './doors/shared/audit.ts';
+import { SignInLimits } from './doors/shared/signInLimits.ts';
+import { AccessStore } from './access/store.ts';
 import { ConnectionBudget, connectionCap } from './doors/shared/connections.ts';
 import { startOtlpGrpc } from './doors/grpc/otlp.ts';
 import { startPgServer } from './doors/pg/server.ts';
@@ -24,6 +27,8 @@ import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { stateGauge } from './metrics.ts';
 import { StorageEngine } from './storage/engine.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
+import { createSignIn } from './doors/shared/sessionAuth.ts';
+import { storedRoles } from './access/roleMapping.ts';
 
 /** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
 async function nodeId(config: Config): Promise<string> {
@@ -197,6 +202,10 @@ async function main(): Promise<void> {
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
   const { duck, store, storage } = await startStorage(config, tmp, id);
   const { ingestPool, ingest } = startIngest(config, storage);
+  // Users and roles from the bucket, before any door opens: a user signs in from the first request.
+  const access = new AccessStore(store, config.access.pollMs);
+  await access.start();
+  keys.useDirectory(access, new SignInLimits(config.access.signIn));
   const { queryPool, queries, promql } = await startQueries(config, tmp, duck, storage);
 
   // One connection budget for every door's listener (docs/security.md "The door contract").
@@ -206,7 +215,9 @@ async function main(): Promise<void> {
     headersTimeoutMs: config.server.headersTimeoutMs,
   });
   connections.registerGauges(['http', 'grpc', 'pg']);
-  const services = { config, keys, connections, storage, duck, ingestPool, ingest, queries, promql, isReady: readiness(storage, store) };
+  // Console sessions live in the bucket, so every worker on it accepts them (docs/users.md "Single sign-on").
+  const signIn = createSignIn(config.sso, store, storedRoles(access));
+  const services = { config, keys, access, audit: new Audit(ingest), connections, storage, duck, ingestPool, ingest, queries, promql, signIn, isReady: readiness(storage, store) };
   const { server, grpcServer, pgServer } = await startDoors(services, id);
 
   let stopping = false;

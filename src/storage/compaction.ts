@@ -11,6 +11,7 @@ import type { Manifests } from './manifests.ts';
 import { isMissingObject } from './objectStore.ts';
 import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
+import { traceBloomOf } from './traceIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
 import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
@@ -189,6 +190,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
     uploaded = true;
     await ctx.store.putFile(key, staging);
     const seriesIndex = await uploadSeriesIndex(ctx, key, staging, columns, ds.meta.timeColumn, indexUploads);
+    const traceBloom = await traceBloomOf(ctx.duck, key, staging, columns);
     failpoint('compaction-after-upload');
     if (ds.deleted) return;
     await manifests.commit(ds, seq, {
@@ -203,6 +205,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
           nodeId,
           rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
           ...(seriesIndex ? { seriesIndex } : {}),
+          ...(traceBloom ? { traceBloom } : {}),
         },
       ],
       remove: group.map((f) => f.key),

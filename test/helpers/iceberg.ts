@@ -40,6 +40,8 @@ export async function sparkCounts(args: { uri: string; key: string; start: strin
 export interface ReaderArgs {
   uri: string;
   key: string;
+  /** The OAuth2 client id: a user's name (with their password as `key`); default `lakehouse` (any, for a key). */
+  user?: string;
   table: string;
   timeColumn: string;
   /** ISO timestamps without zone (UTC), start inclusive, end exclusive. */
@@ -49,7 +51,7 @@ export interface ReaderArgs {
 }
 
 /** Each retained snapshot of a table and its rows, read by pyiceberg (fails if a file a snapshot lists is gone). */
-export async function snapshotRows(args: Pick<ReaderArgs, 'uri' | 'key' | 'table'>): Promise<[number, number][]> {
+export async function snapshotRows(args: Pick<ReaderArgs, 'uri' | 'key' | 'table' | 'user'>): Promise<[number, number][]> {
   const full = { ...args, timeColumn: '', start: '', end: '', snapshots: true };
   const { stdout } = await run(await icebergPython(), [SCRIPT, JSON.stringify(full)], { maxBuffer: 1 << 20, timeout: 120_000 });
   return JSON.parse(stdout.trim().split('\n').pop()!).snapshots;

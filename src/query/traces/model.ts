@@ -98,10 +98,8 @@ const FIXED = new Set([...Object.keys(spanRowSchema.shape), 'span_kind_descripti
 
 const isLegacyResourceKey = (key: string) => LEGACY_RESOURCE_PREFIXES.some((p) => key.startsWith(p));
 
-/** A row of `SELECT *, <time columns>` over a traces dataset as a Span; throws a ZodError on a malformed row. */
-export function spanFromRow(row: Record<string, unknown>): Span {
-  const r = spanRowSchema.parse(row);
-  const resourceKeys = row.resource_attribute_keys == null ? undefined : new Set(r.resource_attribute_keys);
+/** The attribute columns of a row, split into the resource's and the span's own. */
+function splitAttributes(row: Record<string, unknown>, resourceKeys: Set<string> | undefined): { resource: Attributes; attributes: Attributes } {
   const resource: Attributes = {};
   const attributes: Attributes = {};
   for (const [key, value] of Object.entries(row)) {
@@ -110,6 +108,19 @@ export function spanFromRow(row: Record<string, unknown>): Span {
     const fromResource = resourceKeys === undefined ? isLegacyResourceKey(key) : resourceKeys.has(key);
     (fromResource ? resource : attributes)[key] = value;
   }
+  return { resource, attributes };
+}
+
+const serviceOf = (resource: Attributes, attributes: Attributes) => {
+  const name = resource['service.name'] ?? attributes['service.name'];
+  return typeof name === 'string' ? name : 'unknown_service';
+};
+
+/** A row of `SELECT *, <time columns>` over a traces dataset as a Span; throws a ZodError on a malformed row. */
+export function spanFromRow(row: Record<string, unknown>): Span {
+  const r = spanRowSchema.parse(row);
+  // Rows written before the column have none: the well-known resource prefixes decide (docs/traces.md).
+  const { resource, attributes } = splitAttributes(row, row.resource_attribute_keys == null ? undefined : new Set(r.resource_attribute_keys));
   const startNs = BigInt(r['@start_ns']);
   return {
     traceId: r.span_trace_id,
@@ -123,7 +134,7 @@ export function spanFromRow(row: Record<string, unknown>): Span {
     status: STATUS_NAMES[r.span_status_code ?? 0] ?? 'unset',
     statusMessage: r.span_status_message || null,
     flags: r.span_flags ?? 0,
-    serviceName: typeof resource['service.name'] === 'string' ? resource['service.name'] : typeof attributes['service.name'] === 'string' ? attributes['service.name'] : 'unknown_service',
+    serviceName: serviceOf(resource, attributes),
     scopeName: r.scope_name || null,
     scopeVersion: r.scope_version || null,
     resource,

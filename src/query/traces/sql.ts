@@ -1,5 +1,5 @@
 import { sqlIdent, sqlString } from '../../duckdb.ts';
-import { SPAN_KIND_NAMES, type SpanKind } from './model.ts';
+import { LEGACY_RESOURCE_PREFIXES, SPAN_KIND_NAMES, type SpanKind } from './model.ts';
 
 /**
  * SQL over one traces dataset (the flattened OTLP columns, src/ingest/otlp/traces.ts). Every builder gets
@@ -119,4 +119,18 @@ export function dependenciesSql(dataset: string, cols: Columns): string {
     `WITH spans AS (${spans}) SELECT parent.svc AS parent, child.svc AS child, count(*) AS call_count ` +
     `FROM spans child JOIN spans parent ON child.t = parent.t AND child.p = parent.s WHERE parent.svc <> child.svc GROUP BY 1, 2 ORDER BY 1, 2`
   );
+}
+
+/**
+ * SQL that is true when a span's column `key` holds the resource's value (`resource`) or the span's own
+ * (`span`: its scope's or its own attribute), e.g. for TraceQL's `resource.x` / `span.x`. Spans stored
+ * before `resource_attribute_keys` existed fall back to the well-known resource prefixes. A column the
+ * dataset lacks is false either way.
+ */
+export function attributeFrom(cols: Columns, scope: 'resource' | 'span', key: string): string {
+  if (!cols.has(key)) return 'false';
+  const legacy = LEGACY_RESOURCE_PREFIXES.some((p) => key.startsWith(p)) ? 'true' : 'false';
+  const listed = cols.has('resource_attribute_keys') ? `json_contains(resource_attribute_keys, ${sqlString(JSON.stringify(key))})` : 'NULL';
+  const fromResource = `coalesce(${listed}, ${legacy})`;
+  return `(${sqlIdent(key)} IS NOT NULL AND ${scope === 'resource' ? fromResource : `NOT ${fromResource}`})`;
 }

@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { sqlIdent } from '../../duckdb.ts';
 import { invalidInput } from '../../errors.ts';
 import { collectRows } from '../sql/collect.ts';
-import type { QueryExecutor } from '../sql/executor.ts';
-import { spanFromRow, SPAN_KIND_NAMES, type Span, type SpanKind } from './model.ts';
+import type { QueryExecutor, QueryRequest } from '../sql/executor.ts';
+import { bloomMayHold } from '../../storage/scan.ts';
+import { spanFromRow, SPAN_KIND_NAMES, type Span, type SpanEvent, type SpanKind, type SpanLink } from './model.ts';
 import { dependenciesSql, normalTraceId, operationsSql, searchSql, servicesSql, spansOfTracesSql, type Columns, type TraceSearch } from './sql.ts';
 
 /**
@@ -18,6 +19,8 @@ export interface TraceReader {
   principalId: string;
   canRead: (dataset: string) => boolean;
   signal?: AbortSignal;
+  /** false: read every file of the window, not only those the trace-id index names (for measuring it). */
+  useIndex?: boolean;
 }
 
 /** A time range in milliseconds since the epoch (start inclusive, end exclusive), bounding the files read. */
@@ -26,9 +29,14 @@ export interface TimeWindow {
   endMs: number;
 }
 
-async function rows(r: TraceReader, sql: string, w: TimeWindow): Promise<Record<string, unknown>[]> {
-  return collectRows(r.queries, { sql, startMs: w.startMs, endMs: w.endMs, principalId: r.principalId, canRead: r.canRead, signal: r.signal });
+type FileFilter = QueryRequest['files'];
+
+async function rows(r: TraceReader, sql: string, w: TimeWindow, files?: FileFilter): Promise<Record<string, unknown>[]> {
+  return collectRows(r.queries, { sql, startMs: w.startMs, endMs: w.endMs, principalId: r.principalId, canRead: r.canRead, signal: r.signal, files });
 }
+
+/** Files whose trace-id index says they hold none of the ids are not read (a file without an index is). */
+export const filesMayHold = (ids: string[]): FileFilter => (f) => f.traceBloom === undefined || bloomMayHold(f.traceBloom, ids);
 
 /** The dataset's columns (a statement that reads no rows: the executor answers its fields). */
 export async function datasetColumns(r: TraceReader): Promise<Columns> {
@@ -54,7 +62,7 @@ export async function tracesById(r: TraceReader, traceIds: string[], w: TimeWind
   if (!ids.length) return out;
   const cols = await datasetColumns(r);
   if (!cols.has('span_trace_id')) return out;
-  for (const row of await rows(r, spansOfTracesSql(r.dataset, cols, ids), w)) {
+  for (const row of await rows(r, spansOfTracesSql(r.dataset, cols, ids), w, r.useIndex === false ? undefined : filesMayHold(ids))) {
     const span = spanFromRow(row);
     let spans = out.get(span.traceId);
     if (!spans) out.set(span.traceId, (spans = []));
@@ -108,4 +116,4 @@ export async function dependencies(r: TraceReader, w: TimeWindow): Promise<Depen
   return (await rows(r, dependenciesSql(r.dataset, cols), w)).map((row) => dependencyRow.parse(row));
 }
 
-export type { Span, SpanKind, TraceSearch };
+export type { Span, SpanEvent, SpanKind, SpanLink, TraceSearch };
