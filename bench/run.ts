@@ -20,6 +20,7 @@ import { benchPromql } from './promql.ts';
 import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
+import { benchTraceql } from './traceql.ts';
 import { benchContainer } from './container.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
@@ -254,6 +255,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
     table(await benchPromql());
+  }
+  if (process.env.BENCH_SKIP_TRACEQL !== '1') {
+    console.log('\n## TraceQL search and trace by id through the Tempo API, beside DuckDB running the same SQL on the same files (BENCH_TRACEQL_SPANS)');
+    table(await benchTraceql());
   }
   if (process.env.BENCH_SKIP_TRACES !== '1') {
     console.log('\n## Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory');

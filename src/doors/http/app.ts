@@ -20,6 +20,7 @@ import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { createEsApp } from '../es/app.ts';
 import { createHecApp, registerHecHealth } from '../hec/app.ts';
 import { createLokiApp } from '../loki/app.ts';
+import { createTempoApp } from '../tempo/app.ts';
 import { createJaegerApp } from '../jaeger/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
@@ -132,6 +133,8 @@ export function createApp(services: Services): Hono<AppEnv> {
   // The Jaeger query API (docs/traces.md): this listener's guards and key check.
   app.route('/jaeger', createJaegerApp(services));
   app.route('/services/collector', createHecApp(services));
+  // Grafana's Tempo data source (docs/traces.md).
+  app.route('/tempo', createTempoApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));
   app.onError((err, c) => {
