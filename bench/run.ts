@@ -17,6 +17,7 @@ import { benchTimeField } from './timeField.ts';
 import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
+import { benchDashboard } from './dashboard.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
 
@@ -248,6 +249,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
     table(await benchPromql());
+  }
+  if (process.env.BENCH_SKIP_DASHBOARD !== '1') {
+    console.log('\n## PromQL dashboards on a small install (issue 37), beside Prometheus 2.42 holding the same samples');
+    table(await benchDashboard());
   }
 }
 
