@@ -84,7 +84,7 @@ export class SampleCache {
 
   /**
    * The decoded files of these groups, in order, loading those not held (one DuckDB query for all of
-   * them), then dropping the least recently used past `budget` (the files returned stay usable).
+   * them), then dropping the least recently used other files past `budget`.
    */
   async get(conn: DuckDBConnection, groups: CachedGroup[], dir: string, cols: CacheColumns, labelsOnly: boolean, budget: number): Promise<CachedFile[]> {
     const keys: { key: string; sql: string }[] = [];
@@ -106,8 +106,11 @@ export class SampleCache {
       this.files.set(key, f);
       return f;
     });
+    // The files of this call stay (the label sets of the files returned must): past the budget by at
+    // most what this one selector reads, until the next call.
+    const inUse = new Set(keys.map((k) => k.key));
     for (const [key, f] of this.files) {
-      if (this.bytes <= budget) break;
+      if (this.bytes <= budget || inUse.has(key)) break;
       this.files.delete(key);
       this.bytes -= f.bytes;
       for (const id of f.ids) this.release(id);
