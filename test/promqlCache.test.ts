@@ -20,15 +20,13 @@ const value = (n: number, i: number) => n * 1000 + i;
 const END = T0 + (SAMPLES - 1) * STEP;
 
 const body = (from: number, to: number, extra = false) =>
-  new Uint8Array(
-    remoteWriteV1([
+  remoteWriteV1([
       ...Array.from({ length: SERIES }, (_, n) => ({
         labels: [['__name__', 'cache_test_total'], ['instance', `i${n}`]] as [string, string][],
         samples: Array.from({ length: to - from }, (_, k) => ({ timestampMs: T0 + (from + k) * STEP, value: value(n, from + k) })),
       })),
       ...(extra ? [{ labels: [['__name__', 'only_b'], ['job', 'b']] as [string, string][], samples: [{ timestampMs: T0, value: 1 }] }] : []),
-    ]),
-  );
+    ]);
 
 describe('PromQL sample cache: exact over another worker\'s files, its own WAL, and a restart', () => {
   let s3: S3TestServer;
@@ -44,8 +42,8 @@ describe('PromQL sample cache: exact over another worker\'s files, its own WAL, 
     // A keeps what it receives in its WAL (a flush only at its stop); B flushes at once and has no cache.
     a = await startServer({ dataDir: aDir, env: { ...env, P_FLUSH_INTERVAL: '1h' } });
     b = await startServer({ env: { ...env, P_FLUSH_INTERVAL: '500ms', P_PROMQL_CACHE_BYTES: '0' } });
-    const write = (w: TestServer, data: Uint8Array) =>
-      w.request('/v1/prometheus/write?stream=cachetest', { method: 'POST', body: data, headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf' } });
+    const write = (w: TestServer, data: Buffer) =>
+      w.request('/v1/prometheus/write?stream=cachetest', { method: 'POST', body: new Uint8Array(data), headers: { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf' } });
     expect((await write(b, body(0, SPLIT, true))).status).toBe(200);
     await waitFor('B flushed', async () => ((await (await b.request('/api/v1/logstream/cachetest/stats')).json()) as { wal: { count: number } }).wal.count === 0, 30_000);
     expect((await write(a, body(SPLIT, SAMPLES))).status).toBe(200);

@@ -330,19 +330,37 @@ export function selectCached(cache: SampleCache, files: CachedFile[], req: Serie
   return { count: groups.size, parts: encodeGroups(cache, groups, req.labelsOnly) };
 }
 
-/** encodeSeries' form of each label set and its slices of the files' samples. */
+/**
+ * encodeSeries' form of each label set and its slices of the files' samples, copied into one buffer: a
+ * part per slice (a series over an hour of minute files has 60) made one pipe write each, which cost
+ * ten times the copy.
+ */
 function encodeGroups(cache: SampleCache, groups: Map<number, [CachedFile, number, number][]>, labelsOnly: boolean): Uint8Array[] {
-  const parts: Uint8Array[] = [];
+  let size = 0;
   for (const [id, slices] of groups) {
-    parts.push(cache.labelSet(id).head);
-    const n = new Uint8Array(4);
-    new DataView(n.buffer).setUint32(0, slices.reduce((a, [, lo, hi]) => a + hi - lo, 0), true);
-    parts.push(n);
+    size += cache.labelSet(id).head.length + 4;
     if (labelsOnly) continue;
-    for (const [f, lo, hi] of slices) parts.push(bytesOf(f.t, lo, hi));
-    for (const [f, lo, hi] of slices) parts.push(bytesOf(f.v, lo, hi));
-    for (const [f, lo, hi] of slices) parts.push(f.k.subarray(lo, hi));
-    for (const [f, lo, hi] of slices) for (let i = lo; i < hi; i++) if (f.h?.has(i)) parts.push(f.h.get(i)!);
+    for (const [f, lo, hi] of slices) {
+      size += 17 * (hi - lo);
+      for (let i = lo; i < hi; i++) size += f.h?.get(i)?.length ?? 0;
+    }
   }
-  return parts;
+  const out = new Uint8Array(size);
+  const dv = new DataView(out.buffer);
+  let at = 0;
+  const put = (b: Uint8Array) => {
+    out.set(b, at);
+    at += b.length;
+  };
+  for (const [id, slices] of groups) {
+    put(cache.labelSet(id).head);
+    dv.setUint32(at, slices.reduce((a, [, lo, hi]) => a + hi - lo, 0), true);
+    at += 4;
+    if (labelsOnly) continue;
+    for (const [f, lo, hi] of slices) put(bytesOf(f.t, lo, hi));
+    for (const [f, lo, hi] of slices) put(bytesOf(f.v, lo, hi));
+    for (const [f, lo, hi] of slices) put(f.k.subarray(lo, hi));
+    for (const [f, lo, hi] of slices) for (let i = lo; i < hi; i++) if (f.h?.has(i)) put(f.h.get(i)!);
+  }
+  return [out];
 }
