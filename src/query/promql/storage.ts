@@ -213,10 +213,11 @@ export function encodeSeries(labelNames: string[], result: DuckDBMaterializedRes
       push(head);
       if (samples && n > 0) {
         const first = Number(samples.entries.getBigUint64(16 * r, true));
-        // Copies (slice): the vectors' memory is DuckDB's, valid only while the result is.
-        push(samples.t.slice(8 * first, 8 * (first + n)));
-        push(samples.v.slice(8 * first, 8 * (first + n)));
-        const kinds = samples.k.slice(first, first + n);
+        // Copies: the vectors' memory is DuckDB's, valid only while the result is (the bindings give
+        // Buffers, whose slice is a view: hence new Uint8Array of a subarray).
+        push(new Uint8Array(samples.t.subarray(8 * first, 8 * (first + n))));
+        push(new Uint8Array(samples.v.subarray(8 * first, 8 * (first + n))));
+        const kinds = new Uint8Array(samples.k.subarray(first, first + n));
         push(kinds);
         if (samples.h) pushHistograms(samples.h, kinds, first, push);
       }
