@@ -309,6 +309,7 @@ const bytesOf = (a: BigInt64Array | Float64Array, lo: number, hi: number) => new
 export function selectCached(cache: SampleCache, files: CachedFile[], req: SeriesRequest): { count: number; parts: Uint8Array[] } {
   const name = req.matchers.find((m) => m.type === '=' && m.name === '__name__');
   const groups = new Map<number, [CachedFile, number, number][]>();
+  const rejected = new Set<number>();
   const start = BigInt(Math.max(MIN_MS, req.start));
   const end = BigInt(Math.min(MAX_MS, req.end)) + 1n;
   for (const f of files) {
@@ -318,11 +319,20 @@ export function selectCached(cache: SampleCache, files: CachedFile[], req: Serie
       const l = candidates ? candidates[c] : c;
       if (f.hi[l] < req.start || f.lo[l] > req.end) continue;
       const id = f.ids[l];
+      if (rejected.has(id)) continue;
       const g = groups.get(id);
-      if (!g && !mayMatch(cache.labelSet(id), req.matchers)) continue;
-      const lo = req.labelsOnly ? 0 : lowerBound(f.t, f.off[l], f.off[l + 1], start);
-      const hi = req.labelsOnly ? 0 : lowerBound(f.t, lo, f.off[l + 1], end);
-      if (!req.labelsOnly && lo === hi) continue;
+      if (!g && !mayMatch(cache.labelSet(id), req.matchers)) {
+        rejected.add(id);
+        continue;
+      }
+      // Label sets: each once, whatever the files that have it.
+      if (req.labelsOnly) {
+        if (!g) groups.set(id, []);
+        continue;
+      }
+      const lo = lowerBound(f.t, f.off[l], f.off[l + 1], start);
+      const hi = lowerBound(f.t, lo, f.off[l + 1], end);
+      if (lo === hi) continue;
       if (g) g.push([f, lo, hi]);
       else groups.set(id, [[f, lo, hi]]);
     }
