@@ -41,6 +41,9 @@ interface CachedFile {
   t: BigInt64Array;
   v: Float64Array;
   k: Uint8Array;
+  /** t and v as bytes (what the answer copies). */
+  tb: Uint8Array;
+  vb: Uint8Array;
   /** Per native histogram sample (by index into t), its u32 length + JSON. */
   h?: Map<number, Uint8Array>;
   /** Local indexes by metric name. */
@@ -239,7 +242,10 @@ function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile
   const files: CachedFile[] = Array.from({ length: count }, (_, f) => {
     const ns = seriesOf[f];
     const n = labelsOnly ? 0 : samplesOf[f];
-    return { bytes: 0, ids: new Int32Array(ns), off: new Int32Array(ns + 1), lo: new Float64Array(ns), hi: new Float64Array(ns), t: new BigInt64Array(n), v: new Float64Array(n), k: new Uint8Array(n), byName: new Map() };
+    const t = new BigInt64Array(n);
+    const v = new Float64Array(n);
+    const arrays = { t, v, k: new Uint8Array(n), tb: new Uint8Array(t.buffer), vb: new Uint8Array(v.buffer) };
+    return { bytes: 0, ids: new Int32Array(ns), off: new Int32Array(ns + 1), lo: new Float64Array(ns), hi: new Float64Array(ns), ...arrays, byName: new Map() };
   });
   const local = new Int32Array(count);
   const at = new Int32Array(count);
@@ -299,7 +305,6 @@ function lowerBound(times: BigInt64Array, lo: number, hi: number, ms: bigint): n
   return lo;
 }
 
-const bytesOf = (a: BigInt64Array | Float64Array, lo: number, hi: number) => new Uint8Array(a.buffer, a.byteOffset + 8 * lo, 8 * (hi - lo));
 
 /**
  * The series of these decoded files that may match the request, in encodeSeries' binary form (without
@@ -362,14 +367,19 @@ function encodeGroups(cache: SampleCache, groups: Map<number, [CachedFile, numbe
     out.set(b, at);
     at += b.length;
   };
+  // A slice of a minute file is a few samples: a loop copies them for less than making a view to set.
+  const copy = (src: Uint8Array, from: number, to: number) => {
+    if (to - from > 256) put(src.subarray(from, to));
+    else for (let i = from; i < to; i++) out[at++] = src[i];
+  };
   for (const [id, slices] of groups) {
     put(cache.labelSet(id).head);
     dv.setUint32(at, slices.reduce((a, [, lo, hi]) => a + hi - lo, 0), true);
     at += 4;
     if (labelsOnly) continue;
-    for (const [f, lo, hi] of slices) put(bytesOf(f.t, lo, hi));
-    for (const [f, lo, hi] of slices) put(bytesOf(f.v, lo, hi));
-    for (const [f, lo, hi] of slices) put(f.k.subarray(lo, hi));
+    for (const [f, lo, hi] of slices) copy(f.tb, 8 * lo, 8 * hi);
+    for (const [f, lo, hi] of slices) copy(f.vb, 8 * lo, 8 * hi);
+    for (const [f, lo, hi] of slices) copy(f.k, lo, hi);
     for (const [f, lo, hi] of slices) for (let i = lo; i < hi; i++) if (f.h?.has(i)) put(f.h.get(i)!);
   }
   return [out];
