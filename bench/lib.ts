@@ -156,12 +156,18 @@ export async function settle(pid: number, maxMs = 20_000): Promise<void> {
 
 let built: Promise<void> | undefined;
 
-export async function startService(env: Record<string, string> = {}, nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean)): Promise<BenchServer> {
+export async function startService(
+  env: Record<string, string> = {},
+  nodeArgs: string[] = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean),
+  /** A command that execs the rest (a memory cgroup's `wrap`, test/helpers/cgroup.ts): its pid becomes the service's. */
+  wrap: string[] = [],
+): Promise<BenchServer> {
   // The service as `npm start` runs it: the build in dist/, made fresh once per benchmark run.
   await (built ??= buildService());
   const dataDir = env.P_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-bench-')));
   const port = await freePort();
-  const child = spawn(process.execPath, [...nodeArgs, path.join(root, 'dist/main.js')], {
+  const command = [...wrap, process.execPath, ...nodeArgs, path.join(root, 'dist/main.js')];
+  const child = spawn(command[0], command.slice(1), {
     cwd: root,
     // The extra front doors' fixed default ports would collide between benchmark services: off unless asked for.
     env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', P_OTLP_GRPC_ADDR: 'off', P_PG_ADDR: 'off', ...env },

@@ -18,8 +18,10 @@ import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
 import { benchDashboard } from './dashboard.ts';
+import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
+import { benchContainer } from './container.ts';
 
 const EVENTS = Number(process.env.BENCH_EVENTS ?? 1_000_000);
 const BATCH = 1000;
@@ -242,6 +244,10 @@ async function main(): Promise<void> {
     table(await benchPgWire());
   }
   if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
+  if (process.env.BENCH_SKIP_CONTAINER !== '1') {
+    console.log('\n## JSON ingestion inside a 512 MiB memory cgroup (the whole process tree; defaults sized from it), beside JSON.parse of the same bodies; three runs');
+    table(await benchContainer());
+  }
   if (process.env.BENCH_SKIP_FIRST_QUERY !== '1') {
     console.log('\n## The first query after a quiet period (query workers start on first use) vs a running worker');
     table(await benchFirstQuery());
@@ -253,6 +259,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_DASHBOARD !== '1') {
     console.log('\n## PromQL dashboards on a small install (issue 37), beside Prometheus 2.42 holding the same samples');
     table(await benchDashboard());
+  }
+  if (process.env.BENCH_SKIP_TRACES !== '1') {
+    console.log('\n## Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory');
+    table(await benchTraces());
   }
 }
 

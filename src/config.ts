@@ -26,9 +26,28 @@ function pgSettings(e: Env) {
   };
 }
 
+/** Console sessions, and OpenID Connect sign-in when P_OIDC_ISSUER is set (else `oidc` is undefined). */
+function ssoSettings(e: Env) {
+  if (e.P_OIDC_ISSUER && !e.P_OIDC_CLIENT_ID) throw new Error('invalid configuration: P_OIDC_ISSUER needs P_OIDC_CLIENT_ID');
+  const origin = e.P_ORIGIN_URI ? new URL(e.P_ORIGIN_URI).origin : undefined;
+  const oidc = e.P_OIDC_ISSUER
+    ? {
+        issuer: e.P_OIDC_ISSUER,
+        clientId: e.P_OIDC_CLIENT_ID ?? '',
+        clientSecret: e.P_OIDC_CLIENT_SECRET,
+        scope: e.P_OIDC_SCOPE,
+        roleClaim: e.P_OIDC_ROLE_CLAIM,
+        roleMap: e.P_OIDC_ROLE_MAP,
+        defaultRole: e.P_OIDC_DEFAULT_ROLE || undefined,
+      }
+    : undefined;
+  return { origin, sessionTtlMs: e.P_SESSION_TTL, oidc };
+}
+
 function icebergSettings(e: Env) {
   if (e.P_ICEBERG === 'off') return undefined;
-  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT };
+  const push = e.P_ICEBERG_PUSH_URI ? { uri: e.P_ICEBERG_PUSH_URI, token: e.P_ICEBERG_PUSH_TOKEN, warehouse: e.P_ICEBERG_PUSH_WAREHOUSE, namespace: e.P_ICEBERG_NAMESPACE } : undefined;
+  return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT, push };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
@@ -51,6 +70,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     port: Number(addr[2]),
     dataDir,
     apiKeys: e.P_API_KEYS,
+    /** Users and roles (docs/users.md): the store's poll period and the sign-in guard. */
+    access: {
+      pollMs: e.P_ACCESS_POLL,
+      signIn: { maxUserFailures: e.P_SIGNIN_MAX_USER_FAILURES, maxAddressFailures: e.P_SIGNIN_MAX_ADDRESS_FAILURES, windowMs: e.P_SIGNIN_FAILURE_WINDOW },
+    },
     nodeId: e.P_NODE_ID,
     logLevel: e.P_LOG_LEVEL,
     /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */
@@ -114,7 +138,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       maxDepth: e.P_QUERY_MAX_DEPTH,
     },
     queryPlanCacheBytes: e.P_QUERY_PLAN_CACHE_BYTES,
+    /** The trace query APIs (Jaeger, Tempo). */
+    traces: { lookbackMs: e.P_TRACES_LOOKBACK, defaultDataset: e.P_TRACES_DEFAULT_DATASET },
     pg: pgSettings(e),
+    /** Console sessions and single sign-on (docs/users.md). */
+    sso: ssoSettings(e),
   };
 }
 
@@ -150,6 +178,7 @@ function ingestGroup(e: Env, sized: Sized) {
     maxEventsPerRequest: e.P_MAX_EVENTS_PER_REQUEST,
     maxValuesPerRequest: e.P_MAX_VALUES_PER_REQUEST,
     eventTimeFutureMs: e.P_EVENT_TIME_FUTURE_LIMIT,
+    signalTimePastMs: e.P_SIGNAL_TIME_PAST_LIMIT,
     // The placement of values: a dataset's column limit, and the distinct names one request may bring
     // (docs/configuration.md, P_MAX_COLUMNS).
     maxColumns: effectiveMaxColumns(e, sized),

@@ -8,6 +8,9 @@ import { listenError, StartupError } from './errors.ts';
 import { createApp } from './doors/http/app.ts';
 import type { Services } from './doors/shared/context.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
+import { Audit } from './doors/shared/audit.ts';
+import { SignInLimits } from './doors/shared/signInLimits.ts';
+import { AccessStore } from './access/store.ts';
 import { ConnectionBudget, connectionCap } from './doors/shared/connections.ts';
 import { startOtlpGrpc } from './doors/grpc/otlp.ts';
 import { startPgServer } from './doors/pg/server.ts';
@@ -24,6 +27,8 @@ import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { stateGauge } from './metrics.ts';
 import { StorageEngine } from './storage/engine.ts';
 import { LocalObjectStore, writeFileDurable, type ObjectStore } from './storage/objectStore.ts';
+import { createSignIn } from './doors/shared/sessionAuth.ts';
+import { storedRoles } from './access/roleMapping.ts';
 
 /** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
 async function nodeId(config: Config): Promise<string> {
@@ -88,6 +93,9 @@ async function startStorage(config: Config, tmp: string, id: string) {
   const storage = new StorageEngine(store, duck, { ...config.engine, dataDir: config.dataDir, nodeId: id, ...graceAndLake(config) });
   stateGauge('lakehouse_iceberg_lag_seconds', 'Seconds the oldest file of a dataset not yet in its Iceberg table has waited since this worker saw it (0: the table shows every file).', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergLagSeconds(m.name) })),
+  );
+  stateGauge('lakehouse_iceberg_push_lag_seconds', 'Seconds the external catalog\'s copy of a dataset\'s table (P_ICEBERG_PUSH_URI) has been behind this worker\'s (0: in step, or no push).', ['dataset'], () =>
+    storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.icebergPushLagSeconds(m.name) })),
   );
   stateGauge('lakehouse_wal_bytes', 'Bytes in the write-ahead log (acknowledged, not yet Parquet), per dataset.', ['dataset'], () =>
     storage.list().map((m) => ({ labels: { dataset: m.name }, value: storage.stats(m.name).wal.bytes })),
@@ -198,6 +206,10 @@ async function main(): Promise<void> {
   const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
   const { duck, store, storage } = await startStorage(config, tmp, id);
   const { ingestPool, ingest } = startIngest(config, storage);
+  // Users and roles from the bucket, before any door opens: a user signs in from the first request.
+  const access = new AccessStore(store, config.access.pollMs);
+  await access.start();
+  keys.useDirectory(access, new SignInLimits(config.access.signIn));
   const { queryPool, queries, promql } = await startQueries(config, tmp, duck, storage);
 
   // One connection budget for every door's listener (docs/security.md "The door contract").
@@ -207,7 +219,9 @@ async function main(): Promise<void> {
     headersTimeoutMs: config.server.headersTimeoutMs,
   });
   connections.registerGauges(['http', 'grpc', 'pg']);
-  const services = { config, keys, connections, storage, duck, ingestPool, ingest, queries, promql, isReady: readiness(storage, store) };
+  // Console sessions live in the bucket, so every worker on it accepts them (docs/users.md "Single sign-on").
+  const signIn = createSignIn(config.sso, store, storedRoles(access));
+  const services = { config, keys, access, audit: new Audit(ingest), connections, storage, duck, ingestPool, ingest, queries, promql, signIn, isReady: readiness(storage, store) };
   const { server, grpcServer, pgServer } = await startDoors(services, id);
 
   let stopping = false;

@@ -133,6 +133,13 @@ export function stateGauge<L extends string>(name: string, help: string, labelNa
   });
 }
 
+export const icebergPushes = new Counter({
+  name: 'lakehouse_iceberg_pushes_total',
+  help: 'Pushes of Iceberg tables to the external catalog (P_ICEBERG_PUSH_URI) by result: registered, committed, conflict (its table moved since loaded; reloaded and retried), failed (retried next round).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
 export const icebergCommits = new Counter({
   name: 'lakehouse_iceberg_commits_total',
   help: 'Iceberg table commits by result: committed, or conflict (another worker committed that version first; reloaded and retried).',

@@ -118,14 +118,17 @@ const ingestSettings = {
       'The fraction of P_MAX_INFLIGHT_BYTES one key may hold while another key sends too (alone, a key may use all of it). Default 0.5: one key cannot starve the others, and a single-key deployment loses nothing.',
     ),
   P_INGEST_BODY_TIMEOUT: duration('10s').describe(
-    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. Default 10s: any client on a working network sends its first bytes well within it.',
+    'How long a request body may take before P_INGEST_MIN_BODY_RATE applies: the body must have arrived within this grace plus its size at the minimum rate, or the connection is closed. The same bound holds for an OTLP/gRPC message and a PostgreSQL message (from its first byte). Default 10s: any client on a working network sends its first bytes well within it.',
   ),
   P_INGEST_MIN_BODY_RATE: bytes('16KiB').describe(
     'The slowest average rate (bytes per second, after P_INGEST_BODY_TIMEOUT) at which an ingest body may arrive. Default 16KiB: a 10 MiB body may take ~11 minutes, while a client trickling bytes to hold connections and budget is cut after the grace.',
   ),
   P_MAX_EVENTS_PER_REQUEST: int(100_000).describe('Most events, OTLP records or data points, or remote-write samples in one request (413 above); bounds the memory one decode takes.'),
   P_EVENT_TIME_FUTURE_LIMIT: duration('1h').describe(
-    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition) may be timed (400 beyond, nothing of the request stored), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+    "How far past the time a request is received an event of a dataset with a time field (X-P-Time-Partition: JSON, Elasticsearch bulk, Loki, HEC) may be timed (400 beyond, nothing of the request stored), and an OTLP record or remote-write sample (see P_SIGNAL_TIME_PAST_LIMIT), as X-P-Time-Partition-Limit bounds the past. Each hour holding events is a Parquet file of its own: one request of events timed over 11 years ahead wrote 100,000 files in one flush.",
+  ),
+  P_SIGNAL_TIME_PAST_LIMIT: duration('30d').describe(
+    "How long before the time a request is received an OTLP log record, span or data point, or a remote-write sample, may be timed; P_EVENT_TIME_FUTURE_LIMIT bounds them ahead. An OTLP record outside is rejected alone (counted in partial_success); a remote-write request with a sample outside is refused whole (400, Prometheus' \"out of bounds\"). Their datasets are partitioned by these times, each hour holding rows a Parquet file of its own: the window bounds the files one flush writes (issue 30 A10). Default 30d, Parseable's default time partition limit; `0`: no bound into the past (PromQL's conformance data starts in 1970).",
   ),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),
@@ -212,6 +215,14 @@ const querySettings = {
   ),
 };
 
+/** The trace query APIs: Jaeger's, Tempo's (docs/traces.md). */
+const tracesSettings = {
+  P_TRACES_LOOKBACK: duration('2d').describe(
+    'How far back a trace looked up by id (and the service and operation lists) is searched when the request gives no time range: bounds the files read. A trace older than this is found only with `start`/`end`.',
+  ),
+  P_TRACES_DEFAULT_DATASET: z.string().default('otel_traces').describe('The traces dataset the Jaeger and Tempo APIs read when the request names none (`?dataset=` or `X-P-Stream`).'),
+};
+
 /** The OTLP/gRPC front door (docs/otlp-grpc.md). */
 const otlpGrpcSettings = {
   P_OTLP_GRPC_ADDR: z
@@ -264,6 +275,19 @@ const icebergSettingsGroup = {
   ),
   P_ICEBERG_NAMESPACE: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/).default('lakehouse').describe('The one namespace of the REST catalog; its tables are the datasets.'),
   P_ICEBERG_S3_PUBLIC_ENDPOINT: z.string().optional().describe('S3 endpoint handed to readers in LoadTable when they reach the bucket by another address than the workers (default: P_S3_URL).'),
+  P_ICEBERG_PUSH_URI: z.string().url().optional().describe(
+    'An Iceberg REST catalog the user runs (Polaris, Lakekeeper, Nessie, …; its base URI, without /v1): each table is registered there in namespace P_ICEBERG_NAMESPACE and every new snapshot is committed there too (docs/lake.md "Push"). Its failure never blocks publishing here.',
+  ),
+  P_ICEBERG_PUSH_TOKEN: z.string().optional().describe('Bearer token sent to P_ICEBERG_PUSH_URI.'),
+  P_ICEBERG_PUSH_WAREHOUSE: z.string().optional().describe('The warehouse asked for at P_ICEBERG_PUSH_URI\'s /v1/config (catalogs that serve several warehouses need it).'),
+};
+
+/** Users, roles and sign-in (docs/users.md). */
+const accessSettings = {
+  P_ACCESS_POLL: duration('2s').describe('How often each worker looks for a newer version of the users and roles in the object store: a change made on another worker applies here within this time (on this worker at once).'),
+  P_SIGNIN_MAX_USER_FAILURES: int(10).describe('Failed sign-ins of one user name within `P_SIGNIN_FAILURE_WINDOW` after which its sign-ins are refused (429, logged) until the oldest failure leaves the window. Per worker.'),
+  P_SIGNIN_MAX_ADDRESS_FAILURES: int(100).describe('Failed sign-ins (a wrong password or an unknown key) from one source address within `P_SIGNIN_FAILURE_WINDOW` after which that address is refused (429, logged). Per worker.'),
+  P_SIGNIN_FAILURE_WINDOW: duration('1m').describe('The sliding window over which failed sign-ins are counted.'),
 };
 
 /** The memory the service may use, which the memory-sized defaults derive from (docs/memory.md). */
@@ -290,9 +314,25 @@ const testOnlySettings = {
     ),
 };
 
+/** OpenID Connect sign-in for the console and its sessions (docs/users.md "Single sign-on"). */
+const ssoSettings = {
+  P_OIDC_ISSUER: z.url().optional().describe('The OpenID provider\'s issuer URL (its discovery document is `{issuer}/.well-known/openid-configuration`). Unset: single sign-on is off and `/api/v1/o/login` answers 404.'),
+  P_OIDC_CLIENT_ID: z.string().optional().describe('The client id registered at the provider for this service (needed with P_OIDC_ISSUER).'),
+  P_OIDC_CLIENT_SECRET: z.string().optional().describe('The client secret registered at the provider (sent with HTTP Basic to its token endpoint). Unset: a public client, held by PKCE alone.'),
+  P_ORIGIN_URI: z.url().optional().describe(
+    'The service\'s public base URL as the browser reaches it (Parseable\'s name), e.g. `https://lakehouse.example.com`. The redirect URI to register at the provider is `{P_ORIGIN_URI}/api/v1/o/code`; an `https` origin makes the session cookie `Secure` (and named `__Host-session`); cookie-authenticated writes must come from this origin. Unset: the origin of each request\'s `Host` header, over http (for a local try-out only).',
+  ),
+  P_OIDC_SCOPE: z.string().default('openid profile email').describe('Scopes asked of the provider (space-separated; `openid` is added when missing). Add `groups` where the provider needs it to send the role claim (Okta).'),
+  P_OIDC_ROLE_CLAIM: z.string().default('groups').describe('The claim (of the ID token, else of the userinfo answer) whose values decide the user\'s roles: a string or a list of strings; a dotted path reaches into objects (`realm_access.roles` for Keycloak).'),
+  P_OIDC_ROLE_MAP: z.string().default('').describe('Claim value → role, comma-separated `value=role` (e.g. `lakehouse-admins=admin,sre=writer`); one value may map to several roles. Empty: a claim value that names a role is that role (Parseable\'s rule).'),
+  P_OIDC_DEFAULT_ROLE: z.string().default('').describe('The role of a user none of whose claim values maps to a role. Empty: such a user may not sign in (403).'),
+  P_SESSION_TTL: duration('12h').describe('How long a console session lasts after sign-in (the cookie\'s Max-Age and the stored session\'s expiry); then the user signs in again.'),
+};
+
 /** The groups in the order docs/configuration.md lists them. */
 export const settingGroups = [
   { title: 'Server', about: 'The HTTP server, keys, logs and this worker\'s identity.', settings: serverSettings },
+  { title: 'Users and sign-in', about: 'Users and roles in the object store, and the brute-force guard of sign-in (docs/users.md).', settings: accessSettings },
   { title: 'Memory', about: 'The budget the memory-sized defaults below derive from (docs/memory.md).', settings: memorySettings },
   { title: 'Ingestion', about: 'Decoding request bodies and the bounds every ingest request is held to (docs/ingestion.md).', settings: ingestSettings },
   { title: 'Storage', about: 'The write-ahead log, Parquet files, catalog and background work (docs/storage.md).', settings: storageSettings },
@@ -300,7 +340,9 @@ export const settingGroups = [
   { title: 'OTLP over gRPC', about: 'The OTLP/gRPC front door on every worker (docs/otlp-grpc.md).', settings: otlpGrpcSettings },
   { title: 'PostgreSQL', about: 'The PostgreSQL wire protocol front door on every worker (docs/postgresql.md).', settings: pgSettingsGroup },
   { title: 'Query', about: 'The SQL sandbox, its worker processes and the limits every query runs under (docs/query.md).', settings: querySettings },
+  { title: 'Traces', about: 'The Jaeger and Tempo query APIs over traces datasets (docs/traces.md).', settings: tracesSettings },
   { title: 'Iceberg', about: 'Iceberg tables over every dataset and the read-only REST catalog (docs/lake.md).', settings: icebergSettingsGroup },
+  { title: 'Single sign-on', about: 'OpenID Connect sign-in for the web console and its sessions (docs/users.md).', settings: ssoSettings },
   { title: 'Test only', about: 'Fault injection for the test suite. Never set them on a service that holds data: they crash it or fail its writes on purpose, and the start log warns when one is set.', settings: testOnlySettings },
 ] as const;
 
@@ -312,9 +354,12 @@ export const envSchema = z.object({
   ...storageSettings,
   ...objectStoreSettings,
   ...querySettings,
+  ...tracesSettings,
   ...otlpGrpcSettings,
   ...pgSettingsGroup,
   ...icebergSettingsGroup,
+  ...ssoSettings,
+  ...accessSettings,
 });
 
 export type Env = z.infer<typeof envSchema>;

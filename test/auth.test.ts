@@ -101,7 +101,8 @@ const ALLOWED: Record<'admin' | 'writer' | 'reader', Set<Endpoint>> = {
 describe('authentication and authorization', () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startServer({ env: { P_API_KEYS: API_KEYS } });
+    // Hundreds of wrong keys from one address, on purpose: the brute-force guard (test/users.test.ts) stays out of the way.
+    server = await startServer({ env: { P_API_KEYS: API_KEYS, P_SIGNIN_MAX_ADDRESS_FAILURES: '100000' } });
     for (const name of ['alpha', 'beta', 'gamma']) {
       await asAdmin(server, { method: 'PUT', path: `/api/v1/logstream/${name}` });
       await asAdmin(server, { method: 'POST', path: `/api/v1/logstream/${name}`, json: { name } });

@@ -26,6 +26,8 @@ const METRICS = 'door_metrics';
 const CAP = 48;
 const TAIL_PER_KEY = 2;
 const GRPC_MAX_CALLS = 8;
+/** Queries (and held PostgreSQL portals) one key may run at once. */
+const QUERY_PER_KEY = 2;
 const LOGS_EXPORT = '/opentelemetry.proto.collector.logs.v1.LogsService/Export';
 
 let server: TestServer;
@@ -46,6 +48,9 @@ function connect(port: number): Promise<net.Socket> {
 
 const metric = async (name: string, door: string) =>
   Number(new RegExp(`^${name}\\{door="${door}"\\} (\\S+)$`, 'm').exec(await (await server.request('/metrics')).text())?.[1]);
+
+/** Query worker processes running a query (or holding a suspended portal's) now. */
+const busyWorkers = async () => Number(/^lakehouse_query_workers\{state="busy"\} (\S+)$/m.exec(await (await server.request('/metrics')).text())?.[1] ?? 0);
 
 /** The invariant of every case: an HTTP ingest client with a fresh connection is served. */
 async function ingestServed(what: string): Promise<void> {
@@ -127,6 +132,27 @@ interface DoorDriver {
 }
 
 const MiB = 1024 * 1024;
+
+/** A whole PostgreSQL message. */
+const pgMessage = (type: string, body: Buffer) => Buffer.concat([pgMessageHead(type, body.length), body]);
+const cstr = (text: string) => Buffer.from(`${text}\0`);
+
+/** A raw PostgreSQL session of `password`'s key, logged in; `received()` is everything it was sent. */
+async function pgSession(password: string): Promise<{ socket: net.Socket; received: () => string }> {
+  const socket = await connect(ports.pg);
+  let text = '';
+  socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
+  socket.write(pgStartup('contract'));
+  socket.write(pgMessage('p', cstr(password)));
+  await waitFor('the PostgreSQL login', async () => /Z\0\0\0\x05I/.test(text) || socket.destroyed);
+  return { socket, received: () => text };
+}
+
+/** How a session that asked for a suspended portal ended up: 'suspended', an error's SQLSTATE, or undefined (waiting). */
+function portalOutcome(text: string): string | undefined {
+  if (/s\0\0\0\x04/.test(text)) return 'suspended';
+  return /E\0\0[^]*?C([0-9A-Z]{5})\0/.exec(text.slice(text.indexOf('BEGIN')))?.[1];
+}
 
 const httpDoor: DoorDriver = {
   name: 'http',
@@ -254,10 +280,43 @@ const pgDoor: DoorDriver = {
     s.write(Buffer.alloc(MiB, 0x61));
     return answer;
   },
-  slowMessage: { pending: 'the PostgreSQL door bounds an idle session (P_PG_IDLE_TIMEOUT), not yet a message trickled byte by byte' },
-  // A4 and A7 (bounded statements and portals per session and key, held portals time-limited) are
-  // tested over the raw protocol in test/pgGuards.test.ts; as a row here they are still to come.
-  statefulFlood: { pending: '1 MB Parse messages and idle portals of one reader key: see test/pgGuards.test.ts (A4, A7)' },
+  slowMessage: async () => {
+    // A logged-in reader's Query message declaring 64 KiB, trickled a byte at a time.
+    const { socket, received } = await pgSession(READER);
+    const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    socket.write(pgMessageHead('Q', 65536));
+    for (let i = 0; i < 200 && !socket.destroyed; i++) {
+      socket.write(' ');
+      await sleep(200);
+    }
+    await closed;
+    // The door says why before it closes: FATAL 08P01, the message arrived too slowly.
+    return `closed ${/C08P01\0M[^\0]*too slowly/.test(received()) ? '(08P01: too slowly)' : 'without the reason'}`;
+  },
+  // A7: suspended portals of one reader key, each holding a query slot (A4's per-session and per-key
+  // statement bounds: test/pgGuards.test.ts). Held at once: the busy query workers, sampled throughout.
+  statefulFlood: async () => {
+    const sessions = await Promise.all(Array.from({ length: 6 }, () => pgSession(READER)));
+    for (const { socket } of sessions) {
+      socket.write(pgMessage('Q', cstr('BEGIN')));
+      socket.write(pgMessage('P', Buffer.concat([cstr(''), cstr('SELECT x FROM range(100000000) AS t(x)'), Buffer.alloc(2)])));
+      socket.write(pgMessage('B', Buffer.concat([cstr('held'), cstr(''), Buffer.alloc(6)])));
+      socket.write(pgMessage('E', Buffer.concat([cstr('held'), Buffer.from([0, 0, 0, 1])])));
+      socket.write(pgMessage('S', Buffer.alloc(0)));
+    }
+    let held = 0;
+    await waitFor('every portal suspended or refused', async () => {
+      held = Math.max(held, await busyWorkers());
+      return sessions.every(({ received }) => portalOutcome(received()) !== undefined);
+    });
+    held = Math.max(held, await busyWorkers());
+    const outcomes = sessions.map(({ received }) => portalOutcome(received()));
+    // Past twice the key's bound: refused at once (53300); between: waited, then a slot, the time limit
+    // (57014) or no slot within the wait (57P03). Never an internal error.
+    expect(outcomes.filter((o) => o !== 'suspended').every((o) => ['53300', '57014', '57P03'].includes(o!)), outcomes.join()).toBe(true);
+    for (const { socket } of sessions) socket.destroy();
+    return { started: sessions.length, held, bound: QUERY_PER_KEY };
+  },
   statements: async () => {
     // A1: catalog statements run in the query workers, under the sandbox, the key's slots and the time limit.
     const run = async (label: string, sql: string) => {
@@ -298,6 +357,8 @@ beforeAll(async () => {
       P_OTLP_GRPC_MAX_CALLS: String(GRPC_MAX_CALLS),
       P_OTLP_GRPC_MAX_STREAMS: '16',
       P_QUERY_TIMEOUT: '3s',
+      P_QUERY_CONCURRENCY: '4',
+      P_QUERY_CONCURRENCY_PER_KEY: String(QUERY_PER_KEY),
     },
   });
   ports.http = Number(new URL(server.url).port);
@@ -335,8 +396,8 @@ describe.each(DOORS)('the door contract: $name', (door) => {
   if (typeof slow === 'function') {
     it('a message trickled slower than P_INGEST_MIN_BODY_RATE is cut', async () => {
       const how = await slow();
-      // HTTP closes the connection; gRPC ends the call DEADLINE_EXCEEDED (4).
-      expect(how).toMatch(/^(closed|grpc-status 4)/);
+      // HTTP closes the connection; gRPC ends the call DEADLINE_EXCEEDED (4); PostgreSQL closes it after FATAL 08P01.
+      expect(how).toMatch(door.name === 'pg' ? /^closed \(08P01/ : /^(closed|grpc-status 4)/);
     });
   } else it.todo(`a slow message: ${slow.pending}`);
 
@@ -357,9 +418,9 @@ describe.each(DOORS)('the door contract: $name', (door) => {
       await ingestServed(`expensive statements on ${door.name}`);
       for (const { label, status } of await running) {
         // HTTP: 400 (checked), 408 (time limit), 413 (too large), 422 (PromQL's refusal), 503 (memory limit).
-        // PostgreSQL: 42601 (checked), 57014 (time limit), 53300 (the key's slots), 54000/53200 (memory).
-        // Never a 500 or XX000, never a hang.
-        expect(['400', '408', '413', '422', '503', '42601', '57014', '53300', '54000', '53200'], `${label}: ${status}`).toContain(status);
+        // PostgreSQL: 42601 (checked), 57014 (time limit), 53300 (the key's slots), 54000/53200 (memory),
+        // 57P03 (no slot free within the wait: HTTP's 503). Never a 500 or XX000, never a hang.
+        expect(['400', '408', '413', '422', '503', '42601', '57014', '53300', '54000', '53200', '57P03'], `${label}: ${status}`).toContain(status);
       }
     });
   } else it.todo(`deep and expensive statements: ${statements.pending}`);

@@ -15,7 +15,8 @@ describe('a flush is bounded whatever the data\'s times', () => {
   });
 
   it('an OTLP/protobuf request and a remote write whose 5,000 records are one minute apart flush, and every row is queryable', async () => {
-    const server = await startServer({ env: { P_FLUSH_INTERVAL: '1s' } });
+    // Records months old: the past limit is lifted, as for a backfill.
+    const server = await startServer({ env: { P_FLUSH_INTERVAL: '1s', P_SIGNAL_TIME_PAST_LIMIT: '0' } });
     servers.push(server);
     const start = Date.UTC(2026, 0, 1);
     const records = Array.from({ length: 5000 }, (_, i) => ({ timeMs: start + i * 60_000, body: `record ${i}`, attributes: [] }));

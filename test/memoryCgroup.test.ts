@@ -22,7 +22,8 @@ describe('a worker fits a 512 MiB container', () => {
 
   it('bursts, spread data and a heavy query inside 512 MiB: no OOM kill of the service, every acknowledged row stored', async () => {
     cgroup = await memoryCgroup(512 * MiB);
-    server = await startServer({ wrap: cgroup.wrap, env: { P_COMPACTION_INTERVAL: '5s' } });
+    // P_SIGNAL_TIME_PAST_LIMIT 0: the spread request's records are months old.
+    server = await startServer({ wrap: cgroup.wrap, env: { P_COMPACTION_INTERVAL: '5s', P_SIGNAL_TIME_PAST_LIMIT: '0' } });
     const s = server;
     let alive = true;
     void s.exited.then(() => (alive = false));

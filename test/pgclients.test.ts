@@ -34,7 +34,7 @@ afterAll(async () => {
 
 describe('pgjdbc', () => {
   it('reads DatabaseMetaData and runs prepared statements with a timestamp parameter', async () => {
-    const jar = requireTool(path.join(PG_CLIENTS, 'postgresql-42.7.4.jar'), 'the pgjdbc jar');
+    const jar = requireTool(path.join(PG_CLIENTS, 'postgresql-42.7.14.jar'), 'the pgjdbc jar');
     const classes = requireTool(path.join(PG_CLIENTS, 'pgjdbc-classes/PgClient.class'), 'the compiled pgjdbc test program');
     const { stdout } = await run('java', ['-cp', `${path.dirname(classes)}:${jar}`, 'PgClient', String(server.pgPort), server.apiKey, 'clientlogs', since], { timeout: 120_000 });
     const found = Object.fromEntries(stdout.trim().split('\n').map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));

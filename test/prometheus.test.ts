@@ -24,7 +24,7 @@ async function write(server: TestServer, body: Buffer, headers: Record<string, s
 describe('Prometheus remote write', () => {
   let server: TestServer;
   beforeAll(async () => {
-    server = await startServer({ env: { P_MAX_DECOMPRESSED_BYTES: '4MiB' } });
+    server = await startServer({ env: { P_MAX_DECOMPRESSED_BYTES: '4MiB', P_SIGNAL_TIME_PAST_LIMIT: '0' } }); // samples at a fixed T0
   });
   afterAll(async () => server?.stop());
 

@@ -61,3 +61,29 @@ describe('a wide dataset at a 512 MiB budget', () => {
     expect(stats.fields.find((f) => f.name === 'f0000')).toMatchObject({ present: ROWS, distinct: new Set(events.map((e) => e.f0000)).size });
   });
 });
+
+describe('a dataset already wider than the limit', () => {
+  let server: TestServer | undefined;
+  afterAll(async () => server?.stop());
+
+  it('made under a bigger budget, its WAL flushes at a 512 MiB budget', async () => {
+    const events = wideEvents();
+    // Under the default budget the 300 fields are columns; killed before a flush, the WAL keeps them.
+    const big = await startServer({ env: { P_FLUSH_INTERVAL: '1h' } });
+    const res = await big.request('/api/v1/ingest', { method: 'POST', body: JSON.stringify(events), headers: { 'content-type': 'application/json', 'X-P-Stream': 'wide_before' } });
+    expect(res.status, await res.text()).toBe(200);
+    await big.kill();
+    server = await startServer({ dataDir: big.dataDir, env: { P_MEMORY_BUDGET: '512MiB', P_FLUSH_INTERVAL: '1s' } });
+    const s = server;
+    await waitFor('the wide dataset flushed', async () => {
+      const stats = (await (await s.request('/api/v1/logstream/wide_before/stats')).json()) as { wal: { count: number }; storage: { files: number } };
+      return stats.wal.count === 0 && stats.storage.files > 0;
+    }, 90_000);
+    const schema = (await (await s.request('/api/v1/logstream/wide_before/schema')).json()) as { fields: { name: string }[] };
+    expect(schema.fields.filter((f) => /^f\d{4}$/.test(f.name))).toHaveLength(COLUMNS);
+    const rows = await (await s.request('/api/v1/query', { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ query: 'SELECT * FROM wide_before', startTime: '1h', endTime: 'now' }) })).json() as Record<string, unknown>[];
+    const key = (e: Record<string, unknown>) => String(e.f0000);
+    const pick = (r: Record<string, unknown>) => Object.fromEntries(Object.keys(events[0]).map((n) => [n, r[n]]));
+    expect(rows.map(pick).sort((a, b) => key(a).localeCompare(key(b)))).toEqual([...events].sort((a, b) => key(a).localeCompare(key(b))));
+  }, 180_000);
+});

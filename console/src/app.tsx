@@ -21,17 +21,17 @@ const VIEWS = [
 
 export function App() {
   const [session, setSession] = useState<Session | null>(null);
-  const [restoring, setRestoring] = useState(() => !!keyStore.get());
+  const [restoring, setRestoring] = useState(true);
   const [theme, setTheme] = useState<Theme>(currentTheme());
   const route = useRoute();
 
-  // A key kept in this tab's session signs in again after a reload.
+  // A key kept in this tab's session signs in again after a reload; without one, the session cookie of a
+  // single sign-on does (401 when there is none: the sign-in page).
   useEffect(() => {
     const key = keyStore.get();
-    if (!key) return;
     Session.signIn(key)
       .then(setSession, (e) => {
-        if (e instanceof ApiError && e.status === 401) keyStore.clear();
+        if (key && e instanceof ApiError && e.status === 401) keyStore.clear();
       })
       .finally(() => setRestoring(false));
   }, []);
@@ -41,7 +41,9 @@ export function App() {
     keyStore.set(key);
     setSession(s);
   };
-  const signOut = () => {
+  const signOut = async () => {
+    // A single sign-on session ends on the server (POST, from this origin); a key is only forgotten here.
+    if (session?.api.bySession) await fetch('/api/v1/o/logout', { method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' } }).catch(() => undefined);
     keyStore.clear();
     setSession(null);
     location.hash = '';
@@ -74,10 +76,13 @@ export function App() {
           ))}
         </nav>
         <span class="spacer" />
+        <span class="who muted small" data-testid="whoami" title={session.who.user ? 'Signed in through single sign-on' : 'Signed in with an API key'}>
+          {session.who.user ? `${session.who.user} · ${session.who.roles?.join(', ') || 'no role'}` : `API key · ${session.who.role}`}
+        </span>
         <button class="icon" onClick={toggleTheme} aria-label={`Switch to ${theme === 'dark' ? 'light' : 'dark'} theme`} title="Theme">
           {theme === 'dark' ? '☀' : '☾'}
         </button>
-        <button class="secondary" onClick={signOut} data-testid="sign-out">
+        <button class="secondary" onClick={() => void signOut()} data-testid="sign-out">
           Sign out
         </button>
       </header>

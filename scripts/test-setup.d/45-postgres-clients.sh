@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The real PostgreSQL clients test/pgwire.test.ts, test/pgclients.test.ts and test/pgsession.test.ts use: psql (Debian's postgresql-client),
 # psycopg 3 and SQLAlchemy (PyPI, in a venv; SQLAlchemy 1.4, 2.0 and 2.1 in venvs of their own), pgjdbc (Maven Central) with a small Java program
-# (test/fixtures/pgjdbc/PgClient.java) compiled against it. Everything lands in
+# (test/fixtures/pgjdbc/*.java: PgClient, MetaWalk) compiled against it. Everything lands in
 # $LAKEHOUSE_TEST_CACHE/pg-clients; a second run only checks what is there.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +32,7 @@ for line in 1.4 2.0 2.1; do
   fi
 done
 
-jdbc_version=42.7.4
+jdbc_version=42.7.14
 jar=$cache/postgresql-$jdbc_version.jar
 if [ ! -s "$jar" ]; then
   if command -v mvn >/dev/null 2>&1; then
@@ -44,10 +44,13 @@ if [ ! -s "$jar" ]; then
 fi
 [ -s "$jar" ] || { echo "pgjdbc jar missing at $jar" >&2; exit 1; }
 
-src=test/fixtures/pgjdbc/PgClient.java
+# The test programs, compiled against that jar (again when a source or the jar is newer).
 classes=$cache/pgjdbc-classes
-if [ ! -f "$classes/PgClient.class" ] || [ "$src" -nt "$classes/PgClient.class" ]; then
-  mkdir -p "$classes"
-  javac -d "$classes" -cp "$jar" "$src"
-fi
+for src in test/fixtures/pgjdbc/*.java; do
+  class=$classes/$(basename "$src" .java).class
+  if [ ! -f "$class" ] || [ "$src" -nt "$class" ] || [ "$jar" -nt "$class" ]; then
+    mkdir -p "$classes"
+    javac -d "$classes" -cp "$jar" "$src"
+  fi
+done
 echo "pg clients ready in $cache" >&2

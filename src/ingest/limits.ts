@@ -31,6 +31,8 @@ export interface RequestLimits {
   maxNames: number;
   /** How far past the receive time a dataset's time field may be (P_EVENT_TIME_FUTURE_LIMIT); unset: 1 hour. */
   eventTimeFutureMs?: number;
+  /** How long before the receive time an OTLP record or remote-write sample may be timed (P_SIGNAL_TIME_PAST_LIMIT); unset: 30 days. */
+  signalTimePastMs?: number;
 }
 
 export const tooManyNames = (limits: RequestLimits) =>

@@ -19,6 +19,7 @@ import { parseOtlpJson } from './otlp/json.ts';
 import { nanosToIso, type Msg } from './otlp/values.ts';
 import { placeRows, placeValues, timeGuess, type TimeGuess } from './placement.ts';
 import { timeFieldRule } from './eventTime.ts';
+import { checkSampleRange, outsideWindow, rangeInWindow, timeWindow, type TimeWindow } from './timeWindow.ts';
 import { decodeRemoteWriteBytes, PROMETHEUS_KNOWN_TYPES, remoteWriteVersion, type FamilyMetadata } from './prometheus/index.ts';
 import { uncompress } from './prometheus/decode.ts';
 import { TIME_COLUMN, type ColumnType, type FlatRow, type TimeRange } from '../model.ts';
@@ -92,6 +93,22 @@ function finish(rows: FlatRow[], known: Record<string, ColumnType>, target: Plac
   return { lines: rowsToLines(rows), rows: rows.length, types, fixed: Object.keys(known), info, timeRange };
 }
 
+/**
+ * The rows whose time is inside the window (timeWindow.ts); the others are rejected one by one, counted
+ * in OTLP's partial_success with the first one's reason.
+ */
+function inWindow(rows: FlatRow[], timeColumn: string, window: TimeWindow, noun: string): { rows: FlatRow[]; rejected: number; message?: string } {
+  let first: string | undefined;
+  const kept = rows.filter((row) => {
+    const why = outsideWindow(String(row[timeColumn]), window);
+    first ??= why;
+    return why === undefined;
+  });
+  const rejected = rows.length - kept.length;
+  if (rejected === 0) return { rows, rejected };
+  return { rows: kept, rejected, message: `${rejected} ${noun} timed outside the stored window were rejected; first: ${timeColumn} ${first}` };
+}
+
 export function serializeJob(job: IngestJob, target: PlacementTarget): SerializedBatch {
   switch (job.kind) {
     case 'json': {
@@ -119,6 +136,7 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       const body = decodeBody(asBuffer(job.body), job.contentEncoding, job.maxDecompressedBytes, job.decodeBudget);
       const received = new Date(job.received);
       const noun = OTLP_NOUN[job.signal];
+      const window = timeWindow(received.getTime(), job.limits);
       let request: Msg | undefined;
       if (job.format === 'json') {
         checkJsonShape(body, job.limits, noun);
@@ -129,16 +147,18 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
           // or rejected record, a value that must move) takes the row path below, as before.
           const parsed = request;
           const fast = withDecodeBudget(job.limits, noun, () => logLines(parsed, nanosToIso(BigInt(received.getTime()) * 1_000_000n), job.received, job.limits.maxNames, body.byteLength));
-          if (fast && !placeValues(target.schema, fast.types, target.maxColumns, OTLP_LOGS_FIXED)) {
+          if (fast && (!fast.timeRange || rangeInWindow(fast.timeRange.minMs, fast.timeRange.maxMs, window)) && !placeValues(target.schema, fast.types, target.maxColumns, OTLP_LOGS_FIXED)) {
             return { lines: fast.lines, rows: fast.rows, types: fast.types, fixed: [...OTLP_LOGS_FIXED], info: { rejected: 0, rejectionMessage: undefined }, timeRange: fast.timeRange };
           }
         }
       }
       // The budget counts protobuf messages as they are decoded, and attribute lists of both encodings.
       const d = withDecodeBudget(job.limits, noun, () => decodeOtlp(job.signal, job.format, body, received, request));
+      const kept = inWindow(d.rows, d.timeColumn, window, OTLP_NOUN[job.signal]);
       // Every OTLP row also gets `p_timestamp`, the receive time, as JSON events do.
-      for (const row of d.rows) row.p_timestamp = job.received;
-      return finish(d.rows, { ...d.knownTypes, p_timestamp: 'TIMESTAMP' }, target, job.limits, { rejected: d.rejected, rejectionMessage: d.rejectionMessage });
+      for (const row of kept.rows) row.p_timestamp = job.received;
+      const rejected = d.rejected + kept.rejected;
+      return finish(kept.rows, { ...d.knownTypes, p_timestamp: 'TIMESTAMP' }, target, job.limits, { rejected, rejectionMessage: [d.rejectionMessage, kept.message].filter(Boolean).join('; ') || undefined });
     }
     case 'prometheus': {
       const version = remoteWriteVersion(job.contentType);
@@ -148,6 +168,7 @@ export function serializeJob(job: IngestJob, target: PlacementTarget): Serialize
       // Plain samples go straight to WAL lines (labels serialised once per series); only when some
       // value must move (a label conflicting with a column) are the rows built and placed.
       const d = withDecodeBudget(job.limits, 'samples', () => decodeRemoteWriteBytes(version, bytes, stamp, 'lines'));
+      if (d.samples + d.histograms > 0) checkSampleRange(d.minMs, d.maxMs, timeWindow(Date.parse(job.received), job.limits));
       const info: IngestInfo = { samples: d.samples, histograms: d.histograms, exemplars: d.exemplars, metadata: d.metadata };
       const lines = d.lines!;
       if (lines.count) lines.types.set('p_timestamp', ['TIMESTAMP']);

@@ -48,6 +48,8 @@ export interface IngestRights {
   create: boolean;
   /** The datasets the key is limited to; undefined means all. */
   datasets?: ReadonlySet<string>;
+  /** Datasets the key may not write even when `datasets` allows all (the audit dataset, for all but the service). */
+  except?: ReadonlySet<string>;
 }
 
 /** Everything a front door (HTTP, gRPC) knows about one ingest request. */
@@ -115,7 +117,7 @@ export class IngestService {
 
   /** The per-request work limits of a job (docs/ingestion.md "Limits per request"). */
   get limits(): RequestLimits {
-    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest, eventTimeFutureMs: this.config.eventTimeFutureMs };
+    return { maxEvents: this.config.maxEventsPerRequest, maxValues: this.config.maxValuesPerRequest, maxNames: this.config.maxNamesPerRequest, eventTimeFutureMs: this.config.eventTimeFutureMs, signalTimePastMs: this.config.signalTimePastMs };
   }
 
   /**
@@ -343,6 +345,7 @@ export class IngestService {
 function checkRight(rights: IngestRights, action: 'ingest' | 'create', dataset: string): void {
   if (!rights[action]) throw forbidden(`this key may not ${action}`);
   if (rights.datasets && !rights.datasets.has(dataset)) throw forbidden(`this API key may not access dataset "${dataset}"`);
+  if (rights.except?.has(dataset)) throw forbidden(`dataset "${dataset}" is written by the service only`);
 }
 
 function declaredLength(header: string | null, body: IngestRequest['body']): number | undefined {

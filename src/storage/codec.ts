@@ -71,6 +71,8 @@ const FileEntryZ = z.object({
    * could not be built), and series calls read the file itself.
    */
   seriesIndex: z.object({ bytes: z.number().int().nonnegative(), columns: z.array(z.string()) }).optional(),
+  /** A traces file's Bloom filter of its trace ids (traceIndex.ts), base64. Absent: the file is always read. */
+  traceBloom: z.string().optional(),
 });
 export type FileEntry = z.infer<typeof FileEntryZ>;
 

@@ -11,9 +11,10 @@ import type { Manifests } from './manifests.ts';
 import { isMissingObject } from './objectStore.ts';
 import { timestampLiteral } from './scan.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
+import { traceBloomOf } from './traceIndex.ts';
 import type { Turn } from './flush.ts';
 import { compactionDuration, compactions } from '../metrics.ts';
-import { fileStatsFromCopy, timeShadow, type WrittenFile } from './parquetWriter.ts';
+import { fileStatsFromCopy, timeShadow, writtenTypes, type WrittenFile } from './parquetWriter.ts';
 
 export { hourPartition };
 
@@ -23,10 +24,16 @@ export { hourPartition };
  * pick the same file and their manifests never conflict. Files that reached the target are left alone,
  * so a file is rewritten only while it is small (bounded write amplification).
  */
-export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: number): FileEntry[][] {
+export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: number, rewrite: (f: FileEntry) => boolean = () => false): FileEntry[][] {
   const groups = new Map<string, FileEntry[]>();
+  // Files that must be rewritten whatever their size (see UPGRADES_PER_PASS): each alone, a few a pass.
+  const upgrades: FileEntry[][] = [];
   for (const f of files) {
-    if (f.nodeId !== nodeId || f.bytes >= targetBytes) continue;
+    if (f.nodeId !== nodeId) continue;
+    if (f.bytes >= targetBytes) {
+      if (upgrades.length < UPGRADES_PER_PASS && hourPartition(f.key) && rewrite(f)) upgrades.push([f]);
+      continue;
+    }
     const hour = hourPartition(f.key);
     if (!hour) continue;
     const list = groups.get(hour) ?? [];
@@ -50,8 +57,16 @@ export function planCompaction(files: FileEntry[], nodeId: string, targetBytes: 
     }
     if (run.length >= 2) out.push(run);
   }
-  return out;
+  return [...out, ...upgrades];
 }
+
+/**
+ * Large files rewritten alone per compaction pass when `rewrite` asks for it: a nanosecond-timed file
+ * written before the microsecond copy for Iceberg readers existed (docs/lake.md "Old files") is read
+ * and written again once, with the copy, a few a pass so the pass stays bounded. Small ones need no
+ * such step: the ordinary merge rewrites them with the copy.
+ */
+export const UPGRADES_PER_PASS = 2;
 
 /**
  * Splits files, listed by their first time (as planCompaction lists a group), into runs: a run is a
@@ -189,6 +204,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
     uploaded = true;
     await ctx.store.putFile(key, staging);
     const seriesIndex = await uploadSeriesIndex(ctx, key, staging, columns, ds.meta.timeColumn, indexUploads);
+    const traceBloom = await traceBloomOf(ctx.duck, key, staging, columns);
     failpoint('compaction-after-upload');
     if (ds.deleted) return;
     await manifests.commit(ds, seq, {
@@ -203,6 +219,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
           nodeId,
           rawBytes: group.reduce((sum, f) => sum + (f.rawBytes ?? 0), 0),
           ...(seriesIndex ? { seriesIndex } : {}),
+          ...(traceBloom ? { traceBloom } : {}),
         },
       ],
       remove: group.map((f) => f.key),
@@ -210,6 +227,7 @@ export async function mergeGroup(ctx: StorageContext, manifests: Manifests, ds: 
       ingestedBytes: 0,
     });
     committed = true;
+    ctx.written?.(key, writtenTypes(columns, ds.meta.timeColumn));
     failpoint('compaction-after-manifest');
     compactions.inc({ result: 'ok' });
     compactionDuration.observe((Date.now() - started) / 1000);
@@ -248,10 +266,12 @@ export async function compactDataset(
   turn: Turn = (fn) => fn(),
   /** The service is shutting down: no further merge, and no pause after the last one. */
   stopped: () => boolean = () => false,
+  /** A large file to rewrite anyway (see UPGRADES_PER_PASS). */
+  rewrite?: (f: FileEntry) => boolean,
 ): Promise<number> {
   let merged = 0;
   const files = ds.catalog.all().filter((f) => !ctx.quarantine.has(f.key));
-  for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes)) {
+  for (const group of planCompaction(files, ctx.settings.nodeId, ctx.settings.compactionTargetBytes, rewrite)) {
     if (ds.deleted || stopped()) break;
     try {
       await turn(() => mergeGroup(ctx, manifests, ds, group));

@@ -37,6 +37,8 @@ export interface StorageContext {
   duck: DuckDBSource;
   settings: StorageSettings;
   quarantine: Quarantine;
+  /** Told of each data file this worker writes, with the column types it holds (the Iceberg publisher). */
+  written?: (key: string, types: Record<string, import('../model.ts').ColumnType>) => void;
 }
 
 export interface Snapshot {

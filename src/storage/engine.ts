@@ -73,6 +73,8 @@ export class StorageEngine {
       const iceberg = new IcebergPublisher(this.ctx, settings.iceberg);
       this.iceberg = iceberg;
       this.gc.keep = (key) => iceberg.referenced(key);
+      // Files this worker writes need no footer read to be published: their types are known.
+      this.ctx.written = (key, types) => iceberg.knowTypes(key, types);
     }
     // A removed file's series index goes with it (deleting one a file never had is harmless).
     this.manifests = new Manifests(this.ctx, (keys, at) => this.gc.schedule([...keys, ...keys.map(seriesIndexKey)], at));
@@ -279,7 +281,9 @@ export class StorageEngine {
   /** Retention, then compaction of this worker's small files; one compaction per dataset at a time. */
   private async maintain(ds: Dataset): Promise<void> {
     if (ds.compacting || ds.deleted || this.closing) return;
-    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing));
+    // The Iceberg publisher names the old nanosecond-timed files it cannot publish: rewritten with the copy.
+    const rewrite = this.iceberg && ((f: { key: string }) => this.iceberg!.lacksTimeCopy(f.key));
+    const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing, rewrite));
     ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
     await ds.compacting;
   }
@@ -298,6 +302,11 @@ export class StorageEngine {
   /** Seconds the oldest file not yet in a dataset's Iceberg table has waited (0 when off or none waits). */
   icebergLagSeconds(name: string): number {
     return this.iceberg?.lagSeconds(name) ?? 0;
+  }
+
+  /** How long the external catalog's copy of the table has been behind (P_ICEBERG_PUSH_URI; 0 without). */
+  icebergPushLagSeconds(name: string): number {
+    return this.iceberg?.push?.lagSeconds(name) ?? 0;
   }
 
   /** Background work, one timer per task (see scheduler.ts). */

@@ -9,8 +9,9 @@ import { encodeSchema } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { dataFileKey, flushFileStem, schemaKey, stagingDir } from './layout.ts';
 import type { Manifests } from './manifests.ts';
-import { writeParquet } from './parquetWriter.ts';
+import { writeParquet, writtenTypes } from './parquetWriter.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
+import { traceBloomOf } from './traceIndex.ts';
 import { flushDuration, flushes } from '../metrics.ts';
 import { splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
@@ -170,7 +171,8 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       faultpoint('flush-upload');
       await ctx.store.putFile(key, f.path);
       const seriesIndex = await uploadSeriesIndex(ctx, key, f.path, columns, timeColumn, uploaded);
-      add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i], ...(seriesIndex ? { seriesIndex } : {}) });
+      const traceBloom = await traceBloomOf(ctx.duck, key, f.path, columns);
+      add.push({ key, rows: f.rows, bytes: f.bytes, minMs: f.minMs, maxMs: f.maxMs, columns: columns.map(([n]) => n), nodeId, rawBytes: rawShares[i], ...(seriesIndex ? { seriesIndex } : {}), ...(traceBloom ? { traceBloom } : {}) });
     }
     failpoint('flush-after-upload');
     if (ds.deleted) return;
@@ -190,6 +192,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
       },
     );
     await removal;
+    for (const f of add) ctx.written?.(f.key, writtenTypes(columns, timeColumn));
     ds.flushFailures = 0;
     ds.retryFlushAt = 0;
     flushes.inc({ result: 'ok' });

@@ -15,6 +15,9 @@ import * as path from 'node:path';
  * {data file key}.series                                    a metrics data file's series index (seriesIndex.ts)
  * {dataset}/.iceberg/{generation}/metadata/v{N}.metadata.json     Iceberg table metadata (storage/iceberg/)
  * {dataset}/.iceberg/{generation}/metadata/{uuid}.avro            Iceberg manifests and manifest lists
+ * .sessions/{expiry}-{sha256 of the cookie}.json            a console session (src/access/sessions.ts)
+ * .sessions/logins/{expiry}-{sha256 of the cookie}.json     a sign-in under way: state, nonce, PKCE verifier
+ * .sessions/key                                             the key session cookies are signed with
  * ```
  */
 
@@ -28,6 +31,21 @@ export const metaKey = (name: string) => `${META_PREFIX}${name}.json`;
 export function parseMetaKey(key: string): string | undefined {
   const m = /^\.streams\/([^/]+)\.json$/.exec(key);
   return m?.[1];
+}
+
+/**
+ * Console sessions and sign-ins under way (src/access/sessions.ts). The expiry (ms since the epoch, base 36)
+ * leads the name, so expired objects are found by listing alone; the rest is a hash of the cookie, so a
+ * listing of the bucket reveals no cookie.
+ */
+export const SESSION_PREFIX = '.sessions/';
+export const LOGIN_PREFIX = '.sessions/logins/';
+export const SESSION_KEY_KEY = '.sessions/key';
+export const sessionObjectKey = (prefix: string, expiresAt: number, digest: string) => `${prefix}${expiresAt.toString(36)}-${digest}.json`;
+/** The expiry of a session or sign-in object's key, or undefined for another key. */
+export function parseSessionObjectKey(key: string): number | undefined {
+  const m = /^\.sessions\/(?:logins\/)?([0-9a-z]{1,11})-[0-9a-f]{64}\.json$/.exec(key);
+  return m ? parseInt(m[1], 36) : undefined;
 }
 
 /** Everything of a dataset, all generations. */

@@ -30,6 +30,16 @@ export function timeShadow(columns: [string, ColumnType][], timeColumn: string):
   return type === 'TIMESTAMP_NS' ? `, CAST(${sqlIdent(timeColumn)} AS TIMESTAMP) AS ${sqlIdent(TIME_US_COLUMN)}` : '';
 }
 
+/**
+ * The column types a file written from `columns` holds (every column cast to its type, plus the
+ * microsecond copy): what the Iceberg publisher would otherwise read back from the file's footer.
+ */
+export function writtenTypes(columns: [string, ColumnType][], timeColumn: string): Record<string, ColumnType> {
+  const types: Record<string, ColumnType> = Object.fromEntries(columns);
+  if (types[timeColumn] === 'TIMESTAMP_NS') types[TIME_US_COLUMN] = 'TIMESTAMP';
+  return types;
+}
+
 /** Parses DuckDB's text form of a TIMESTAMP / TIMESTAMP_NS ('2026-11-22 23:34:36.123456789') to epoch ms. */
 export function timestampTextToMs(text: string): number {
   const m = /^(\d{4,})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2}):(\d{2})(?:\.(\d+))?/.exec(text);
@@ -149,6 +159,25 @@ export async function writeParquet(
       log.warn('flush: the direct write ran out of resources; writing in units', { error: (err as Error).message });
     }
   }
+  try {
+    return await writeUnits(instance, opts, names, t);
+  } catch (err) {
+    const kind = classifyFailure(err);
+    if (kind !== 'memory' && kind !== 'files') throw err;
+    // Even one partition ran out: a dataset with more columns than the limit (made before it, or
+    // under a bigger budget; issue 30 A11). read_json holds a buffer per column, so the WAL is read
+    // as lines instead, a partition at a time (docs/memory.md "Wide datasets").
+    log.warn('flush: one partition ran out of resources; writing partition by partition from the WAL lines', { columns: opts.columns.length, error: (err as Error).message });
+    await fs.rm(opts.stagingDir, { recursive: true, force: true });
+    await fs.mkdir(opts.stagingDir, { recursive: true });
+    return writeFromLines(instance, opts, names);
+  }
+}
+
+type WriteOptions = Parameters<typeof writeParquet>[1];
+
+/** The units path of writeParquet: the segments parsed once into a temporary table, then written a unit at a time. */
+async function writeUnits(instance: DuckDBSource, opts: WriteOptions, names: string, t: string): Promise<WrittenFile[]> {
   return withConnection(instance, async (conn) => {
     await conn.run(
       `CREATE TEMP TABLE __flush AS SELECT ${names}, epoch_ms(date_trunc('minute', ${t})) AS __p_minute_ms ` +
@@ -179,6 +208,61 @@ export async function writeParquet(
     } finally {
       await conn.run('DROP TABLE IF EXISTS __flush');
     }
+  });
+}
+
+/** A JSON Pointer to a top-level member (RFC 6901: `~` and `/` escaped), whatever its name. */
+export function jsonPointer(name: string): string {
+  return `/${name.replaceAll('~', '~0').replaceAll('/', '~1')}`;
+}
+
+/**
+ * The WAL segments' rows, read as lines (one VARCHAR each) and cut into the schema's columns by one
+ * json_extract per line: what read_json does, without the buffers it holds per column (303 columns
+ * × 100 rows needed over 85 MiB with read_json, and flushed at 85 MiB this way; 1,990 × 2,000 at
+ * 341 MiB). Strings come out unquoted (`->>`), other types by JSON's cast, as read_json types them.
+ */
+export function walLinesSql(segmentPaths: string[], columns: [string, ColumnType][], timeColumn: string, range?: [fromMs: number, toMs: number]): string {
+  const pointers = `[${columns.map(([n]) => sqlString(jsonPointer(n))).join(', ')}]`;
+  const cell = (i: number, type: ColumnType) => (type === 'VARCHAR' ? `__v[${i + 1}] ->> '$'` : `CAST(__v[${i + 1}] AS ${type})`);
+  const timeAt = columns.findIndex(([n]) => n === timeColumn);
+  const lines = `read_csv(${listLiteral(segmentPaths)}, columns = {'__line': 'VARCHAR'}, delim = '\x01', quote = '', escape = '', header = false, auto_detect = false)`;
+  return (
+    `SELECT ${columns.map(([n, type], i) => `${cell(i, type)} AS ${sqlIdent(n)}`).join(', ')} ` +
+    `FROM (SELECT json_extract(__line, ${pointers}) AS __v FROM ${lines}) WHERE __v[${timeAt + 1}] IS NOT NULL AND json_type(__v[${timeAt + 1}]) <> 'NULL'` +
+    // A partition's range: a flush of several partitions filters the lines by it. Known limit: that
+    // filter costs memory of its own (303 columns × 100 rows needed over 85 MiB with it, not without).
+    (range ? ` AND epoch_ms(CAST(__v[${timeAt + 1}] AS TIMESTAMP)) >= ${range[0]} AND epoch_ms(CAST(__v[${timeAt + 1}] AS TIMESTAMP)) < ${range[1]}` : '')
+  );
+}
+
+/**
+ * The last resort of a flush (see writeParquet): each partition by an unpartitioned COPY (PARTITION_BY
+ * and a temporary table each hold a block per column) from the WAL read as lines (walLinesSql).
+ */
+async function writeFromLines(instance: DuckDBSource, opts: WriteOptions, names: string): Promise<WrittenFile[]> {
+  const scan = (range?: [number, number]) => `(${walLinesSql(opts.segmentPaths, opts.columns, opts.timeColumn, range)})`;
+  const minuteOf = `epoch_ms(date_trunc('minute', ${sqlIdent(opts.timeColumn)}))`;
+  return withConnection(instance, async (conn) => {
+    const minutes = (await conn.runAndReadAll(`SELECT ${minuteOf}, count(*) FROM ${scan()} GROUP BY 1`)).getRows().map(([ms, n]) => ({ startMs: Number(ms), rows: Number(n) }));
+    const { grain, units } = planUnits(minutes);
+    const written: WrittenFile[] = [];
+    const partitions = units.flat();
+    for (const p of partitions) {
+      opts.beforeUnit?.([p]);
+      const to = p.startMs + (grain === 'minute' ? MINUTE_MS : HOUR_MS);
+      const at = new Date(p.startMs).toISOString();
+      const partition = `date=${at.slice(0, 10)}/hour=${at.slice(11, 13)}` + (grain === 'minute' ? `/minute=${at.slice(14, 16)}` : '');
+      await fs.mkdir(`${opts.stagingDir}/${partition}`, { recursive: true });
+      // `_0` as every flushed file is `_<n>` (layout.ts); this partition is in no other file of the flush.
+      const file = `${opts.stagingDir}/${partition}/${opts.filePrefix}_0.parquet`;
+      const result = await conn.runAndReadAll(
+        `COPY (SELECT ${names + timeShadow(opts.columns, opts.timeColumn)} FROM ${scan(partitions.length > 1 ? [p.startMs, to] : undefined)}) TO ${sqlString(file)} ` +
+          `(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, RETURN_STATS)`,
+      );
+      for (const row of result.getRowObjectsJson()) written.push({ ...fileStatsFromCopy(row, opts.timeColumn), partition });
+    }
+    return written;
   });
 }
 

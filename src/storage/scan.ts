@@ -5,6 +5,8 @@ import { walScanSql } from './parquetWriter.ts';
 import type { DatasetMeta, Snapshot } from './engine.ts';
 
 export type { DatasetMeta, Snapshot };
+/** The trace-id index of traces files (traceIndex.ts), for the trace query service. */
+export { bloomMayHold } from './traceIndex.ts';
 export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql } from './seriesIndex.ts';
 
 /**

@@ -3,7 +3,7 @@ import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
 import { tempDir } from '../helpers/server.ts';
 import type { FileEntry } from '../../src/storage/catalog.ts';
-import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns, type MergeInput } from '../../src/storage/compaction.ts';
+import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns, UPGRADES_PER_PASS, type MergeInput } from '../../src/storage/compaction.ts';
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import type { Manifests } from '../../src/storage/manifests.ts';
 import { compactions } from '../../src/metrics.ts';
@@ -23,6 +23,20 @@ describe('planCompaction: own small files, per hour, in runs near the target', (
   it.each(cases)('%s', (_name, files, groups) => {
     const names = planCompaction(files, 'n1', 1000).map((g) => g.map((f) => f.key.replace(/^.*\/([^/]+)\.parquet$/, '$1')).sort());
     expect(names.sort()).toEqual(groups);
+  });
+
+  // Old nanosecond-timed files without the Iceberg time copy (`rewrite` names them): large ones are
+  // rewritten alone, UPGRADES_PER_PASS a pass, own files only; small ones go through the ordinary merge.
+  const old = (f: FileEntry) => f.key.includes('/old');
+  const upgradeCases: [string, FileEntry[], string[][]][] = [
+    ['a large old file is rewritten alone', [h('01', 'old1', { bytes: 5000 }), h('01', 'new', { bytes: 5000 })], [['old1']]],
+    ['a few a pass', [h('01', 'old1', { bytes: 5000 }), h('01', 'old2', { bytes: 5000 }), h('02', 'old3', { bytes: 5000 })], [['old1'], ['old2']].slice(0, UPGRADES_PER_PASS)],
+    ['small old files merge as usual', [h('01', 'old1'), h('01', 'old2')], [['old1', 'old2']]],
+    ['another worker’s old file is not touched', [h('01', 'old1', { bytes: 5000, nodeId: 'n2' })], []],
+  ];
+  it.each(upgradeCases)('%s', (_name, files, groups) => {
+    const names = planCompaction(files, 'n1', 1000, old).map((g) => g.map((f) => f.key.replace(/^.*\/([^/]+)\.parquet$/, '$1')).sort());
+    expect(names).toEqual(groups);
   });
 });
 

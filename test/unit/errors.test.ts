@@ -17,7 +17,8 @@ describe('error map (app.request)', async () => {
   const keys = await ApiKeys.load('k:admin', dir);
   let next: Error = new Error('unset');
   // Every storage call the dataset routes make fails with the error under test.
-  const storage = new Proxy({ store: {} }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
+  // The store answers an empty listing (the filter routes list it at start-up).
+  const storage = new Proxy({ store: { list: async () => [] } }, { get: (target, prop) => (prop === 'store' ? target.store : () => Promise.reject(next)) });
   const connections = new ConnectionBudget({ maxConnections: 64, headersTimeoutMs: 10_000 });
   const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, connections, storage, isReady: async () => ({ ready: true }) } as unknown as Services;
   const app = createApp(services);

@@ -56,13 +56,17 @@ const ALLOWED: Record<string, (target: string) => boolean> = {
   'query/worker': (t) => ['query/worker', 'query/sql', 'query/promql', 'query/results', 'query/catalog'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   // PostgreSQL's catalog (the model and the database that answers it), run on the query workers.
   'query/catalog': (t) => ['query/catalog', 'query/sql', 'query/worker', 'query/results'].includes(folderOf(t)) || below()(t),
+  // The trace query service (Jaeger, Tempo): SQL through the executor only.
+  'query/traces': (t) => ['query/traces', 'query/sql'].includes(folderOf(t)) || below()(t) || t === 'storage/scan.ts',
   'query/results': (t) => folderOf(t) === 'query/results' || below()(t) || t === 'query/worker/protocol.ts',
-  'doors/shared': below('doors', 'ingest', 'query', 'storage'),
+  // Users, roles and sign-in (issue 34): a service over storage (its store uses the conditional write).
+  access: below('access', 'storage'),
+  'doors/shared': below('doors', 'access', 'ingest', 'query', 'storage'),
   root: () => true,
 };
-const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg'];
+const DOORS = ['http', 'grpc', 'pg', 'es', 'loki', 'hec', 'iceberg', 'jaeger'];
 /** Doors mounted under another door's listener (as sub-apps, inheriting its guards): the one door that may import them. */
-const MOUNTED_UNDER: Record<string, string> = { 'doors/es': 'doors/http', 'doors/loki': 'doors/http', 'doors/hec': 'doors/http', 'doors/iceberg': 'doors/http' };
+const MOUNTED_UNDER: Record<string, string> = { 'doors/es': 'doors/http', 'doors/loki': 'doors/http', 'doors/hec': 'doors/http', 'doors/iceberg': 'doors/http', 'doors/jaeger': 'doors/http' };
 for (const door of DOORS) {
   const own = [`doors/${door}`, 'doors/shared', ...Object.keys(MOUNTED_UNDER).filter((m) => MOUNTED_UNDER[m] === `doors/${door}`)];
   ALLOWED[`doors/${door}`] = (t) => (layerOf(t) === 'doors' ? own.includes(folderOf(t)) : t !== 'main.ts');

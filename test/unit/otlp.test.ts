@@ -547,6 +547,8 @@ describe('traces', () => {
       span_dropped_links_count: 0,
       span_events: JSON.stringify([{ time_unix_nano: iso(T0, 500_000_000), name: 'card.checked', attributes: { valid: true, attempts: 2 }, dropped_attributes_count: 0 }]),
       span_links: '[]',
+      // Every resource attribute: the parent span sets none of the same name.
+      resource_attribute_keys: JSON.stringify(Object.keys(resource.attributes)),
     });
     expect(childRow).toMatchObject({
       span_trace_id: parent.spanContext().traceId,

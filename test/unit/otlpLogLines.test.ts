@@ -17,7 +17,8 @@ import { emptySchema, type Schema } from '../../src/storage/schema.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 const RECEIVED = '2026-11-25T10:00:00.123Z';
-const LIMITS: RequestLimits = { maxEvents: 100_000, maxValues: 4_000_000, maxNames: 1000 };
+// No past bound (P_SIGNAL_TIME_PAST_LIMIT 0): the records are a year older than RECEIVED; the window has tests of its own.
+const LIMITS: RequestLimits = { maxEvents: 100_000, maxValues: 4_000_000, maxNames: 1000, signalTimePastMs: 0 };
 
 type Body = Record<string, unknown>;
 const s = (v: string) => ({ stringValue: v });

@@ -1,6 +1,7 @@
 /**
  * The console's only way to the service: the public HTTP API, with the key in the `X-API-Key` header
- * (never in a URL). Errors carry the API's own message and status.
+ * (never in a URL), or, signed in through single sign-on, with the session cookie the server set
+ * (HttpOnly: this code never sees it). Errors carry the API's own message and status.
  */
 export class ApiError extends Error {
   constructor(
@@ -39,16 +40,23 @@ async function errorOf(res: Response): Promise<ApiError> {
 }
 
 export class Api {
-  constructor(private readonly key: string) {}
+  /** @param key an API key; undefined: the session cookie (single sign-on) is the credential. */
+  constructor(private readonly key?: string) {}
+
+  get bySession(): boolean {
+    return this.key === undefined;
+  }
 
   private headers(extra?: HeadersInit): Headers {
     const h = new Headers(extra);
-    h.set('X-API-Key', this.key);
+    if (this.key !== undefined) h.set('X-API-Key', this.key);
     return h;
   }
 
   async fetch(path: string, init: RequestInit = {}): Promise<Response> {
-    const res = await fetch(path, { ...init, headers: this.headers(init.headers), cache: 'no-store', credentials: 'omit' });
+    // A key is sent as a header and no cookie goes with it; a session is its cookie, to this origin only.
+    const credentials = this.key === undefined ? 'same-origin' : 'omit';
+    const res = await fetch(path, { ...init, headers: this.headers(init.headers), cache: 'no-store', credentials });
     if (!res.ok) throw await errorOf(res);
     return res;
   }

@@ -18,6 +18,9 @@ export interface Capabilities {
 }
 
 export interface WhoAmI {
+  /** A signed-in user's name and roles (single sign-on); null for an API key. */
+  user: string | null;
+  roles: string[] | null;
   role: string;
   actions: string[];
   /** The datasets the key is limited to; null: every dataset. */
@@ -34,7 +37,8 @@ export class Session {
     public datasets: DatasetEntry[],
   ) {}
 
-  static async signIn(key: string): Promise<Session> {
+  /** Signs in with an API key, or (no key) with the session cookie single sign-on set. */
+  static async signIn(key?: string): Promise<Session> {
     const api = new Api(key);
     // 401 (a wrong key) is the caller's to show.
     const who = await api.json<WhoAmI>('/api/v1/whoami');
@@ -43,7 +47,7 @@ export class Session {
       read ? api.json<DatasetEntry[]>('/api/v1/logstream') : Promise.resolve([] as DatasetEntry[]),
       read ? api.json('/api/v1/filters').then(() => true, () => false) : Promise.resolve(false),
     ]);
-    return new Session(api, who, { read, create: who.actions.includes('create'), filters }, datasets.map((d) => ({ ...d, kind: d.kind ?? 'json' })));
+    return new Session(api, { ...who, user: who.user ?? null, roles: who.roles ?? null }, { read, create: who.actions.includes('create'), filters }, datasets.map((d) => ({ ...d, kind: d.kind ?? 'json' })));
   }
 
   async refreshDatasets(): Promise<DatasetEntry[]> {

@@ -69,6 +69,8 @@ export function buildWaterfall(rows: SpanRow[]): Waterfall {
 const CORE = new Set([
   'span_trace_id', 'span_span_id', 'span_parent_span_id', 'span_name', 'span_start_time_unix_nano', 'span_end_time_unix_nano',
   'span_duration_ns', 'span_events', 'span_links', 'p_timestamp',
+  // Bookkeeping of which attributes came from the resource (docs/traces.md), not an attribute itself.
+  'resource_attribute_keys',
 ]);
 
 export function spanAttributes(row: SpanRow): [string, unknown][] {

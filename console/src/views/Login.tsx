@@ -1,4 +1,4 @@
-import { useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { ApiError } from '../lib/api.ts';
 import type { Theme } from '../lib/theme.ts';
 
@@ -12,6 +12,16 @@ export function Login({ onSignIn, theme, onToggleTheme }: Props) {
   const [key, setKey] = useState('');
   const [error, setError] = useState('');
   const [busy, setBusy] = useState(false);
+  const [sso, setSso] = useState(false);
+
+  // The single sign-on button only when the server has a provider configured (a public endpoint).
+  useEffect(() => {
+    fetch('/api/v1/o/config', { credentials: 'omit', cache: 'no-store' })
+      .then((r) => (r.ok ? (r.json() as Promise<{ sso?: boolean }>) : { sso: false }))
+      .then((c) => setSso(c.sso === true), () => setSso(false));
+  }, []);
+  // Back to where the user was (the view in the hash) once signed in.
+  const ssoHref = `/api/v1/o/login?redirect=${encodeURIComponent(`/${location.hash}`)}`;
 
   const submit = async (e: Event) => {
     e.preventDefault();
@@ -30,6 +40,14 @@ export function Login({ onSignIn, theme, onToggleTheme }: Props) {
     <main class="login" id="main">
       <form onSubmit={submit} class="card" aria-labelledby="login-title">
         <h1 id="login-title">Telemetry lakehouse</h1>
+        {sso && (
+          <>
+            <a class="button sso" href={ssoHref} data-testid="sso-sign-in">
+              Sign in with single sign-on
+            </a>
+            <p class="muted small or">or</p>
+          </>
+        )}
         <p class="muted">Sign in with an API key. It is kept in this browser tab only and sent as a header.</p>
         <label for="api-key">API key</label>
         <input id="api-key" type="password" autocomplete="current-password" required value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} autoFocus />

@@ -46,6 +46,12 @@ export interface AdmissionDeps {
   refused: (path: string, code: number) => void;
 }
 
+/** The address of grpc-js's peer name (`ipv4:port`, `[ipv6]:port`, or a `scheme:` prefix). */
+export function peerAddress(peer: string): string {
+  const bare = peer.replace(/^[a-z0-9]+:(?=[\d[])/i, '');
+  return bare.replace(/^\[(.*)\](:\d+)?$/, '$1').replace(/:\d+$/, '');
+}
+
 /** Metadata as HTTP headers (text entries; binary `-bin` ones carry nothing the service reads). */
 export function headersOf(metadata: grpc.Metadata): Headers {
   const headers = new Headers();
@@ -92,7 +98,7 @@ class Admission {
 
   /** Authenticates, takes a slot and the first step of the budget; throws the refusal. */
   async admit(metadata: grpc.Metadata): Promise<void> {
-    this.principal = authenticate(this.deps.keys, headersOf(metadata));
+    this.principal = await authenticate(this.deps.keys, headersOf(metadata), peerAddress(this.call.getPeer()));
     this.deps.connectionOf(this.call.getPeer())?.ready();
     this.giveSlot = this.deps.calls.take(this.principal.id);
     const stream = streamOf(this.call);

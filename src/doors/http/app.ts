@@ -2,7 +2,9 @@ import { Hono } from 'hono';
 import { log } from '../../log.ts';
 import { authenticate, canAccess } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
+import { requestBody } from '../shared/requestBody.ts';
 import { registerDatasetRoutes } from './datasetRoutes.ts';
+import { registerAccessRoutes } from './userRoutes.ts';
 import { registerIngestRoutes } from './ingestRoutes.ts';
 import { registerQueryRoutes } from './queryRoutes.ts';
 import { registerOtlpRoutes } from './otlpRoutes.ts';
@@ -13,10 +15,12 @@ import { registerFilterRoutes } from './filterRoutes.ts';
 import { registerConsoleRoutes } from './consoleRoutes.ts';
 import { registerConsoleApiRoutes } from './consoleApiRoutes.ts';
 import { registerMetricMetadataRoutes } from './metricMetadataRoutes.ts';
+import { principalOf, registerOidcRoutes } from './oidcRoutes.ts';
 import { createIcebergApp, icebergError } from '../iceberg/routes.ts';
 import { createEsApp } from '../es/app.ts';
 import { createHecApp, registerHecHealth } from '../hec/app.ts';
 import { createLokiApp } from '../loki/app.ts';
+import { createJaegerApp } from '../jaeger/app.ts';
 import { DomainError } from '../../errors.ts';
 import { errorResponse } from './errors.ts';
 import { matchedRoutes } from 'hono/route';
@@ -77,7 +81,7 @@ export function createApp(services: Services): Hono<AppEnv> {
     const { details, ...state } = await services.isReady();
     let admin = false;
     try {
-      admin = authenticate(services.keys, c.req.raw.headers).role === 'admin';
+      admin = (await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer)).role === 'admin';
     } catch {
       // No key or an unknown one: the probe's answer only.
     }
@@ -86,14 +90,16 @@ export function createApp(services: Services): Hono<AppEnv> {
   // The web console's page and assets hold no data: public, before the key check.
   registerConsoleRoutes(app);
   registerHecHealth(app);
+  // Single sign-on's routes hand a browser its session: before the key check.
+  registerOidcRoutes(app, services);
 
   // The Iceberg REST catalog checks keys itself (its OAuth2 token endpoint takes none; errors in the spec's model).
   if (services.config.iceberg) app.route('/iceberg', createIcebergApp(services));
   else app.all('/iceberg/*', (c) => icebergError(c, 404, 'NoSuchTableException', 'Iceberg publishing is off (P_ICEBERG=off)'));
 
-  // Every other endpoint needs a key.
+  // Every other endpoint needs a key (or a console session's cookie, from this origin).
   app.use('*', async (c, next) => {
-    c.set('principal', authenticate(services.keys, c.req.raw.headers));
+    c.set('principal', await principalOf(services, c));
     await next();
   });
 
@@ -116,12 +122,15 @@ export function createApp(services: Services): Hono<AppEnv> {
   registerFilterRoutes(app, services);
   registerConsoleApiRoutes(app, services);
   registerMetricMetadataRoutes(app, services);
+  registerAccessRoutes(app, services);
   // The log shippers' doors: their own routes and answers, this listener's guards and key check.
   const es = createEsApp(services);
   app.route('/es', es);
   // The clients' base URL often ends in a slash: `GET|HEAD /es/` answers as `/es` does.
   app.get('/es/', (c) => es.request('/', { method: c.req.method, headers: c.req.raw.headers }, c.env));
   app.route('/loki', createLokiApp(services));
+  // The Jaeger query API (docs/traces.md): this listener's guards and key check.
+  app.route('/jaeger', createJaegerApp(services));
   app.route('/services/collector', createHecApp(services));
 
   app.notFound((c) => c.json({ error: `no route for ${c.req.method} ${c.req.path}` }, 404));

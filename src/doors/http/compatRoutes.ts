@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import type { Hono } from 'hono';
 import { counts, CountsRequest } from '../../query/sql/counts.ts';
-import { canAccess } from '../shared/auth.ts';
+import { canAccess, isListed } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
 import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseableShapes.ts';
@@ -16,7 +16,8 @@ import { arrowSchema, queriedStats, streamInfo, TELEMETRY_TYPE } from './parseab
 
 const VERSION = (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
-export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queries }: Services): void {
+export function registerCompatRoutes(app: Hono<AppEnv>, services: Services): void {
+  const { storage, config, queries } = services;
   const known = knownDataset(storage);
   const store =
     config.storage === 's3'
@@ -38,7 +39,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
       latestVersion: null,
       llmActive: false,
       llmProvider: null,
-      oidcActive: false,
+      oidcActive: services.signIn !== undefined,
       license: null,
       // Every worker ingests and queries: Parseable's "Standalone" (not its ingest/query split).
       mode: 'Standalone',
@@ -56,7 +57,7 @@ export function registerCompatRoutes(app: Hono<AppEnv>, { storage, config, queri
     const p = c.get('principal');
     const datasets = storage
       .list()
-      .filter((m) => canAccess(p, m.name))
+      .filter((m) => isListed(p, m.name))
       .map((m) => {
         const s = storage.stats(m.name);
         return {

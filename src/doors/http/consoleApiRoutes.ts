@@ -5,7 +5,7 @@ import { forbidden, invalidInput, notFound } from '../../errors.ts';
 import { collectRows } from '../../query/sql/collect.ts';
 import { fieldStatsSql, MAX_TOP_VALUES, shapeFieldStats } from '../../query/sql/fieldStats.ts';
 import { parseTimeBound } from '../../query/sql/time.ts';
-import { canAccess, ROLE_ACTIONS } from '../shared/auth.ts';
+import { actionsOf, canAccess, grantDatasets } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { KeySlots } from '../shared/slots.ts';
 import { jsonBody, requires } from './middleware.ts';
@@ -62,10 +62,12 @@ export function registerConsoleApiRoutes(app: Hono<AppEnv>, { storage, queries, 
   // connection budget in all, so waits can never take the connections ingest clients need.
   const tails = new KeySlots('live-tail long polls (P_TAIL_PER_KEY)', config.server.tailPerKey, Math.max(1, Math.floor(connections.limits.maxConnections / 4)));
 
-  // Any valid key: what it may do and where. `datasets: null` means every dataset, present and future.
+  // Any valid key or session: who, what it may do and where. `datasets: null` means every dataset, present
+  // and future. A signed-in user is named, with their roles; a key has `user: null`.
   app.get('/api/v1/whoami', (c) => {
     const p = c.get('principal');
-    return c.json({ keyId: p.id, role: p.role, actions: [...ROLE_ACTIONS[p.role]], datasets: p.datasets ? [...p.datasets].sort() : null });
+    const datasets = p.grants ? grantDatasets(p.grants) : p.datasets;
+    return c.json({ keyId: p.id, user: p.user ?? null, roles: p.roles ?? null, role: p.role, actions: actionsOf(p), datasets: datasets ? [...datasets].sort() : null, grants: p.grants ?? null });
   });
 
   // Size checks first (A2): the body is read up to the statement limit plus room for the rest, never 10 MiB.

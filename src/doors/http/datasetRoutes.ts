@@ -1,7 +1,7 @@
 import type { Hono } from 'hono';
 import { z } from 'zod';
 import { parseDurationMs } from '../../config.ts';
-import { canAccess } from '../shared/auth.ts';
+import { isListed } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { jsonBody, knownDataset, requires } from './middleware.ts';
 import { TIME_COLUMN, type DatasetKind } from '../../model.ts';
@@ -62,11 +62,11 @@ export function isCalendarDate(text: string): boolean {
   return !Number.isNaN(ms) && new Date(ms).toISOString().startsWith(text);
 }
 
-export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Services): void {
+export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config, audit }: Services): void {
   const known = knownDataset(storage);
   app.get('/api/v1/logstream', requires('read'), (c) => {
     const p = c.get('principal');
-    return c.json(storage.list().filter((m) => canAccess(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
+    return c.json(storage.list().filter((m) => isListed(p, m.name)).map((m) => ({ name: m.name, kind: m.kind, created_at: m.createdAt })));
   });
 
   app.put('/api/v1/logstream/:name', requires('create', 'name'), async (c) => {
@@ -74,6 +74,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
     const kind = datasetKindFromHeader(c.req.header('x-p-log-source'));
     const time = timeFieldFromHeaders(kind, c.req.header('x-p-time-partition'), c.req.header('x-p-time-partition-limit'));
     const { meta, created } = await storage.create(name, kind, time);
+    if (created) await audit.record(c.get('principal'), { action: 'create', target: 'dataset', name: meta.name, detail: { kind: meta.kind } });
     // 200 either way, as Parseable answers: its CLI and test suite take anything else as a failure.
     return c.json({ message: created ? `dataset ${name} created` : `dataset ${name} already exists`, name: meta.name, kind: meta.kind, created_at: meta.createdAt });
   });
@@ -81,6 +82,7 @@ export function registerDatasetRoutes(app: Hono<AppEnv>, { storage, config }: Se
   app.delete('/api/v1/logstream/:name', requires('delete', 'name'), async (c) => {
     const name = c.req.param('name');
     await storage.delete(name);
+    await audit.record(c.get('principal'), { action: 'delete', target: 'dataset', name });
     return c.json({ message: `dataset ${name} deleted` });
   });
 

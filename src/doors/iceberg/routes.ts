@@ -1,7 +1,8 @@
 import { Hono, type Context } from 'hono';
-import { DomainError } from '../../errors.ts';
+import { DomainError, isDomainError } from '../../errors.ts';
 import { log } from '../../log.ts';
-import { authenticate, canAccess } from '../shared/auth.ts';
+import { authenticate, canAccess, isListed, userToken } from '../shared/auth.ts';
+import { requestBody } from '../shared/requestBody.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 
 /**
@@ -12,10 +13,10 @@ import type { AppEnv, Services } from '../shared/context.ts';
  * answers 403 in the spec's error model: the tables are written by the service's publisher only.
  */
 
-type IcebergErrorType = 'NotAuthorizedException' | 'ForbiddenException' | 'NoSuchNamespaceException' | 'NoSuchTableException' | 'BadRequestException' | 'ServiceUnavailableException';
+type IcebergErrorType = 'NotAuthorizedException' | 'ForbiddenException' | 'NoSuchNamespaceException' | 'NoSuchTableException' | 'BadRequestException' | 'ServiceUnavailableException' | 'TooManyRequestsException';
 
 /** The spec's ErrorModel: `{"error":{"message","type","code"}}`. */
-export function icebergError(c: Context, code: 401 | 403 | 404 | 400 | 503, type: IcebergErrorType, message: string): Response {
+export function icebergError(c: Context, code: 401 | 403 | 404 | 400 | 429 | 503, type: IcebergErrorType, message: string): Response {
   if (c.req.method === 'HEAD') return c.body(null, code);
   return c.json({ error: { message, type, code } }, code);
 }
@@ -43,16 +44,26 @@ export function createIcebergApp(services: Services): Hono<AppEnv> {
   app.post('/v1/oauth/tokens', async (c) => {
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const basic = c.req.header('authorization');
-    const secret = typeof form.client_secret === 'string' ? form.client_secret : basic ? Buffer.from(basic.replace(/^Basic\s+/i, ''), 'base64').toString().split(':').slice(1).join(':') : '';
+    const pair = basic ? Buffer.from(basic.replace(/^Basic\s+/i, ''), 'base64').toString() : '';
+    const secret = typeof form.client_secret === 'string' ? form.client_secret : pair.split(':').slice(1).join(':');
+    const clientId = typeof form.client_id === 'string' ? form.client_id : pair.split(':')[0];
     if (form.grant_type !== 'client_credentials') return c.json({ error: 'unsupported_grant_type', error_description: 'only client_credentials is supported' }, 400);
-    if (!secret || !services.keys.resolve(secret)) return c.json({ error: 'invalid_client', error_description: 'the client secret is not a valid API key' }, 401);
-    return c.json({ access_token: secret, token_type: 'bearer', expires_in: 3600, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token' });
+    if (!secret) return c.json({ error: 'invalid_client', error_description: 'no client secret (an API key, or a user\'s password with the user as client id)' }, 401);
+    try {
+      const p = await services.keys.signIn({ user: clientId || undefined, secret }, requestBody(c).peer);
+      // A key is its own token; a user's token carries the user and password (as Basic would) for the next requests.
+      const token = p.user !== undefined && p.keyId === undefined && !services.keys.resolve(secret) ? userToken(clientId, secret) : secret;
+      return c.json({ access_token: token, token_type: 'bearer', expires_in: 3600, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token' });
+    } catch (err) {
+      return c.json({ error: 'invalid_client', error_description: (err as Error).message }, isDomainError(err) && err.kind === 'too_many_requests' ? 429 : 401);
+    }
   });
 
   app.use('*', async (c, next) => {
     try {
-      c.set('principal', authenticate(services.keys, c.req.raw.headers));
+      c.set('principal', await authenticate(services.keys, c.req.raw.headers, requestBody(c).peer));
     } catch (err) {
+      if (isDomainError(err) && err.kind === 'too_many_requests') return icebergError(c, 429, 'TooManyRequestsException', err.message);
       return icebergError(c, 401, 'NotAuthorizedException', (err as Error).message);
     }
     // The catalog is read-only: every create, commit, drop, rename and register is refused.
@@ -74,7 +85,7 @@ export function createIcebergApp(services: Services): Hono<AppEnv> {
     const p = c.get('principal');
     const identifiers = services.storage
       .list()
-      .filter((m) => canAccess(p, m.name))
+      .filter((m) => isListed(p, m.name))
       .map((m) => ({ namespace: [namespace], name: m.name }));
     return c.json({ identifiers });
   });

@@ -4,7 +4,7 @@ import * as tls from 'node:tls';
 import { listenError } from '../../errors.ts';
 import { log } from '../../log.ts';
 import type { Services } from '../shared/context.ts';
-import { canAccess } from '../shared/auth.ts';
+import { AUDIT_DATASET, canAccess } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
 import { newBackendKey, Session } from './session.ts';
 import { KeyState } from './budget.ts';
@@ -37,7 +37,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
   const datasets = (canRead: (name: string) => boolean): DatasetSchema[] =>
     storage
       .list()
-      .filter((m) => canRead(m.name))
+      .filter((m) => m.name !== AUDIT_DATASET && canRead(m.name))
       .map((m) => ({ name: m.name, schema: storage.schemaOf(m.name).schema }))
       .sort((a, b) => a.name.localeCompare(b.name));
   const sessions = new Map<number, { session: Session; secret: number }>();
@@ -67,6 +67,7 @@ export async function startPgServer(services: Services, settings: PgSettings): P
       // A Bind carries the statement's parameters; a Parse the statement: room for both.
       maxMessageBytes: Math.max(1024 * 1024, 4 * config.queryLimits.maxSqlBytes),
       idleTimeoutMs: settings.idleTimeoutMs,
+      slowMessage: { bodyTimeoutMs: config.ingest.bodyTimeoutMs, minBodyRate: config.ingest.minBodyRate },
       maxSqlBytes: config.queryLimits.maxSqlBytes,
       stateLimits: { maxEntries: settings.maxPrepared, maxBytes: settings.maxSessionStateBytes },
       keyState,

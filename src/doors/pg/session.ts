@@ -2,6 +2,7 @@ import { randomInt } from 'node:crypto';
 import type * as net from 'node:net';
 import * as tls from 'node:tls';
 import { log } from '../../log.ts';
+import { DomainError } from '../../errors.ts';
 import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
@@ -22,6 +23,8 @@ export interface SessionDeps {
   requireTls: boolean;
   maxMessageBytes: number;
   idleTimeoutMs: number;
+  /** The slow-message bound (the door contract): P_INGEST_BODY_TIMEOUT's grace, then P_INGEST_MIN_BODY_RATE (bytes/s). */
+  slowMessage: { bodyTimeoutMs: number; minBodyRate: number };
   /** Longest statement a Parse may carry (P_QUERY_MAX_SQL_BYTES): refused before it is kept. */
   maxSqlBytes: number;
   /** Bounds on prepared statements and portals, per session and (over its sessions) per key. */
@@ -82,9 +85,48 @@ export class Session extends SessionQueries {
     socket.on('close', () => this.closeAll());
   }
 
+  private messageStarted = 0;
+  private messageTimer?: NodeJS.Timeout;
+
+  /**
+   * The slow-message bound (docs/security.md, the door contract): a message begun must arrive within
+   * P_INGEST_BODY_TIMEOUT plus its bytes so far at P_INGEST_MIN_BODY_RATE, or the session ends. The idle
+   * clock alone restarts on every byte, so a client trickling one byte at a time held its session (and
+   * its buffered bytes) forever. Only the client's time counts: no clock while a statement runs (the
+   * socket is paused then) or between messages.
+   */
+  private watchMessage(completed: boolean): void {
+    if (completed || this.working || this.phase === 'closed' || this.framer.buffered === 0) {
+      clearTimeout(this.messageTimer);
+      this.messageTimer = undefined;
+      this.messageStarted = 0;
+      if (this.working || this.phase === 'closed' || this.framer.buffered === 0) return;
+    }
+    if (this.messageStarted) return;
+    this.messageStarted = Date.now();
+    const { bodyTimeoutMs, minBodyRate } = this.deps.slowMessage;
+    const check = () => {
+      this.messageTimer = undefined;
+      if (this.phase === 'closed' || this.working || this.framer.buffered === 0) {
+        // Restarted when the statement ends (drain) or the next bytes arrive.
+        this.messageStarted = 0;
+        return;
+      }
+      const due = this.messageStarted + bodyTimeoutMs + (this.framer.buffered / minBodyRate) * 1000;
+      if (Date.now() < due) {
+        this.messageTimer = setTimeout(check, due - Date.now());
+        return;
+      }
+      const spent = Date.now() - this.messageStarted;
+      this.fatal('08P01', `the message arrived too slowly (${this.framer.buffered} bytes in ${spent} ms; P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT)`);
+    };
+    this.messageTimer = setTimeout(check, bodyTimeoutMs);
+  }
+
   private onData(data: Buffer): void {
     if (this.phase === 'closed') return;
     this.armIdle();
+    const queued = this.queue.length;
     try {
       this.framer.push(data);
       for (;;) {
@@ -105,10 +147,12 @@ export class Session extends SessionQueries {
       this.protocolError(err);
       return;
     }
+    const completed = this.queue.length > queued;
     if (this.queue.length) {
       this.socket.pause();
       void this.drain();
     }
+    this.watchMessage(completed);
   }
 
   private protocolError(err: unknown): void {
@@ -188,6 +232,7 @@ export class Session extends SessionQueries {
   private closeAll(): void {
     this.phase = 'closed';
     clearTimeout(this.idleTimer);
+    clearTimeout(this.messageTimer);
     for (const p of this.portals.values()) p.cursor?.close();
     this.portals.clear();
     this.statements.clear();
@@ -230,6 +275,7 @@ export class Session extends SessionQueries {
     }
     this.armIdle();
     if (this.phase !== 'closed') this.socket.resume();
+    this.watchMessage(false);
   }
 
   private async handle(type: number, payload: Buffer): Promise<void> {
@@ -248,6 +294,8 @@ export class Session extends SessionQueries {
       this.closeAll();
       return;
     }
+    // A role change, user deletion or key revocation applies from the session's next statement.
+    if ((c === 'Q' || c === 'P' || c === 'B') && !this.skipping && !this.rechecked()) return;
     if (c === 'Q') {
       const sql = r.cstring();
       r.end();
@@ -279,13 +327,29 @@ export class Session extends SessionQueries {
     }
   }
 
+  /** The principal as the access state now has it; a user deleted (or a key revoked) ends the session. */
+  private rechecked(): boolean {
+    try {
+      this.principal = this.deps.keys.refresh(this.principal!);
+      return true;
+    } catch (err) {
+      this.fatal('28000', (err as Error).message);
+      return false;
+    }
+  }
+
   private async login(password: string): Promise<void> {
-    const principal = this.deps.keys.resolve(password);
-    if (!principal) {
-      this.fatal('28P01', `password authentication failed for user "${this.params.get('user')}" (the password is an API key)`);
+    const user = this.params.get('user');
+    let principal;
+    try {
+      principal = await this.deps.keys.signIn({ user, secret: password }, this.socket.remoteAddress);
+    } catch (err) {
+      const limited = err instanceof DomainError && err.kind === 'too_many_requests';
+      // 53300 too_many_connections is the closest class PostgreSQL clients know for a refusal to retry later.
+      this.fatal(limited ? '53300' : '28P01', limited ? err.message : `password authentication failed for user "${user}" (the password is the user's password or an API key)`);
       return;
     }
-    if (principal.role === 'writer') {
+    if (!principal.user && principal.role === 'writer') {
       this.fatal('28000', 'a writer key may not read: connect with a reader or admin API key');
       return;
     }

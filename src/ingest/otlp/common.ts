@@ -21,6 +21,8 @@ export const COMMON_KNOWN_TYPES: Record<string, ColumnType> = {
 export interface Shared {
   attributes: FlatRow;
   fixed: FlatRow;
+  /** Names of the attributes that came from the resource (not overridden by the scope), in order. */
+  resourceKeys: string[];
 }
 
 export interface Envelope {
@@ -76,7 +78,9 @@ export function forEachRecord(
         scope_dropped_attributes_count: scope === null ? null : int(scope.droppedAttributesCount, `${sAt}.scope`, 'droppedAttributesCount'),
       };
 
-      const shared: Shared = { attributes, fixed };
+      // A scope attribute of the same name replaced the resource's value: that key is no longer the resource's.
+      const resourceKeys = Object.keys(rAttributes).filter((k) => attributes[k] === rAttributes[k]);
+      const shared: Shared = { attributes, fixed, resourceKeys };
       const records = list(sc[env.records], sAt, env.records);
       const recordsAt = `${sAt}.${env.records}`;
       for (let i = 0; i < records.length; i++) {

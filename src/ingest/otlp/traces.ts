@@ -1,6 +1,6 @@
 import type { ColumnType, FlatRow } from '../../model.ts';
 import { attributesObject } from './attributes.ts';
-import { COMMON_KNOWN_TYPES, forEachRecord, startRow } from './common.ts';
+import { COMMON_KNOWN_TYPES, forEachRecord, startRow, type Shared } from './common.ts';
 import { enumNumber, id, int, list, msg, nanosToIso, storableNanos, str, time, u64, type ConvertContext, type Msg } from './values.ts';
 
 export const TRACES_TIME_COLUMN = 'span_start_time_unix_nano';
@@ -26,6 +26,9 @@ export const TRACES_KNOWN_TYPES: Record<string, ColumnType> = {
   span_dropped_links_count: 'BIGINT',
   span_events: 'VARCHAR',
   span_links: 'VARCHAR',
+  // JSON array of the attribute names whose column holds the resource's value (docs/traces.md): the
+  // columns are flattened, and Jaeger's process tags and TraceQL's `resource.` scope need them apart.
+  resource_attribute_keys: 'VARCHAR',
 };
 
 const SPAN_KINDS = ['SPAN_KIND_UNSPECIFIED', 'SPAN_KIND_INTERNAL', 'SPAN_KIND_SERVER', 'SPAN_KIND_CLIENT', 'SPAN_KIND_PRODUCER', 'SPAN_KIND_CONSUMER'];
@@ -80,9 +83,26 @@ export function spanRows(request: Msg, ctx: ConvertContext): FlatRow[] {
     row.span_dropped_links_count = int(span.droppedLinksCount, at, 'droppedLinksCount');
     row.span_events = eventsJson(span.events, at);
     row.span_links = links;
+    row.resource_attribute_keys = resourceKeysJson(shared, span.attributes);
     rows.push(row);
   });
   return rows;
+}
+
+/** Texts of resource key lists already built, by list: every span of a scope usually shares one. */
+const keysJsonCache = new WeakMap<string[], string>();
+
+/** The resource's attribute names the span's own attributes did not override, as JSON text. */
+function resourceKeysJson(shared: Shared, spanAttributes: unknown): string {
+  const keys = shared.resourceKeys;
+  let own: Set<string> | undefined;
+  if (keys.length > 0 && Array.isArray(spanAttributes) && spanAttributes.length > 0) {
+    own = new Set(spanAttributes.map((kv) => (kv !== null && typeof kv === 'object' ? (kv as Msg).key : undefined)).filter((k): k is string => typeof k === 'string'));
+  }
+  if (own !== undefined && keys.some((k) => own.has(k))) return JSON.stringify(keys.filter((k) => !own.has(k)));
+  let text = keysJsonCache.get(keys);
+  if (text === undefined) keysJsonCache.set(keys, (text = JSON.stringify(keys)));
+  return text;
 }
 
 function eventsJson(v: unknown, spanAt: string): string {

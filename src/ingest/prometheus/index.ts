@@ -2,7 +2,7 @@ import type { FlatRow, RowBatch } from '../../model.ts';
 import { DomainError, invalidInput, unsupported } from '../../errors.ts';
 import { METRIC_TYPES, PROMETHEUS_KNOWN_TYPES, PROMETHEUS_TIME_COLUMN, isoMs, seriesRow, MAX_LABELS_PER_SERIES, type Meta, type NativeHistogram, type Num } from './columns.ts';
 import { decodeMessage, RequestV2, toNumber, uncompress, WriteRequestV1, type DecodedSample } from './decode.ts';
-import { appendSeries, familyMeta, type SeriesSink, type Totals } from './series.ts';
+import { appendSeries, familyMeta, noTotals, type SeriesSink, type Totals } from './series.ts';
 
 export { MAX_LABELS_PER_SERIES, PROMETHEUS_KNOWN_TYPES, PROMETHEUS_TIME_COLUMN };
 export type { SeriesSink };
@@ -13,6 +13,9 @@ export interface RemoteWriteDecoded extends RowBatch {
   samples: number;
   histograms: number;
   exemplars: number;
+  /** The range of the sample times, epoch ms (Infinity / -Infinity without samples). */
+  minMs: number;
+  maxMs: number;
   /** With output 'lines': the rows as WAL lines (and `rows` is empty). */
   lines?: SeriesSink['lines'];
   /** Remote write 1.0 metadata, per metric family, to be remembered for the dataset (docs/console.md). */
@@ -39,7 +42,7 @@ function decodeV1(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
     metadata.set(m.metricFamilyName, { type: METRIC_TYPES[m.type ?? 0], help: m.help || undefined, unit: m.unit || undefined });
     families.push({ family: m.metricFamilyName, type: METRIC_TYPES[m.type ?? 0] ?? 'unknown', help: m.help ?? '', unit: m.unit ?? '' });
   }
-  const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
+  const totals: Totals = noTotals();
   for (const ts of req.timeseries ?? []) {
     const labels = (ts.labels ?? []).map((l) => [l.name ?? '', l.value ?? ''] as [string, string]);
     const name = labels.find(([n]) => n === '__name__')?.[1];
@@ -81,7 +84,7 @@ function decodeV2(bytes: Buffer, extra: FlatRow, sink: SeriesSink): RemoteWriteD
     for (let i = 0; i < r.length; i += 2) out.push([sym(r[i]), sym(r[i + 1])]);
     return out;
   };
-  const totals: Totals = { samples: 0, histograms: 0, exemplars: 0 };
+  const totals: Totals = noTotals();
   for (const ts of req.timeseries ?? []) {
     const md = ts.metadata;
     const meta: Meta | undefined = md ? { type: METRIC_TYPES[md.type ?? 0], help: sym(md.helpRef) || undefined, unit: sym(md.unitRef) || undefined } : undefined;

@@ -69,7 +69,13 @@ export interface Totals {
   samples: number;
   histograms: number;
   exemplars: number;
+  /** The range of the sample and histogram times, epoch ms (the ingest side checks it against its window). */
+  minMs: number;
+  maxMs: number;
 }
+
+/** Totals before the first series. */
+export const noTotals = (): Totals => ({ samples: 0, histograms: 0, exemplars: 0, minMs: Infinity, maxMs: -Infinity });
 
 /**
  * Where a series' rows go: row objects (the general path), or straight to WAL lines (the ingest
@@ -97,6 +103,16 @@ function addType(types: TypeSummary, name: string, type: ColumnType): void {
   const seen = types.get(name);
   if (!seen) types.set(name, [type]);
   else if (!seen.includes(type)) seen.push(type);
+}
+
+/** Widens the totals' time range to a series' sample and histogram times. */
+function widenTo(totals: Totals, samples: DecodedSample[] | undefined, histograms: NativeHistogram[] | undefined): void {
+  const widen = (ms: number) => {
+    if (ms < totals.minMs) totals.minMs = ms;
+    if (ms > totals.maxMs) totals.maxMs = ms;
+  };
+  for (const s of samples ?? []) widen(toNumber(s.timestamp));
+  for (const h of histograms ?? []) widen(toNumber(h.timestamp));
 }
 
 /** The common case, plain samples: the labels' JSON is built once for the whole series. */
@@ -139,6 +155,7 @@ export function appendSeries(
   totals.samples += samples?.length ?? 0;
   totals.histograms += histograms?.length ?? 0;
   if (!samples?.length && !histograms?.length) return;
+  widenTo(totals, samples, histograms);
   const ex = exemplars();
   if (ex?.length) totals.exemplars += ex.length;
   const lines = sink.lines;

@@ -3,7 +3,8 @@ import { DomainError, invalidInput, timedOut, tooLarge } from '../../errors.ts';
 import type { ColumnType } from '../../model.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
-import { dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
+import { answerColumns, applyColumnNames, pgColumnNames, pgColumnTypes, untagColumn, withTypedColumns } from './columnNames.ts';
+import { announcedAs, dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
 import { parseTree, treeJson } from '../sql/parseTree.ts';
@@ -153,15 +154,25 @@ export class CatalogDb {
       const ast = await parse(conn, sql, this.limits.maxDepth);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
+      const names = pgColumnNames(ast, sql);
+      const types = pgColumnTypes(ast);
       const found = inspect(ast, datasets, this.database, allColumns(this.datasets()));
-      if (found.catalog) return { kind: 'catalog', sql: found.rewritten ? await deparse(conn, ast) : sql };
-      if (sql !== original) return { kind: 'data', sql: original };
-      // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
-      // columns compared with a timestamptz compare with its UTC wall-clock time.
-      const ns = nsComparableWithTimestamptz(ast, nsColumns(this.datasets()));
-      const rewritten = found.rewritten || ns.rewritten ? await deparse(conn, ast) : sql;
-      return { kind: 'data', sql: rewritten, ...(ns.params.length ? { utcParams: ns.params } : {}) };
+      if (!found.catalog) return this.dataStatement(conn, ast, sql, original, found.rewritten);
+      // A catalog answer's columns carry PostgreSQL's names and types (columnNames.ts).
+      const named = applyColumnNames(names);
+      const columns = answerColumns(ast, types);
+      const text = named || found.rewritten || columns ? await deparse(conn, ast) : sql;
+      return { kind: 'catalog', sql: columns ? withTypedColumns(text, columns) : text };
     });
+  }
+
+  private async dataStatement(conn: DuckDBConnection, ast: Node, sql: string, original: string, rewritten: boolean): Promise<Statement> {
+    if (sql !== original) return { kind: 'data', sql: original };
+    // Data: `public.logs` (as Metabase and Superset write names) is the dataset `logs`; nanosecond time
+    // columns compared with a timestamptz compare with its UTC wall-clock time.
+    const ns = nsComparableWithTimestamptz(ast, nsColumns(this.datasets()));
+    const text = rewritten || ns.rewritten ? await deparse(conn, ast) : sql;
+    return { kind: 'data', sql: text, ...(ns.params.length ? { utcParams: ns.params } : {}) };
   }
 
   /** DuckDB types of a statement's `$n` parameters, by position (for parameters sent without a type). */
@@ -174,7 +185,14 @@ export class CatalogDb {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
       const ast = await parse(conn, sql, this.limits.maxDepth);
-      const text = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets())).rewritten ? await deparse(conn, ast) : sql;
+      const names = ast ? pgColumnNames(ast, sql) : new Map();
+      const types = ast ? pgColumnTypes(ast) : undefined;
+      const found = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets()));
+      // As classify() makes a catalog statement: the same names and types as when it runs.
+      const named = Boolean(found && found.catalog && applyColumnNames(names));
+      const typed = found && found.catalog ? answerColumns(ast, types) : undefined;
+      const deparsed = ast && (found?.rewritten || named || typed) ? await deparse(conn, ast) : sql;
+      const text = typed ? withTypedColumns(deparsed, typed) : deparsed;
       const prepared = await conn.prepare(text);
       try {
         const params: string[] = [];
@@ -184,7 +202,10 @@ export class CatalogDb {
           params.push(t.toString());
           paramTypes.push(pgTypeOf(t));
         }
-        const columns = Array.from({ length: prepared.columnCount }, (_, i) => ({ name: prepared.columnName(i), type: pgTypeOf(prepared.columnType(i)) }));
+        const columns = Array.from({ length: prepared.columnCount }, (_, i) => {
+          const tagged = untagColumn(prepared.columnName(i));
+          return { name: tagged.name, type: announcedAs(prepared.columnType(i), tagged.type) };
+        });
         return { params, paramTypes, columns };
       } finally {
         prepared.destroySync();
@@ -207,10 +228,14 @@ export class CatalogDb {
     if (result.rowCount > this.limits.maxRows) throw tooLarge(`the catalog answer has more than ${this.limits.maxRows} rows`);
     const types = result.columnTypes();
     const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
-    const encode = dataRowEncoder(types, formats);
+    const columns = result.columnNames().map((name, i) => {
+      const tagged = untagColumn(name);
+      return { name: tagged.name, type: announcedAs(types[i], tagged.type) };
+    });
+    const encode = dataRowEncoder(types, formats, columns.map((c) => c.type));
     let chunk = 0;
     return {
-      fields: result.columnNames().map((name, i) => ({ name, type: pgTypeOf(types[i]), format: format(i) })),
+      fields: columns.map((c, i) => ({ ...c, format: format(i) })),
       next: async () => {
         if (chunk >= result.chunkCount) return undefined;
         const c = result.getChunk(chunk++);

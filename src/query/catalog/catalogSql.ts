@@ -5,6 +5,7 @@
  * those of a server with one read-only role and no indexes, constraints, sequences or inheritance.
  */
 
+import { ARRAY_OF, ELEMENT_OF } from '../results/pg.ts';
 import { FIXED } from './settings.ts';
 
 /** A table macro `__<name>()` answering these rows (each a select list). */
@@ -21,50 +22,50 @@ const empty = (name: string, columns: string) =>
 /** Catalog relations answered by the macros below instead of DuckDB's (or in its absence). */
 export const RELATION_MACROS = new Set<string>();
 
-/** PostgreSQL's built-in types clients look up: [oid, name, length, category, element oid, array oid, SQL name]. */
-const TYPES: [number, string, number, string, number, number, string][] = [
-  [16, 'bool', 1, 'B', 0, 1000, 'boolean'],
-  [17, 'bytea', -1, 'U', 0, 1001, 'bytea'],
-  [18, 'char', 1, 'Z', 0, 1002, '"char"'],
-  [19, 'name', 64, 'S', 0, 1003, 'name'],
-  [20, 'int8', 8, 'N', 0, 1016, 'bigint'],
-  [21, 'int2', 2, 'N', 0, 1005, 'smallint'],
-  [23, 'int4', 4, 'N', 0, 1007, 'integer'],
-  [24, 'regproc', 4, 'N', 0, 1008, 'regproc'],
-  [25, 'text', -1, 'S', 0, 1009, 'text'],
-  [26, 'oid', 4, 'N', 0, 1028, 'oid'],
-  [114, 'json', -1, 'U', 0, 199, 'json'],
-  [700, 'float4', 4, 'N', 0, 1021, 'real'],
-  [701, 'float8', 8, 'N', 0, 1022, 'double precision'],
-  [705, 'unknown', -2, 'X', 0, 0, 'unknown'],
-  [1042, 'bpchar', -1, 'S', 0, 1014, 'character'],
-  [1043, 'varchar', -1, 'S', 0, 1015, 'character varying'],
-  [1082, 'date', 4, 'D', 0, 1182, 'date'],
-  [1083, 'time', 8, 'D', 0, 1183, 'time without time zone'],
-  [1114, 'timestamp', 8, 'D', 0, 1115, 'timestamp without time zone'],
-  [1184, 'timestamptz', 8, 'D', 0, 1185, 'timestamp with time zone'],
-  [1186, 'interval', 16, 'T', 0, 1187, 'interval'],
-  [1700, 'numeric', -1, 'N', 0, 1231, 'numeric'],
-  [2205, 'regclass', 4, 'N', 0, 2210, 'regclass'],
-  [2206, 'regtype', 4, 'N', 0, 2211, 'regtype'],
-  [2950, 'uuid', 16, 'U', 0, 2951, 'uuid'],
-  [3802, 'jsonb', -1, 'U', 0, 3807, 'jsonb'],
-  [1000, '_bool', -1, 'A', 16, 0, 'boolean[]'],
-  [1001, '_bytea', -1, 'A', 17, 0, 'bytea[]'],
-  [1005, '_int2', -1, 'A', 21, 0, 'smallint[]'],
-  [1007, '_int4', -1, 'A', 23, 0, 'integer[]'],
-  [1009, '_text', -1, 'A', 25, 0, 'text[]'],
-  [1015, '_varchar', -1, 'A', 1043, 0, 'character varying[]'],
-  [1016, '_int8', -1, 'A', 20, 0, 'bigint[]'],
-  [1021, '_float4', -1, 'A', 700, 0, 'real[]'],
-  [1022, '_float8', -1, 'A', 701, 0, 'double precision[]'],
-  [1028, '_oid', -1, 'A', 26, 0, 'oid[]'],
-  [1115, '_timestamp', -1, 'A', 1114, 0, 'timestamp without time zone[]'],
-  [1182, '_date', -1, 'A', 1082, 0, 'date[]'],
-  [1185, '_timestamptz', -1, 'A', 1184, 0, 'timestamp with time zone[]'],
-  [1231, '_numeric', -1, 'A', 1700, 0, 'numeric[]'],
-  [199, '_json', -1, 'A', 114, 0, 'json[]'],
-  [2951, '_uuid', -1, 'A', 2950, 0, 'uuid[]'],
+/** PostgreSQL's built-in types clients look up: [oid, name, length, category, SQL name]; element and array oids from results/pg.ts. */
+const TYPES: [number, string, number, string, string][] = [
+  [16, 'bool', 1, 'B', 'boolean'],
+  [17, 'bytea', -1, 'U', 'bytea'],
+  [18, 'char', 1, 'Z', '"char"'],
+  [19, 'name', 64, 'S', 'name'],
+  [20, 'int8', 8, 'N', 'bigint'],
+  [21, 'int2', 2, 'N', 'smallint'],
+  [23, 'int4', 4, 'N', 'integer'],
+  [24, 'regproc', 4, 'N', 'regproc'],
+  [25, 'text', -1, 'S', 'text'],
+  [26, 'oid', 4, 'N', 'oid'],
+  [114, 'json', -1, 'U', 'json'],
+  [700, 'float4', 4, 'N', 'real'],
+  [701, 'float8', 8, 'N', 'double precision'],
+  [705, 'unknown', -2, 'X', 'unknown'],
+  [1042, 'bpchar', -1, 'S', 'character'],
+  [1043, 'varchar', -1, 'S', 'character varying'],
+  [1082, 'date', 4, 'D', 'date'],
+  [1083, 'time', 8, 'D', 'time without time zone'],
+  [1114, 'timestamp', 8, 'D', 'timestamp without time zone'],
+  [1184, 'timestamptz', 8, 'D', 'timestamp with time zone'],
+  [1186, 'interval', 16, 'T', 'interval'],
+  [1700, 'numeric', -1, 'N', 'numeric'],
+  [2205, 'regclass', 4, 'N', 'regclass'],
+  [2206, 'regtype', 4, 'N', 'regtype'],
+  [2950, 'uuid', 16, 'U', 'uuid'],
+  [3802, 'jsonb', -1, 'U', 'jsonb'],
+  [1000, '_bool', -1, 'A', 'boolean[]'],
+  [1001, '_bytea', -1, 'A', 'bytea[]'],
+  [1005, '_int2', -1, 'A', 'smallint[]'],
+  [1007, '_int4', -1, 'A', 'integer[]'],
+  [1009, '_text', -1, 'A', 'text[]'],
+  [1015, '_varchar', -1, 'A', 'character varying[]'],
+  [1016, '_int8', -1, 'A', 'bigint[]'],
+  [1021, '_float4', -1, 'A', 'real[]'],
+  [1022, '_float8', -1, 'A', 'double precision[]'],
+  [1028, '_oid', -1, 'A', 'oid[]'],
+  [1115, '_timestamp', -1, 'A', 'timestamp without time zone[]'],
+  [1182, '_date', -1, 'A', 'date[]'],
+  [1185, '_timestamptz', -1, 'A', 'timestamp with time zone[]'],
+  [1231, '_numeric', -1, 'A', 'numeric[]'],
+  [199, '_json', -1, 'A', 'json[]'],
+  [2951, '_uuid', -1, 'A', 'uuid[]'],
 ];
 
 /** PostgreSQL's pg_catalog and information_schema namespace oids. */
@@ -95,14 +96,14 @@ export const CATALOG_SQL: string[] = [
   relation(
     'pg_type',
     TYPES.map(
-      ([oid, name, len, cat, elem, arr]) =>
+      ([oid, name, len, cat]) =>
         `${oid}::BIGINT AS oid, '${name}' AS typname, ${PG_CATALOG_NS}::BIGINT AS typnamespace, 10::BIGINT AS typowner, ${len}::SMALLINT AS typlen, ${len > 0 && len <= 8} AS typbyval, ` +
-        `'b' AS typtype, '${cat}' AS typcategory, false AS typispreferred, true AS typisdefined, ',' AS typdelim, 0::BIGINT AS typrelid, ${elem}::BIGINT AS typelem, ${arr}::BIGINT AS typarray, ` +
+        `'b' AS typtype, '${cat}' AS typcategory, false AS typispreferred, true AS typisdefined, ',' AS typdelim, 0::BIGINT AS typrelid, ${ELEMENT_OF[oid] ?? 0}::BIGINT AS typelem, ${ARRAY_OF[oid] ?? 0}::BIGINT AS typarray, ` +
         `'${name}in' AS typinput, '${name}out' AS typoutput, '${name}recv' AS typreceive, '${name}send' AS typsend, 0::BIGINT AS typmodin, 0::BIGINT AS typmodout, 0::BIGINT AS typanalyze, ` +
         `'i' AS typalign, 'p' AS typstorage, false AS typnotnull, 0::BIGINT AS typbasetype, -1 AS typtypmod, 0 AS typndims, 0::BIGINT AS typcollation, NULL::VARCHAR AS typdefaultbin, NULL::VARCHAR AS typdefault, NULL::VARCHAR[] AS typacl`,
     ),
   ),
-  `CREATE MACRO __pg_format_type(oid, typmod) AS CASE ${TYPES.map(([o, , , , , , sqlName]) => `WHEN oid = ${o} THEN '${sqlName.replaceAll("'", "''")}'`).join(' ')} ELSE NULL END`,
+  `CREATE MACRO __pg_format_type(oid, typmod) AS CASE ${TYPES.map(([o, , , , sqlName]) => `WHEN oid = ${o} THEN '${sqlName.replaceAll("'", "''")}'`).join(' ')} ELSE NULL END`,
   // Columns of the dataset tables (schema public), typed with PostgreSQL oids.
   `CREATE MACRO __pg_attribute() AS TABLE
      SELECT table_oid::BIGINT AS attrelid, column_name AS attname, __pg_type_oid(data_type)::BIGINT AS atttypid, -1 AS attstattarget,
@@ -112,7 +113,8 @@ export const CATALOG_SQL: string[] = [
        false AS attisdropped, true AS attislocal, '' AS attcompression, 0 AS attinhcount, 0::BIGINT AS attcollation, NULL::VARCHAR[] AS attacl, NULL::VARCHAR[] AS attoptions, NULL::VARCHAR[] AS attfdwoptions
      FROM duckdb_columns() WHERE schema_name = 'public'`,
   `CREATE MACRO __pg_class() AS TABLE
-     SELECT * REPLACE (CASE WHEN relkind = 'r' THEN 2 ELSE 0 END::BIGINT AS relam, NULL::VARCHAR[] AS reloptions, NULL::VARCHAR[] AS relacl, 10::BIGINT AS relowner), false AS relforcerowsecurity FROM pg_catalog.pg_class`,
+     SELECT * REPLACE (CASE WHEN relkind = 'r' THEN 2 ELSE 0 END::BIGINT AS relam, NULL::VARCHAR[] AS reloptions, NULL::VARCHAR[] AS relacl, 10::BIGINT AS relowner,
+       'd' AS relreplident), false AS relforcerowsecurity FROM pg_catalog.pg_class`,
   relation('pg_am', [`2::BIGINT AS oid, 'heap' AS amname, 'heap_tableam_handler' AS amhandler, 't' AS amtype`]),
   `CREATE MACRO __pg_namespace() AS TABLE
      SELECT oid, nspname, 10::BIGINT AS nspowner, nspacl FROM pg_catalog.pg_namespace WHERE nspname <> 'main'

@@ -50,10 +50,14 @@ export const PG = {
   uuid: T(2950, 16, 'uuid'),
 } as const;
 
-/** Array type OIDs by element OID. */
-const ARRAY_OF: Record<number, number> = {
-  16: 1000, 17: 1001, 20: 1016, 21: 1005, 23: 1007, 25: 1009, 26: 1028, 114: 199, 700: 1021, 701: 1022, 1043: 1015,
-  1082: 1182, 1083: 1183, 1114: 1115, 1184: 1185, 1186: 1187, 1700: 1231, 2950: 2951,
+/**
+ * Array type OIDs by element OID (PostgreSQL 15's pg_type.typarray): the one table of them, for result
+ * columns and parameters here and for the emulated catalog's pg_type (query/catalog/catalogSql.ts).
+ */
+export const ARRAY_OF: Readonly<Record<number, number>> = {
+  16: 1000, 17: 1001, 18: 1002, 19: 1003, 20: 1016, 21: 1005, 23: 1007, 24: 1008, 25: 1009, 26: 1028, 114: 199, 700: 1021,
+  701: 1022, 1042: 1014, 1043: 1015, 1082: 1182, 1083: 1183, 1114: 1115, 1184: 1185, 1186: 1187, 1700: 1231, 2205: 2210,
+  2206: 2211, 2950: 2951, 3802: 3807,
 };
 /** Element OID by array OID (for parameters a client sends as arrays). */
 export const ELEMENT_OF: Record<number, number> = Object.fromEntries(Object.entries(ARRAY_OF).map(([e, a]) => [a, Number(e)]));
@@ -101,6 +105,33 @@ export function pgTypeOf(type: DuckDBType): PgType {
     return PG.text;
   }
   return scalarPgType(type) ?? PG.text;
+}
+
+/** Types a catalog answer's column may be announced as beyond its DuckDB type's (query/catalog/pgColumnTypes.ts). */
+const CATALOG_TYPES: Readonly<Record<string, PgType>> = { name: T(19, 64, 'name'), char: T(18, 1, 'char'), oid: PG.oid, int2: PG.int2, text: PG.text, varchar: PG.varchar };
+const INTEGER_TYPES = new Set([
+  DuckDBTypeId.TINYINT, DuckDBTypeId.SMALLINT, DuckDBTypeId.INTEGER, DuckDBTypeId.BIGINT, DuckDBTypeId.UTINYINT, DuckDBTypeId.USMALLINT, DuckDBTypeId.UINTEGER, DuckDBTypeId.UBIGINT,
+]);
+
+/**
+ * A catalog column's PostgreSQL type: `as` (PostgreSQL 15's type of the catalog column it selects:
+ * name, "char", oid, int2, varchar; text for an untyped NULL) when its values fit that type, else its own.
+ */
+export function announcedAs(type: DuckDBType, as: string | undefined): PgType {
+  const want = as ? CATALOG_TYPES[as] : undefined;
+  if (!want) return pgTypeOf(type);
+  if (want === PG.text) return want;
+  const fits = want === PG.oid || want === PG.int2 ? INTEGER_TYPES.has(type.typeId) : type.typeId === DuckDBTypeId.VARCHAR;
+  return fits ? want : pgTypeOf(type);
+}
+
+/** The binary encoder of a column announced as a catalog type rather than its DuckDB type's (announcedAs). */
+function announcedBinary(type: DuckDBType, as: PgType): BinaryEncoder | undefined {
+  if (as === pgTypeOf(type)) return undefined;
+  if (as === PG.oid) return (w, v) => { w.int32(4); w.int32(Number(v) | 0); };
+  if (as === PG.int2) return (w, v) => { w.int32(2); w.int16(Number(v)); };
+  const text = textEncoder(type);
+  return (w, v) => w.lenString(text(v));
 }
 
 /** Growable output buffer for DataRow messages. */
@@ -362,12 +393,13 @@ function binaryEncoder(type: DuckDBType): BinaryEncoder {
 
 /**
  * Encodes rows as DataRow messages, each column in the format the client asked for (0 text,
- * 1 binary; one code for all columns, or one per column, or none for all text — as in Bind).
+ * 1 binary; one code for all columns, or one per column, or none for all text — as in Bind), and in
+ * binary as the type it is announced as (`announced`, catalog answers) where that is not its own.
  */
-export function dataRowEncoder(types: DuckDBType[], formats: number[]): (w: RowWriter, row: DuckDBValue[]) => void {
+export function dataRowEncoder(types: DuckDBType[], formats: number[], announced: PgType[] = []): (w: RowWriter, row: DuckDBValue[]) => void {
   const encoders = types.map((t, i) => {
     const f = formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : formats[i];
-    if (f === 1) return binaryEncoder(t);
+    if (f === 1) return (announced[i] && announcedBinary(t, announced[i])) || binaryEncoder(t);
     const text = textEncoder(t);
     return (w: RowWriter, v: DuckDBValue) => w.lenString(text(v));
   });

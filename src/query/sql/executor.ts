@@ -36,6 +36,8 @@ export interface QueryRequest {
   canRead: (dataset: string) => boolean;
   /** Aborted when the client goes away. */
   signal?: AbortSignal;
+  /** Only the data files this keeps are read (an index said the others hold no matching row; WAL is always read). */
+  files?: (file: Snapshot['files'][number]) => boolean;
 }
 
 /** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
@@ -310,7 +312,7 @@ export class QueryExecutor {
       for (const name of new Set(names)) {
         const snap = await withinDeadline(this.source.snapshot(name, req.startMs, req.endMs), started + this.limits.timeoutMs, name);
         releases.push(snap.release);
-        snapshots.push(snap);
+        snapshots.push(req.files ? { ...snap, files: snap.files.filter(req.files) } : snap);
       }
       const preparedMs = Date.now() - started;
       const sql = preAggregatedSql(plan.preAggregated, snapshots) ?? req.sql;

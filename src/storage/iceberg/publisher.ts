@@ -9,6 +9,7 @@ import type { Dataset, StorageContext } from '../dataset.ts';
 import { datasetPrefix, icebergAvroKey, icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../layout.ts';
 import { currentSchema, emptyTable, evolveSchema, lakeColumns, publishable, type TableMetadata } from './metadata.ts';
 import { buildSnapshot, fileHour, type SnapshotNaming, type SnapshotPlan } from './snapshot.ts';
+import { CatalogPush, type PushSettings } from './push.ts';
 import { TableReader, type TableState } from './table.ts';
 
 export interface IcebergSettings {
@@ -17,6 +18,8 @@ export interface IcebergSettings {
   snapshotRetentionMs: number;
   /** URI of the store's root: `file:///…/store` or `s3://bucket`; an object's location is `{base}/{key}`. */
   baseUri: string;
+  /** An external catalog every table is also committed to (P_ICEBERG_PUSH_URI). */
+  push?: PushSettings;
 }
 
 /** Metadata versions kept in a table's metadata log (older metadata files are deleted). */
@@ -45,12 +48,18 @@ export class IcebergPublisher {
   private readonly firstSeen = new Map<string, number>();
   /** Data files any retained snapshot lists, per dataset: the garbage collector keeps them. */
   private readonly referencedFiles = new Map<string, Set<string>>();
+  /** The external catalog's push (P_ICEBERG_PUSH_URI), and the deleted tables already dropped there. */
+  readonly push?: CatalogPush;
+  private readonly dropped = new Set<string>();
+  /** Files of nanosecond-timed datasets written without the microsecond copy: compaction rewrites them. */
+  private readonly withoutTimeCopy = new Set<string>();
 
   constructor(
     private readonly ctx: StorageContext,
     readonly settings: IcebergSettings,
   ) {
     this.reader = new TableReader(ctx.store, (uri) => this.keyOf(uri));
+    if (settings.push) this.push = new CatalogPush(settings.push);
   }
 
   readonly uri = (key: string): string => `${this.settings.baseUri}/${key}`;
@@ -62,6 +71,11 @@ export class IcebergPublisher {
 
   private naming(ds: Dataset): SnapshotNaming {
     return { uri: this.uri, keyOf: (u) => this.keyOf(u), avroKey: (f) => icebergAvroKey(ds.meta.name, ds.meta.generation, f) };
+  }
+
+  /** Whether a file is one of a nanosecond-timed dataset's written without the microsecond copy (seen so far). */
+  lacksTimeCopy(key: string): boolean {
+    return this.withoutTimeCopy.has(key);
   }
 
   /** Whether a retained snapshot of some table lists this data file (the GC keeps it while one does). */
@@ -80,9 +94,30 @@ export class IcebergPublisher {
   /** One round over every dataset; a failure of one is logged and retried next round. */
   async publishAll(datasets: Dataset[]): Promise<void> {
     for (const ds of datasets) {
-      if (ds.deleted) continue;
+      if (ds.deleted) {
+        await this.dropPushed(ds);
+        continue;
+      }
       await this.publish(ds).catch((err) => log.warn('iceberg publish failed; will retry', { dataset: ds.meta.name, error: (err as Error).message }));
+      // After our own commit, whatever its outcome: the external catalog gets the table as it now is.
+      await this.pushTable(ds);
     }
+  }
+
+  /** Commits the table's current version to the external catalog too (see push.ts); never throws. */
+  private async pushTable(ds: Dataset): Promise<void> {
+    const { name, generation } = ds.meta;
+    const state = this.states.get(`${name}/${generation}`);
+    if (!this.push || !state) return;
+    const location = this.uri(icebergMetadataKey(name, generation, state.version));
+    await this.push.sync(name, { location, metadata: state.metadata }, this.uri(icebergMetadataPrefix(name, generation)).slice(0, -1));
+  }
+
+  private async dropPushed(ds: Dataset): Promise<void> {
+    const id = `${ds.meta.name}/${ds.meta.generation}`;
+    if (!this.push || this.dropped.has(id)) return;
+    this.dropped.add(id);
+    await this.push.drop(ds.meta.name);
   }
 
   /** The table's current metadata, as readers load it (the newest version in the store). */
@@ -111,8 +146,8 @@ export class IcebergPublisher {
       if (await this.ctx.store.putIfAbsent(key, JSON.stringify(next.metadata))) {
         icebergCommits.inc({ result: 'committed' });
         for (const f of next.plan.add) this.firstSeen.delete(f.key);
-        const committed = await this.reader.load(name, generation, version + 1);
-        if (committed) await this.remember(name, generation, committed);
+        // What was written is the state: its manifests are in the reader's cache, nothing is read back.
+        await this.remember(name, generation, await this.reader.fromMetadata(version + 1, next.metadata));
         await this.cleanUp(ds, state, next.metadata, version + 1);
         return true;
       }
@@ -192,6 +227,9 @@ export class IcebergPublisher {
     }
     // A file merged or deleted before it was published no longer waits (the lag gauge).
     for (const key of this.firstSeen.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.firstSeen.delete(key);
+    for (const key of this.withoutTimeCopy) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.withoutTimeCopy.delete(key);
+    // Files gone from the catalog never come back: their types are no longer needed.
+    for (const key of this.fileTypes.keys()) if (key.startsWith(datasetPrefix(ds.meta.name)) && !inCatalog.has(key)) this.fileTypes.delete(key);
     // Removed by the catalog, or no longer readable as the table's types (a column widened since).
     const remove = new Set([...live].filter((k) => ds.catalog.isRemoved(k) || (inCatalog.has(k) && !readable.has(k))));
     return { add, remove };
@@ -201,14 +239,23 @@ export class IcebergPublisher {
   private async readable(f: FileEntry, schema: Schema, timeColumn: string | undefined): Promise<boolean> {
     if (timeColumn !== undefined && fileHour(f) === undefined) return false;
     const types = await this.typesOf(f.key);
-    // A nanosecond-timed file written before the microsecond copy existed has no table time column.
-    if (timeColumn !== undefined && !(timeColumn in types)) return false;
+    // A nanosecond-timed file written before the microsecond copy existed has no table time column:
+    // it stays out until compaction rewrites it with the copy (lacksTimeCopy).
+    if (timeColumn !== undefined && !(timeColumn in types)) {
+      this.withoutTimeCopy.add(f.key);
+      return false;
+    }
     for (const [column, type] of Object.entries(types)) {
       const want = schema[column];
       if (want === undefined) return false;
       if (publishable(want) && want !== type) return false;
     }
     return true;
+  }
+
+  /** A file's column types as its writer (this worker's flush or compaction) wrote them. */
+  knowTypes(key: string, types: Record<string, ColumnType>): void {
+    this.fileTypes.set(key, types);
   }
 
   private async typesOf(key: string): Promise<Record<string, ColumnType>> {
@@ -258,9 +305,12 @@ export class IcebergPublisher {
       for (const mf of await this.reader.manifestList(s['manifest-list']).catch(() => [])) if (!stillListed.has(mf.manifest_path)) doomed.add(mf.manifest_path);
     }
     const oldestLogged = version - METADATA_VERSIONS_KEPT;
-    const oldMetadata = (await this.ctx.store.list(icebergMetadataPrefix(ds.meta.name, ds.meta.generation)))
-      .map((o) => o.key)
-      .filter((k) => (parseIcebergMetadataVersion(k) ?? Infinity) < oldestLogged);
+    const keys = (await this.ctx.store.list(icebergMetadataPrefix(ds.meta.name, ds.meta.generation))).map((o) => o.key);
+    const oldMetadata = keys.filter((k) => (parseIcebergMetadataVersion(k) ?? Infinity) < oldestLogged);
+    // The external catalog's own metadata files (push.ts points its write.metadata.path here; named
+    // `{version}-{uuid}.metadata.json`, so by name is by age): its newest ones stay.
+    const pushed = keys.filter((k) => k.endsWith('.metadata.json') && parseIcebergMetadataVersion(k) === undefined).sort();
+    oldMetadata.push(...pushed.slice(0, -METADATA_VERSIONS_KEPT));
     await this.ctx.store.delete([...[...doomed].map((u) => this.keyOf(u)), ...oldMetadata]);
     this.reader.forget([...doomed]);
   }

@@ -47,7 +47,11 @@ export class TableReader {
   async load(name: string, generation: string, version: number, previous?: TableState): Promise<TableState | undefined> {
     if (previous?.version === version) return previous;
     const metadata = await this.metadata(name, generation, version);
-    if (!metadata) return undefined;
+    return metadata && this.fromMetadata(version, metadata);
+  }
+
+  /** The table state of metadata in hand (what this worker just committed: nothing is read back). */
+  async fromMetadata(version: number, metadata: TableMetadata): Promise<TableState> {
     const current = metadata.snapshots.find((s) => s['snapshot-id'] === metadata['current-snapshot-id']);
     const manifests = current ? await this.manifestList(current['manifest-list']) : [];
     const entries = new Map<string, ManifestEntry[]>();

@@ -1,0 +1,66 @@
+import type { Attributes, Span } from './model.ts';
+
+/**
+ * Spans as OTLP JSON (TracesData: resourceSpans → scopeSpans → spans, hex ids, nanosecond times as
+ * text, enums as numbers), for Jaeger's /api/v3 and Tempo's trace-by-id. Spans of the same resource and
+ * scope are grouped, in the order they first appear.
+ */
+
+type AnyValue = { stringValue: string } | { boolValue: boolean } | { intValue: string } | { doubleValue: number };
+export interface KeyValue {
+  key: string;
+  value: AnyValue;
+}
+
+export function anyValue(v: unknown): AnyValue {
+  if (typeof v === 'boolean') return { boolValue: v };
+  if (typeof v === 'number') return Number.isInteger(v) ? { intValue: String(v) } : { doubleValue: v };
+  if (typeof v === 'string') return { stringValue: v };
+  return { stringValue: JSON.stringify(v ?? null) };
+}
+
+export const keyValues = (attrs: Attributes | Record<string, unknown>): KeyValue[] => Object.entries(attrs).map(([key, v]) => ({ key, value: anyValue(v) }));
+
+const KIND_NUMBERS = { unspecified: 0, internal: 1, server: 2, client: 3, producer: 4, consumer: 5 } as const;
+const STATUS_NUMBERS = { unset: 0, ok: 1, error: 2 } as const;
+
+/** Event times are stored as RFC 3339 text with nanosecond digits: back to nanoseconds since the epoch. */
+export function isoToNs(iso: string): bigint {
+  const m = /^(.*T\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)$/.exec(iso);
+  if (!m) return BigInt(Date.parse(iso)) * 1_000_000n;
+  const seconds = BigInt(Date.parse(`${m[1]}${m[3]}`)) / 1000n;
+  return seconds * 1_000_000_000n + BigInt((m[2] ?? '').padEnd(9, '0'));
+}
+
+export function otlpSpan(s: Span) {
+  return {
+    traceId: s.traceId,
+    spanId: s.spanId,
+    ...(s.traceState ? { traceState: s.traceState } : {}),
+    ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}),
+    ...(s.flags ? { flags: s.flags } : {}),
+    name: s.name,
+    kind: KIND_NUMBERS[s.kind],
+    startTimeUnixNano: String(s.startNs),
+    endTimeUnixNano: String(s.endNs),
+    attributes: keyValues(s.attributes),
+    events: s.events.map((e) => ({ timeUnixNano: e.time_unix_nano ? String(isoToNs(e.time_unix_nano)) : '0', name: e.name ?? '', attributes: keyValues(e.attributes ?? {}) })),
+    links: s.links.map((l) => ({ traceId: l.trace_id, spanId: l.span_id, ...(l.trace_state ? { traceState: l.trace_state } : {}), attributes: keyValues(l.attributes ?? {}) })),
+    status: { ...(s.statusMessage ? { message: s.statusMessage } : {}), code: STATUS_NUMBERS[s.status] },
+  };
+}
+
+export function otlpTracesData(spans: Span[]) {
+  type Scope = { scope: { name?: string; version?: string }; spans: ReturnType<typeof otlpSpan>[] };
+  const resources = new Map<string, { resource: { attributes: KeyValue[] }; scopes: Map<string, Scope> }>();
+  for (const s of spans) {
+    const rKey = JSON.stringify(s.resource);
+    let r = resources.get(rKey);
+    if (!r) resources.set(rKey, (r = { resource: { attributes: keyValues(s.resource) }, scopes: new Map() }));
+    const sKey = JSON.stringify([s.scopeName, s.scopeVersion]);
+    let scope = r.scopes.get(sKey);
+    if (!scope) r.scopes.set(sKey, (scope = { scope: { ...(s.scopeName ? { name: s.scopeName } : {}), ...(s.scopeVersion ? { version: s.scopeVersion } : {}) }, spans: [] }));
+    scope.spans.push(otlpSpan(s));
+  }
+  return { resourceSpans: [...resources.values()].map((r) => ({ resource: r.resource, scopeSpans: [...r.scopes.values()] })) };
+}
