@@ -11,7 +11,8 @@ import { remoteWriteV1 } from './helpers/wire.ts';
  * files), every answer asked twice of A (files decoded, then held) and once more after A restarts
  * (empty cache, its WAL flushed to files). Expected values are computed here from the samples sent.
  */
-const T0 = Date.UTC(2026, 0, 1);
+// Recent (remote-write samples older than P_SIGNAL_TIME_PAST_LIMIT are refused), on a minute.
+const T0 = Math.floor(Date.now() / 60_000) * 60_000 - 2 * 3_600_000;
 const STEP = 15_000;
 const SAMPLES = 121; // 30 minutes
 const SPLIT = 80; // samples [0, 80) through B, the rest through A
