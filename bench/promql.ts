@@ -55,7 +55,7 @@ function bodies(startMs: number, scrapes: number, perBody: number): Buffer[] {
   return out;
 }
 
-async function startPrometheus(): Promise<{ url: string; stop: () => Promise<void> }> {
+export async function startPrometheus(): Promise<{ url: string; stop: () => Promise<void> }> {
   const binary = execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'prometheus', 'prometheus'], { encoding: 'utf8' }).trim();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bench-prometheus-'));
   const port = await freePort();
@@ -92,7 +92,7 @@ async function waitCompacted(port: number, files: number): Promise<void> {
   }
 }
 
-async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {
+export async function timed(url: string, headers: Record<string, string>): Promise<{ ms: number; body: string }> {
   const started = performance.now();
   const res = await fetch(url, { headers });
   const body = await res.text();

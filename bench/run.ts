@@ -17,6 +17,7 @@ import { benchTimeField } from './timeField.ts';
 import { benchIceberg } from './iceberg.ts';
 import { benchMemory } from './memory.ts';
 import { benchPromql } from './promql.ts';
+import { benchDashboard } from './dashboard.ts';
 import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
 import { benchShippers } from './shippers.ts';
@@ -259,6 +260,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_TRACEQL !== '1') {
     console.log('\n## TraceQL search and trace by id through the Tempo API, beside DuckDB running the same SQL on the same files (BENCH_TRACEQL_SPANS)');
     table(await benchTraceql());
+  }
+  if (process.env.BENCH_SKIP_DASHBOARD !== '1') {
+    console.log('\n## PromQL dashboards on a small install (issue 37), beside Prometheus 2.42 holding the same samples');
+    table(await benchDashboard());
   }
   if (process.env.BENCH_SKIP_TRACES !== '1') {
     console.log('\n## Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory');

@@ -80,6 +80,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */
     faultInjection: Object.entries({ P_FAILPOINT: e.P_FAILPOINT, P_FAULT: e.P_FAULT }).filter(([, v]) => v),
     promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
+    /** Each query worker's PromQL sample cache (0: none). */
+    promqlCacheBytes: e.P_PROMQL_CACHE_BYTES ?? Math.floor((e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes) / 8),
     /** The HTTP server's group: its connections and the body limit of every route. */
     server: {
       maxBodyBytes: e.P_MAX_BODY_BYTES,

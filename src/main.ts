@@ -129,6 +129,7 @@ async function startQueries(config: Config, tmp: string, duck: IdleClosingDuckDB
   const promql = new PromqlExecutor(storage, queryPool, {
     timeoutMs: config.queryLimits.timeoutMs,
     maxSamples: config.promqlMaxSamples,
+    cacheBytes: config.promqlCacheBytes,
     fixedColumns: new Map(Object.entries(PROMETHEUS_KNOWN_TYPES)),
     otlpColumns: new Set(Object.keys(OTLP_KNOWN_TYPES.metrics)),
   });

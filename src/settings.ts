@@ -200,6 +200,9 @@ const querySettings = {
   P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
     "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the memory of the query worker's PromQL engine process.",
   ),
+  P_PROMQL_CACHE_BYTES: sizedBytes().describe(
+    "Each query worker's PromQL sample cache: Parquet files a selector read, kept decoded (label sets and samples) for the next selectors, which then read them from memory instead of a DuckDB scan (docs/promql.md \"The sample cache\"; 41–70 MB per 10,000 series and hour at 15 s, the more the more files the hour is in). Files larger than a quarter of it are always scanned; least recently used files go first. Default: 1/8 of P_QUERY_WORKER_MAX_MEMORY; `0`: no cache.",
+  ),
   P_QUERY_WARM_WORKERS: z.coerce
     .number()
     .int()

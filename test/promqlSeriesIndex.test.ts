@@ -90,7 +90,9 @@ async function expectAnswers(server: TestServer): Promise<void> {
 // enough for a worker's first PromQL call (it compiles the engine) on a busy machine, short enough to
 // see merged files go.
 // Merged files' indexes are deleted with them once no Iceberg snapshot lists them: snapshots expire after seconds here.
-const ENV = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '15s', P_CATALOG_REFRESH: '500ms', P_ICEBERG_INTERVAL: '500ms', P_ICEBERG_SNAPSHOT_RETENTION: '1s' };
+// No PromQL sample cache: the index reads themselves are under test (a worker's cache answers from the
+// indexes it decoded before they were damaged, and never reads them again).
+const ENV = { P_PROMQL_CACHE_BYTES: '0', P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '15s', P_CATALOG_REFRESH: '500ms', P_ICEBERG_INTERVAL: '500ms', P_ICEBERG_SNAPSHOT_RETENTION: '1s' };
 
 describe('the series index (local storage)', () => {
   let dataDir: string;

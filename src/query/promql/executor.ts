@@ -4,8 +4,9 @@ import { DomainError, notFound } from '../../errors.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import { linkName } from '../sql/executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
-import { otlpSeriesView } from './otlp.ts';
+import { OTLP_MARKER_COLUMN, otlpSeriesView } from './otlp.ts';
 import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
+import { PATH_PLACEHOLDER, type CachedGroup } from './sampleCache.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -17,6 +18,8 @@ export interface PromqlLimits {
   fixedColumns: ReadonlyMap<string, string>;
   /** Columns of an OTLP metrics row that are not attributes (src/ingest/otlp/metrics.ts); empty: no OTLP mapping. */
   otlpColumns?: ReadonlySet<string>;
+  /** Each query worker's sample cache (P_PROMQL_CACHE_BYTES; 0: none): files up to a quarter of it are read through it. */
+  cacheBytes?: number;
 }
 
 /** The request the engine (promql/main.go `request`) takes. */
@@ -104,13 +107,18 @@ export class PromqlExecutor {
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;
     const isMetrics = hasValue || snap.schema.data_point_scale !== undefined;
-    const scan = isMetrics && !labelsOnly ? scanSql(snap, minMs, maxMs + 1, pathFor) : undefined;
+    // A remote-write dataset's files small enough are read through the worker's sample cache; the view
+    // reads the rest (larger files, the WAL).
+    const cacheable = isMetrics && snap.schema[OTLP_MARKER_COLUMN] === undefined ? this.cacheable(snap) : [];
+    const rest: Snapshot = cacheable.length ? { ...snap, files: snap.files.filter((f) => !cacheable.includes(f)) } : snap;
+    const cached = this.cachedGroups(rest, cacheable, labelsOnly, pathFor);
+    const scan = isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined;
     const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
     const timeColumn = snap.meta.timeColumn;
     // Label sets come from the series relation (files' series indexes, or per file the tuples an index
     // would hold), under the data view's name and column names, so that a view over it reads either.
     const series = () =>
-      seriesRelationSql({ schema: snap.schema, timeColumn, files: snap.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
+      seriesRelationSql({ schema: snap.schema, timeColumn, files: rest.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
     // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
     // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged. For label sets the mapping
     // reads the series relation, which holds every column it names series by (seriesIndexColumns).
@@ -139,10 +147,13 @@ export class PromqlExecutor {
         labelsOnly,
       };
     }
-    const sql = !isMetrics ? undefined : labelsOnly ? series() : scan;
+    // Nothing left for the view (every file cached, no WAL): no DuckDB scan at all.
+    const restEmpty = cached.length > 0 && !rest.files.length && !snap.segments.length;
+    const sql = !isMetrics || restEmpty ? undefined : labelsOnly ? series() : scan;
     return {
       links: linkList(),
       views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [],
+      ...(cached.length ? { cached, cacheBytes: this.limits.cacheBytes } : {}),
       labels: labelColumns(snap.schema, this.limits.fixedColumns),
       timeColumn,
       stale: snap.schema[STALE_COLUMN] !== undefined,
@@ -153,4 +164,29 @@ export class PromqlExecutor {
       labelsOnly,
     };
   }
+
+  /** Files the worker's sample cache may hold: each at most a quarter of its budget (17 bytes a sample row). */
+  private cacheable(snap: Snapshot): Snapshot['files'] {
+    const budget = this.limits.cacheBytes ?? 0;
+    return budget > 0 ? snap.files.filter((f) => f.rows * SAMPLE_BYTES <= budget / 4) : [];
+  }
+
+  /** Each cached file's whole content as a SELECT (its path a placeholder), grouped by that SQL. */
+  private cachedGroups(rest: Snapshot, files: Snapshot['files'], labelsOnly: boolean, pathFor: (file: string) => string): CachedGroup[] {
+    const groups = new Map<string, string[]>();
+    for (const f of files) {
+      const one = { ...rest, files: [f], segments: [] };
+      const sql = labelsOnly
+        ? seriesRelationSql({ schema: rest.schema, timeColumn: rest.meta.timeColumn, files: [{ ...f, index: f.index === true }], segments: [] }, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER)
+        : scanSql(one, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER);
+      const name = pathFor(f.path).split('/').pop()!;
+      const list = groups.get(sql);
+      if (list) list.push(name);
+      else groups.set(sql, [name]);
+    }
+    return [...groups].map(([sql, paths]) => ({ sql, paths }));
+  }
 }
+
+/** A decoded sample in the worker's cache: i64 time, f64 value, u8 kind. */
+const SAMPLE_BYTES = 17;

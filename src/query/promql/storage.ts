@@ -97,6 +97,8 @@ export function seriesSql(
   histogramColumns: string[] = [],
   /** The dataset has the float value column (a dataset that only ever got native histograms has not). */
   hasValue = true,
+  /** Integer columns of `view` carried into each sample's struct after its kind (the sample cache's file index). */
+  carry: string[] = [],
 ): string {
   const byLabel = new Map(labels.map((l) => [l.label, l.column]));
   if (req.labelsOnly) return labelSetsSql(view, labels, req, byLabel, withRegex);
@@ -125,10 +127,12 @@ export function seriesSql(
   const colList = cols.length ? cols.join(', ') : `NULL AS "__none"`;
   // A missing value (a histogram without its sum) is NaN, as Prometheus reads it.
   const kind = `CASE WHEN __s THEN ${SAMPLE_STALE}${hjson ? ` WHEN __h IS NOT NULL THEN ${SAMPLE_HISTOGRAM}` : ''} ELSE ${SAMPLE_FLOAT} END::UTINYINT`;
+  const carried = carry.map((c) => `, ${quotedIdentifier(c)}`).join('');
   const inner =
     `SELECT ${cols.length ? `${cols.join(', ')}, ` : ''}epoch_ms(${t}::TIMESTAMP) AS __t, coalesce(${value}, 'NaN'::DOUBLE) AS __v, ${staleSql} AS __s` +
-    `${hjson ? `, ${hjson} AS __h` : ''} FROM ${view} WHERE ${where.join(' AND ')}`;
-  return `SELECT ${colList}, list({'t': __t, 'v': __v, 'k': ${kind}${hjson ? `, 'h': __h` : ''}}) AS __samples FROM (${inner}) GROUP BY ALL`;
+    `${hjson ? `, ${hjson} AS __h` : ''}${carried} FROM ${view} WHERE ${where.join(' AND ')}`;
+  const fields = carry.map((c) => `, ${quotedString(c)}: ${quotedIdentifier(c)}`).join('');
+  return `SELECT ${colList}, list({'t': __t, 'v': __v, 'k': ${kind}${fields}${hjson ? `, 'h': __h` : ''}}) AS __samples FROM (${inner}) GROUP BY ALL`;
 }
 
 /**
@@ -209,10 +213,11 @@ export function encodeSeries(labelNames: string[], result: DuckDBMaterializedRes
       push(head);
       if (samples && n > 0) {
         const first = Number(samples.entries.getBigUint64(16 * r, true));
-        // Copies (slice): the vectors' memory is DuckDB's, valid only while the result is.
-        push(samples.t.slice(8 * first, 8 * (first + n)));
-        push(samples.v.slice(8 * first, 8 * (first + n)));
-        const kinds = samples.k.slice(first, first + n);
+        // Copies: the vectors' memory is DuckDB's, valid only while the result is (the bindings give
+        // Buffers, whose slice is a view: hence new Uint8Array of a subarray).
+        push(new Uint8Array(samples.t.subarray(8 * first, 8 * (first + n))));
+        push(new Uint8Array(samples.v.subarray(8 * first, 8 * (first + n))));
+        const kinds = new Uint8Array(samples.k.subarray(first, first + n));
         push(kinds);
         if (samples.h) pushHistograms(samples.h, kinds, first, push);
       }
@@ -245,7 +250,7 @@ const MAX_ANSWER_BYTES = 2 ** 32 - 64;
  * DOUBLE and kinds UTINYINT read as raw bytes, the histograms' JSON read as strings where needed).
  * None of these fields holds a NULL (seriesSql coalesces them), so the raw bytes are the values.
  */
-function sampleVectors(chunk: duckdb.DataChunk, column: number, rows: number) {
+export function sampleVectors(chunk: duckdb.DataChunk, column: number, rows: number, carried = 0) {
   const list = duckdb.data_chunk_get_vector(chunk, column);
   const raw = duckdb.vector_get_data(list, rows * 16);
   const entries = new DataView(raw.buffer, raw.byteOffset, rows * 16);
@@ -258,7 +263,9 @@ function sampleVectors(chunk: duckdb.DataChunk, column: number, rows: number) {
     t: field(0, 8),
     v: field(1, 8),
     k: field(2, 1),
-    h: fields > 3 ? DuckDBVector.create(duckdb.struct_vector_get_child(child, 3), size) : undefined,
+    /** The carried INTEGER fields (seriesSql's `carry`), as raw bytes. */
+    carried: Array.from({ length: carried }, (_, i) => field(3 + i, 4)),
+    h: fields > 3 + carried ? DuckDBVector.create(duckdb.struct_vector_get_child(child, 3 + carried), size) : undefined,
   };
 }
 

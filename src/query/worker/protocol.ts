@@ -66,6 +66,13 @@ export interface PromqlGrant {
    * file, with `p_min_time`/`p_max_time` (its first and last time there) and `p_rows`.
    */
   labelsOnly?: boolean;
+  /**
+   * Files read through the worker's sample cache (src/query/promql/sampleCache.ts) rather than the view,
+   * each by a SELECT of its whole content (label sets only: its series relation) with its path as
+   * PATH_PLACEHOLDER, grouped by that SQL; `cacheBytes`: the cache's budget.
+   */
+  cached?: { sql: string; paths: string[] }[];
+  cacheBytes?: number;
 }
 
 /**

@@ -26,6 +26,7 @@ import { DIALECT_SQL } from '../sql/dialect.ts';
 import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
+import { SampleCache, selectCached } from '../promql/sampleCache.ts';
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
@@ -342,24 +343,29 @@ async function unreadableIndexes(conn: DuckDBConnection, grant: PromqlGrant): Pr
   return out;
 }
 
+/** This worker's decoded files, kept across PromQL jobs (sampleCache.ts). */
+const sampleCache = new SampleCache();
+
 async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array[]> {
   const read = async (g: PromqlGrant, withRegex: boolean) =>
     (await conn.run(seriesSql(g.views[0].name, g.timeColumn, g.stale, g.labels, req, withRegex, g.histogramColumns, g.hasValue ?? true))) as DuckDBMaterializedResult;
-  const select = async (damaged?: string[]): Promise<{ grant: PromqlGrant; result?: DuckDBMaterializedResult }> => {
+  const select = async (damaged?: string[]) => {
     let grant = state.grant;
     if (damaged || !grant || req.start < grant.minMs || req.end > grant.maxMs || (grant.labelsOnly === true) !== req.labelsOnly) {
       grant = await regrant(conn, state, Math.min(req.start, grant?.minMs ?? req.start), Math.max(req.end, grant?.maxMs ?? req.end), req.labelsOnly, damaged);
     }
-    if (!grant.views[0]) return { grant };
+    const g = grant;
+    const cached = g.cached ? await sampleCache.get(conn, g.cached, dir, g, req.labelsOnly, g.cacheBytes ?? 0) : undefined;
+    if (!g.views[0]) return { grant: g, cached };
     // A regular expression Go accepts but DuckDB's RE2 build does not: select without regex conditions
     // (the engine applies every matcher itself anyway).
-    const result = await read(grant, true).catch((err: Error) => {
-      if (/regex|regular expression/i.test(err.message)) return read(grant, false);
+    const result = await read(g, true).catch((err: Error) => {
+      if (/regex|regular expression/i.test(err.message)) return read(g, false);
       throw err;
     });
-    return { grant, result };
+    return { grant: g, result, cached };
   };
-  const { grant, result } = await select().catch(async (err: Error) => {
+  const { grant, result, cached } = await select().catch(async (err: Error) => {
     // A series index that cannot be read (when its view is made, or read): the service reads its
     // file instead, in a grant without it.
     if (!req.labelsOnly || !state.grant || !FILE_ERROR.test(err.message)) throw err;
@@ -367,8 +373,14 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
     if (!damaged.length) throw err;
     return select(damaged);
   });
-  if (!result) return [new Uint8Array(4)]; // no series
-  return encodeSeries(grant.labels.map((l) => l.label), result, req.labelsOnly);
+  const fromView = result ? encodeSeries(grant.labels.map((l) => l.label), result, req.labelsOnly) : undefined;
+  if (!cached) return fromView ?? [new Uint8Array(4)]; // no series
+  // The cache's series and the view's, in one answer (a label set in both is merged by the engine).
+  const fromCache = selectCached(sampleCache, cached, req);
+  const viewCount = fromView ? new DataView(fromView[0].buffer, fromView[0].byteOffset, 4).getUint32(0, true) : 0;
+  const count = new Uint8Array(4);
+  new DataView(count.buffer).setUint32(0, fromCache.count + viewCount, true);
+  return [count, ...fromCache.parts, ...(fromView?.slice(1) ?? [])];
 }
 
 async function main(): Promise<void> {
