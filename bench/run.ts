@@ -20,6 +20,7 @@ import { benchPromql } from './promql.ts';
 import { benchDashboard } from './dashboard.ts';
 import { benchTraces } from './traces.ts';
 import { benchFirstQuery } from './firstQuery.ts';
+import { benchSmallSql } from './smallSql.ts';
 import { benchShippers } from './shippers.ts';
 import { benchTraceql } from './traceql.ts';
 import { benchContainer } from './container.ts';
@@ -252,6 +253,10 @@ async function main(): Promise<void> {
   if (process.env.BENCH_SKIP_FIRST_QUERY !== '1') {
     console.log('\n## The first query after a quiet period (query workers start on first use) vs a running worker');
     table(await benchFirstQuery());
+  }
+  if (process.env.BENCH_SKIP_SMALL_SQL !== '1') {
+    console.log('\n## Small SQL on an idle worker (issue 37): a count and the console histogram over the last 15 minutes, beside DuckDB on the same files');
+    table(await benchSmallSql());
   }
   if (process.env.BENCH_SKIP_PROMQL !== '1') {
     console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
