@@ -218,4 +218,28 @@ describe('query', () => {
     const stats = (await (await server.request('/api/v1/logstream/pruned/stats')).json()) as { quarantined: { key: string }[] };
     expect(stats.quarantined.map((q) => q.key).some((k) => oldFile.endsWith(k))).toBe(true);
   });
+
+  it('answers each of several ranges over the same files exactly (the worker keeps its view, the range changes)', async () => {
+    expect((await server.request('/api/v1/logstream/ranged', { method: 'PUT', headers: { 'x-p-time-partition': 'time' } })).status).toBe(200);
+    // One event a second over three whole minutes ending two minutes ago: three minute files.
+    const base = Math.floor(Date.now() / 60_000) * 60_000 - 5 * 60_000;
+    const times = Array.from({ length: 180 }, (_, i) => base + i * 1000);
+    await ingest(server, 'ranged', times.map((t, i) => ({ time: new Date(t).toISOString(), i })));
+    await waitFlushed(server, 'ranged');
+    const s = (ms: number) => base + ms;
+    // Ranges straddling the same files' bounds (as "the last 15 minutes" asked again), back to an earlier one, then others.
+    const ranges: [number, number][] = [[s(10_000), s(170_000)], [s(20_500), s(150_000)], [s(10_000), s(170_000)], [s(59_500), s(61_000)], [s(0), s(180_000)], [s(30_001), s(179_999)]];
+    const iso = (ms: number) => new Date(ms).toISOString();
+    for (const [start, end] of ranges) {
+      const want = times.filter((t) => t >= start && t < end).length;
+      expect(await query(server, 'SELECT count(*) AS n FROM ranged', { startTime: iso(start), endTime: iso(end) }), `[${iso(start)}, ${iso(end)})`).toEqual([{ n: want }]);
+    }
+    // The console's histogram (15 s buckets) over two ranges in turn, against the events' own times.
+    for (const [start, end] of [ranges[1], ranges[5]]) {
+      const got = await query(server, "SELECT epoch_ms(time_bucket(INTERVAL '15 seconds', CAST(time AS TIMESTAMP))) AS t, count(*) AS n FROM ranged GROUP BY t ORDER BY t", { startTime: iso(start), endTime: iso(end) });
+      const want = new Map<number, number>();
+      for (const t of times.filter((x) => x >= start && x < end)) want.set(Math.floor(t / 15_000) * 15_000, (want.get(Math.floor(t / 15_000) * 15_000) ?? 0) + 1);
+      expect(got).toEqual([...want].map(([t, n]) => ({ t, n })));
+    }
+  });
 });

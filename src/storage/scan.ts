@@ -38,13 +38,23 @@ export function timestampLiteral(ms: number): string {
 const NS_MIN_MS = -9_223_372_036_854;
 const NS_MAX_MS = 9_223_372_036_854;
 
+/**
+ * SQL expressions standing for the range's bounds in a scan, in place of its literals: a caller that
+ * sets their values before each statement (the query worker's session variables) keeps one view per
+ * file set across ranges. Each must have the value `timestampLiteral` would give.
+ */
+export interface RangeBounds {
+  start: string;
+  end: string;
+}
+
 /** `column` in [startMs, endMs), leaving out a bound its type cannot reach. */
-function rangeCondition(column: string, type: ColumnType | undefined, startMs: number, endMs: number): string {
+function rangeCondition(column: string, type: ColumnType | undefined, startMs: number, endMs: number, bounds?: RangeBounds): string {
   const ns = type === 'TIMESTAMP_NS';
-  const bounds: string[] = [];
-  if (!ns || startMs > NS_MIN_MS) bounds.push(`${column} >= ${timestampLiteral(startMs)}`);
-  if (!ns || endMs <= NS_MAX_MS) bounds.push(`${column} < ${timestampLiteral(endMs)}`);
-  return bounds.length ? bounds.join(' AND ') : 'true';
+  const out: string[] = [];
+  if (!ns || startMs > NS_MIN_MS) out.push(`${column} >= ${bounds?.start ?? timestampLiteral(startMs)}`);
+  if (!ns || endMs <= NS_MAX_MS) out.push(`${column} < ${bounds?.end ?? timestampLiteral(endMs)}`);
+  return out.length ? out.join(' AND ') : 'true';
 }
 
 /**
@@ -58,14 +68,15 @@ function rangeCondition(column: string, type: ColumnType | undefined, startMs: n
  * others is inside, and a filter there would make DuckDB read and test the time column of every row
  * (measured: `count(*)` over 1M rows went from 2.4 ms to 9 ms, since it otherwise needs no column at
  * all; every query reading the time column paid for the test too). Files keep their time order: those
- * crossing the start, those inside, those crossing the end, then the WAL.
+ * crossing the start, those inside, those crossing the end, then the WAL. With `bounds`, the range's
+ * values are left to them: the text then depends only on which files straddle which bound.
  */
-export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor: (file: string) => string = (f) => f): string {
+export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor: (file: string) => string = (f) => f, bounds?: RangeBounds): string {
   const columns = Object.entries(snap.schema) as [string, ColumnType][];
   // A dataset that never received a row still has its time column.
   if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
   const t = sqlIdent(snap.meta.timeColumn);
-  const range = rangeCondition(t, snap.schema[snap.meta.timeColumn], startMs, endMs);
+  const range = rangeCondition(t, snap.schema[snap.meta.timeColumn], startMs, endMs, bounds);
   const parts: string[] = [];
   // minMs/maxMs are the floor of the file's first and last time in ms: maxMs + 1 is past every row.
   const head = snap.files.filter((f) => f.minMs < startMs);

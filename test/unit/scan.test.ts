@@ -2,7 +2,7 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
-import { scanSql, type Snapshot } from '../../src/storage/scan.ts';
+import { scanSql, timestampLiteral, type Snapshot } from '../../src/storage/scan.ts';
 import { tempDir } from '../helpers/server.ts';
 
 /** The scan seam's SQL: files wholly inside the range are read unfiltered, the rest filtered. */
@@ -62,6 +62,32 @@ describe('scanSql', () => {
     const wider = await rows(minute(1), minute(2) + 60_000);
     expect(wider.sql).not.toMatch(/WHERE/);
     expect(wider.rows).toHaveLength(6);
+  });
+
+  it('with the bounds as variables: one view text per file split, the same rows as the literals for each range', async () => {
+    const bounds = { start: "getvariable('scan_start')", end: "getvariable('scan_end')" };
+    // Each group: ranges over the same files straddling the same bounds (as "the last 15 minutes" asked
+    // again a little later), so one view serves them all.
+    const groups: [string, [number, number][]][] = [
+      ['start in minute 1, end in minute 2', [[minute(1) + 1, minute(2) + 59_999], [minute(1) + 30_501, minute(2) + 30_500], [minute(1) + 59_999, minute(2) + 30_501]]],
+      ['whole files', [[minute(0), minute(4)]]],
+      ['start in minute 0, end past every file', [[minute(0) + 1, minute(9)], [minute(0) + 30_501, minute(5)]]],
+    ];
+    for (const [name, ranges] of groups) {
+      const texts = new Set(ranges.map(([s, e]) => scanSql(snap(s, e), s, e, undefined, bounds)));
+      expect(texts.size, name).toBe(1);
+      await conn.run(`CREATE OR REPLACE TEMP VIEW scan_v AS ${[...texts][0]}`);
+      const seen = new Set<string>();
+      for (const [s, e] of ranges) {
+        await conn.run(`SET VARIABLE scan_start = ${timestampLiteral(s)}; SET VARIABLE scan_end = ${timestampLiteral(e)}`);
+        const got = await conn.runAndReadAll(`SELECT m, strftime(p_timestamp, '%M:%S.%f') AS t FROM scan_v`);
+        const want = (await rows(s, e)).rows;
+        expect(got.getRowObjectsJson().map((x) => `${x.m} ${x.t}`), `${name} [${s}, ${e})`).toEqual(want);
+        seen.add(want.join());
+      }
+      // Every range of a group selects other rows: the view follows the variables.
+      expect(seen.size, name).toBe(ranges.length);
+    }
   });
 
   it('bounds a nanosecond time column only within its range (1677–2262), for any query range', async () => {

@@ -6,11 +6,11 @@ import { DomainError, forbidden, isDomainError, notFound, unavailable } from '..
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
 import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
-import { scanSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
+import { scanSql, timestampLiteral, type Snapshot, type TableSource } from '../../storage/scan.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
-import type { FromWorker, RunJob, TimeFormat } from '../worker/protocol.ts';
+import { RANGE_VARIABLES, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
 import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
@@ -78,6 +78,9 @@ export function linkName(file: string): string {
   }
   return name;
 }
+
+/** A view's range bounds: the worker's variables (see RunJob.range). */
+const RANGE_BOUNDS = { start: `getvariable('${RANGE_VARIABLES.start}')`, end: `getvariable('${RANGE_VARIABLES.end}')` };
 
 /** Times a query runs again after damaged files were set aside. */
 const MAX_DAMAGE_RETRIES = 3;
@@ -375,11 +378,14 @@ function runJob(
     links.set(name, file);
     return `${filesDir}/${name}`;
   };
-  const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor) }));
+  // The range by variables, not literals: the worker keeps a dataset's view while its files straddle
+  // the same bounds ("the last 15 minutes" asked again), instead of creating and binding it anew.
+  const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS) }));
   return {
     type: 'run',
     links: [...links].map(([name, src]) => ({ name, src })),
     views,
+    range: { start: timestampLiteral(req.startMs), end: timestampLiteral(req.endMs) },
     sql,
     sendNull: req.sendNull,
     timeFormat: req.timeFormat,

@@ -9,6 +9,9 @@ import type { PgType } from '../results/pg.ts';
 /** Result timestamps: ISO 8601 with `Z`, or Parseable's zone-less UTC layout (`2026-11-23T02:09:37.979`). */
 export type TimeFormat = 'iso' | 'naive';
 
+/** The session variables holding a run job's range (TIMESTAMP values), as views read them. */
+export const RANGE_VARIABLES = { start: 'p_range_start', end: 'p_range_end' } as const;
+
 export interface RunJob {
   type: 'run';
   id: number;
@@ -16,6 +19,11 @@ export interface RunJob {
   links: { src: string; name: string }[];
   /** Temporary views, one per dataset, created on the query's own connection. */
   views: { name: string; sql: string }[];
+  /**
+   * The request's time range as TIMESTAMP literals, for views that name it by RANGE_VARIABLES: set as the
+   * connection's variables before the statement, so a view is kept across ranges over the same files.
+   */
+  range?: { start: string; end: string };
   sql: string;
   sendNull: boolean;
   timeFormat: TimeFormat;

@@ -23,7 +23,7 @@ import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../../errors.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
-import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { RANGE_VARIABLES, STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
 import { SampleCache, selectCached } from '../promql/sampleCache.ts';
@@ -128,6 +128,22 @@ async function syncViews(conn: DuckDBConnection, wanted: RunJob['views']): Promi
   }
 }
 
+/** The range the connection's RANGE_VARIABLES hold now. */
+let rangeSet: string | undefined;
+
+/**
+ * Sets the job's range as the variables its views read (one statement; skipped when unchanged). Before
+ * the views, since creating a view binds it.
+ */
+async function syncRange(conn: DuckDBConnection, range: RunJob['range']): Promise<void> {
+  if (!range) return;
+  const key = `${range.start} ${range.end}`;
+  if (key === rangeSet) return;
+  rangeSet = undefined;
+  await conn.run(`SET VARIABLE ${RANGE_VARIABLES.start} = ${range.start}; SET VARIABLE ${RANGE_VARIABLES.end} = ${range.end}`);
+  rangeSet = key;
+}
+
 /** DuckDB messages name files by their link path: show neither the data directory nor link names. */
 function cleanMessage(message: string): string {
   return message.replaceAll(`${dir}/`, '').replaceAll(dir, '').replaceAll(spill, '');
@@ -175,6 +191,7 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   try {
     await syncLinks(job.links);
+    await syncRange(conn, job.range);
     await syncViews(conn, job.views);
     if (job.pgFormats) await runPgRows(conn, job, job.pgFormats, state);
     else if (job.materialize) await runMaterialized(conn, job);
