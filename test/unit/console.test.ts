@@ -1,6 +1,6 @@
 import { describe, expect, test } from 'vitest';
 import { autoBucketSeconds, parseTimestamp, parseTimestampNs, resolveBound, resolveRange } from '../../console/src/lib/time.ts';
-import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit } from '../../console/src/lib/sql.ts';
+import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit, stripTrailingOrder } from '../../console/src/lib/sql.ts';
 import { normalizeSchema } from '../../console/src/lib/schema.ts';
 import { computeLines, histogramQuantile, type MetricPoint } from '../../console/src/lib/metrics.ts';
 import {
@@ -80,7 +80,22 @@ describe('sql', () => {
     ['SELECT 1', undefined],
   ])('first dataset of %s', (sql, ds) => expect(firstDataset(sql)).toBe(ds));
 
-  test('histogram SQL wraps the query without its LIMIT, or reads the dataset', () => {
+  test.each([
+    ['SELECT * FROM app\nORDER BY time DESC', 'SELECT * FROM app'],
+    ['SELECT * FROM "my-logs" ORDER BY "service.name" ASC NULLS LAST, 2, t.x desc', 'SELECT * FROM "my-logs"'],
+    ['SELECT a FROM x UNION ALL SELECT a FROM y ORDER BY a', 'SELECT a FROM x UNION ALL SELECT a FROM y'],
+    // Kept: not plain columns, not at the top level, or inside a quoted name or string.
+    ['SELECT * FROM app ORDER BY lower(msg)', 'SELECT * FROM app ORDER BY lower(msg)'],
+    ['SELECT * FROM (SELECT * FROM app ORDER BY t)', 'SELECT * FROM (SELECT * FROM app ORDER BY t)'],
+    ['SELECT row_number() OVER (ORDER BY t) FROM app', 'SELECT row_number() OVER (ORDER BY t) FROM app'],
+    ['SELECT "x order by y" FROM app', 'SELECT "x order by y" FROM app'],
+    ["SELECT * FROM app WHERE m = 'a order by b'", "SELECT * FROM app WHERE m = 'a order by b'"],
+  ])('strip order %s', (sql, out) => expect(stripTrailingOrder(sql)).toBe(out));
+
+  test('histogram SQL wraps the query without its LIMIT and trailing ORDER BY, or reads the dataset', () => {
+    expect(histogramSql({ query: 'SELECT * FROM app\nORDER BY p_timestamp DESC\nLIMIT 1000' }, 'p_timestamp', 60)).toBe(
+      "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
+    );
     expect(histogramSql({ query: 'SELECT * FROM app LIMIT 10' }, 'p_timestamp', 60)).toBe(
       "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
     );
