@@ -13,9 +13,10 @@
  * its SQL (files, and which of them straddle the range's bounds) differs from the previous query's, and
  * views the query was not granted are dropped before it runs. An SQL job's range is not in its views'
  * text but in two session variables set before the statement (RANGE_VARIABLES), so "the last 15
- * minutes" asked again keeps the view. (Creating a view binds its Parquet scan, 0.5–0.7 ms over 15
- * minute files, on top of the user query's own bind; setting the variables 0.35–0.4 ms.) Only SELECT
- * reaches here (sandbox.ts), so no query leaves anything else behind.
+ * minutes" asked again keeps the view. (Creating a view binds its Parquet scan, on top of the user
+ * query's own bind: a fresh range's setup took 1.4–1.7 ms over 15 minute files, 0.8–1 ms with the
+ * variables, docs/performance.md.) Only SELECT reaches here (sandbox.ts), so no query leaves anything
+ * else behind.
  *
  * Environment: QW_DIR (file directory), QW_SPILL (spill directory), QW_THREADS, QW_MEMORY, QW_NICE.
  */
