@@ -26,7 +26,7 @@ async function readAll(body: Uint8Array | IngestBody): Promise<Buffer> {
 }
 
 /**
- * A fake of the ingest service for in-process door tests (test/README.md "Doors in process"): records
+ * A fake of the ingest service for in-process door tests (test/README.md "Where a test goes"): records
  * each request and answers what the test scripted. It does no admission, decompression or storage; a
  * shipper request's body is run through the door's own `decode`, so its groups are what the real
  * service would store.

@@ -9,22 +9,27 @@ import { STATUS } from '../../src/doors/shared/httpStatus.ts';
 import { esStatus } from '../../src/doors/es/errors.ts';
 import { RecordingIngest } from '../../src/ingest/fake.ts';
 import type { Ingest } from '../../src/ingest/service.ts';
+import type { SqlQueries } from '../../src/query/sql/executor.ts';
+import { RecordingQueries } from '../../src/query/sql/fake.ts';
 import { tempDir } from '../helpers/server.ts';
 
 /**
- * The ingest doors in process (test/README.md "Doors in process"): the HTTP app via `app.request()`
- * with a RecordingIngest in place of the ingest service. Each case: request in → what the service got
- * (dataset, format, headers, decoded groups) and the answer per error kind the service throws.
+ * The ingest doors and the SQL query route in process (test/README.md "Where a test goes"): the HTTP app
+ * via `app.request()` with RecordingIngest and RecordingQueries in place of the services. Each case:
+ * request in → what the service got (dataset, format, headers, decoded groups; statement, window,
+ * caller) and the answer per error kind the service throws.
  * The expected statuses come from each door's own kind → status map, not from literals here.
  */
-describe('ingest doors in process', async () => {
+describe('HTTP doors in process', async () => {
   const dir = await tempDir('doors-');
-  const keys = await ApiKeys.load('w:writer,r:reader,only:writer:other', dir);
+  const keys = await ApiKeys.load('w:writer,r:reader,only:writer:other,ronly:reader:other', dir);
   const fake = new RecordingIngest();
   const ingest: Ingest = fake;
+  const sql = new RecordingQueries();
+  const queries: SqlQueries = sql;
   const storage = { store: { list: async () => [] }, resolve: async () => undefined };
   const connections = new ConnectionBudget({ maxConnections: 64, headersTimeoutMs: 10_000 });
-  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, connections, storage, ingest, isReady: async () => ({ ready: true }) } as unknown as Services;
+  const services = { config: loadConfig({ P_DATA_DIR: dir }), keys, connections, storage, ingest, queries, isReady: async () => ({ ready: true }) } as unknown as Services;
   const app = createApp(services);
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>
     app.request(path, { method: 'POST', body, headers: { 'X-API-Key': 'w', ...headers } });
@@ -121,5 +126,58 @@ describe('ingest doors in process', async () => {
     const res = await post(path, '{}', { 'X-P-Stream': 'app', ...headers });
     expect(res.status).toBe(status);
     expect(fake.calls.length).toBe(before);
+  });
+
+  const query = (body: unknown, key = 'r', qs = '') =>
+    app.request(`/api/v1/query${qs}`, { method: 'POST', body: JSON.stringify(body), headers: { 'X-API-Key': key, 'content-type': 'application/json' } });
+  const rows = [{ a: 1, b: 'x' }, { a: 2, b: null }];
+  const window = { startTime: '2026-01-01T00:00:00Z', endTime: '2026-01-01T01:00:00Z' };
+
+  it('SQL query: the executor gets the statement, window and caller; the answer is its rows as a JSON array', async () => {
+    sql.script = { fields: ['a', 'b'], rows };
+    const res = await query({ query: 'select a, b from app', ...window });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual(rows);
+    const got = sql.calls.at(-1);
+    expect(got).toMatchObject({ sql: 'select a, b from app', startMs: Date.parse(window.startTime), endMs: Date.parse(window.endTime), streaming: false, sendNull: false });
+    expect(got?.principalId).toBeTruthy();
+  });
+
+  it('SQL query: a key limited to one dataset is told so by canRead', async () => {
+    sql.script = { fields: [], rows: [] };
+    const before = sql.calls.length;
+    expect((await query({ query: 'select 1', ...window }, 'ronly')).status).toBe(200);
+    expect(sql.calls.length).toBe(before + 1);
+    const got = sql.calls.at(-1);
+    expect([got?.canRead('other'), got?.canRead('app')]).toEqual([true, false]);
+  });
+
+  it('SQL query: fields=true wraps the rows; streaming is NDJSON with the error as the last line', async () => {
+    sql.script = { fields: ['a', 'b'], rows };
+    const wrapped = await query({ query: 'select 1', ...window, fields: true });
+    expect(await wrapped.json()).toEqual({ fields: ['a', 'b'], records: rows });
+    sql.script = { fields: ['a', 'b'], rows, throws: new DomainError('timeout', 'cut off'), failAfter: 1 };
+    const streamed = await query({ query: 'select 1', ...window, streaming: true, fields: true });
+    expect(streamed.headers.get('content-type')).toContain('application/x-ndjson');
+    const lines = (await streamed.text()).trim().split('\n').map((l) => JSON.parse(l) as unknown);
+    expect(lines).toEqual([{ fields: ['a', 'b'] }, [rows[0]], { error: 'cut off' }]);
+  });
+
+  it.each(kinds)('SQL query: a %s before the columns is its status', async (kind) => {
+    sql.script = { throws: new DomainError(kind, `the ${kind} message`, 2.5) };
+    const res = await query({ query: 'select 1', ...window });
+    expect(res.status).toBe(STATUS[kind]);
+    expect(await res.json()).toEqual({ error: `the ${kind} message` });
+  });
+
+  it.each([
+    { name: 'writer key', body: { query: 'select 1', ...window }, key: 'w', status: 403 },
+    { name: 'start after end', body: { query: 'select 1', startTime: window.endTime, endTime: window.startTime }, key: 'r', status: 400 },
+    { name: 'empty query', body: { query: '', ...window }, key: 'r', status: 400 },
+  ])('SQL query: $name → $status, and the executor is not called', async ({ body, key, status }) => {
+    const before = sql.calls.length;
+    const res = await query(body, key);
+    expect(res.status).toBe(status);
+    expect(sql.calls.length).toBe(before);
   });
 });
