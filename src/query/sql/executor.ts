@@ -5,7 +5,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, unavailable } from '../../errors.ts';
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
-import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
+import { planCacheLookups, queriesPreAggregated, sqlParses } from '../../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
@@ -14,8 +14,11 @@ import type { FromWorker, RunJob, TimeFormat } from '../worker/protocol.ts';
 import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
-import { parseTree } from './parseTree.ts';
+import { countParsesWith, parseTree, serializeSql } from './parseTree.ts';
 import { CatalogQueries } from '../catalog/client.ts';
+
+// Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
+countParsesWith((site) => sqlParses.inc({ site }));
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -174,8 +177,7 @@ export class QueryExecutor {
     }
     if (!columns.size) return WHOLE_RANGE;
     return withConnection(this.duck, async (conn) => {
-      const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-      const ast = parseTree<{ statements?: Record<string, unknown>[] }>(String(reader.getRowObjects()[0].ast));
+      const ast = parseTree<{ statements?: Record<string, unknown>[] }>(await serializeSql(conn, sql, 'timeRange'));
       const statement = ast.statements?.[0];
       return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
     });

@@ -3,7 +3,7 @@ import { invalidInput, tooLarge } from '../../errors.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { preAggregate, SCALAR_DIALECT_MACROS, skeletonSql } from './preAggregate.ts';
-import { parseTree, treeJson } from './parseTree.ts';
+import { parseTree, serializeSql, treeJson } from './parseTree.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -176,8 +176,7 @@ const deterministic = readOnce(async (conn: DuckDBConnection): Promise<ReadonlyS
 
 /** The parse tree preAggregate grafts into. */
 const skeletonTree = readOnce(async (conn: DuckDBConnection): Promise<Record<string, unknown>> => {
-  const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))]);
-  return parseTree<{ statements: Node[] }>(String(r.getRowObjects()[0].ast)).statements[0];
+  return parseTree<{ statements: Node[] }>(await serializeSql(conn, skeletonSql(quotedIdentifier(TIME_COLUMN.json)), 'setup')).statements[0];
 });
 
 async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
@@ -283,8 +282,7 @@ async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
     ).getRowObjects();
     const defs = new Map<string, { params: string[]; body: Node }[]>();
     for (const row of rows) {
-      const parsed = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [`SELECT ${String(row.body)}`]);
-      const ast = parseTree<{ error: boolean; statements?: Node[] }>(String(parsed.getRowObjects()[0].ast));
+      const ast = parseTree<{ error: boolean; statements?: Node[] }>(await serializeSql(conn, `SELECT ${String(row.body)}`, 'setup'));
       const name = String(row.name);
       // A body this parser cannot read (none today) still counts as a macro of factor 1.
       const body = ast.error ? {} : (ast.statements?.[0] ?? {});
@@ -302,8 +300,8 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   checkSqlText(sql, limits);
   const aggregateFunctions = await aggregates(conn);
   const macroCostMap = await macros();
-  const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(String(reader.getRowObjects()[0].ast));
+  const tree = await serializeSql(conn, sql, 'sandbox');
+  const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(tree);
   if (ast.error) {
     if (ast.error_type === 'not implemented' || /only select/i.test(ast.error_message ?? '')) throw invalidInput('only read-only SELECT statements are allowed');
     throw invalidInput(ast.error_message ?? 'invalid SQL');
