@@ -43,7 +43,7 @@ export function cloneTree<T>(tree: T): T {
 }
 
 /** Why a statement was parsed (the label of lakehouse_sql_parses_total): each one a DuckDB round trip. */
-export type ParseSite = 'sandbox' | 'timeRange' | 'catalog' | 'setup';
+export type ParseSite = 'sandbox' | 'catalog' | 'setup';
 
 /**
  * Told of every parse. The service sets it to its metric (executor.ts); query workers, which import

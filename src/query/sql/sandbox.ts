@@ -4,6 +4,7 @@ import { TIME_COLUMN } from '../../model.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { preAggregate, SCALAR_DIALECT_MACROS, skeletonSql } from './preAggregate.ts';
 import { parseTree, serializeSql, treeJson } from './parseTree.ts';
+import { rangeInputs } from './timeRange.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -45,6 +46,11 @@ export interface QueryPlan {
    * when its shape allows: run instead when the snapshot shows it pays (executor.ts).
    */
   preAggregated?: PreAggregated;
+  /**
+   * What time-range extraction reads of the parse tree (timeRange.ts rangeInputs), as JSON: absent
+   * when the statement's shape gives no range. Kept so the statement is not parsed again for it.
+   */
+  rangeTree?: string;
 }
 
 /** A statement pre-aggregated by receive time, and the names it holds for only if they are no dataset column. */
@@ -315,7 +321,13 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   }
   const bound = rowBound(statements[0], aggregateFunctions);
   const pre = plan.tables.length === 1 ? await preAggregated(conn, statements[0]) : undefined;
-  return { ...plan, ...(bound === undefined ? {} : { rowBound: bound }), ...(pre === undefined ? {} : { preAggregated: pre }) };
+  const range = rangeInputs(statements[0]);
+  return {
+    ...plan,
+    ...(bound === undefined ? {} : { rowBound: bound }),
+    ...(pre === undefined ? {} : { preAggregated: pre }),
+    ...(range === undefined ? {} : { rangeTree: treeJson(range) }),
+  };
 }
 
 /** Functions that turn one value into several rows. */
@@ -479,7 +491,7 @@ export class PlanCache {
   constructor(private readonly maxBytes: number) {}
 
   private static cost(sql: string, plan: QueryPlan): number {
-    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
+    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + 2 * (plan.rangeTree?.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
   }
 
   get(sql: string): QueryPlan | undefined {
