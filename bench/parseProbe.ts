@@ -41,6 +41,7 @@ export async function parseProbe(): Promise<string[][]> {
     const where = (k: number) => `FROM probe WHERE p_timestamp >= '2026-01-01T00:${String(k % 60).padStart(2, '0')}:00Z' AND n >= ${k}`;
     const rows = [['statement', 'DuckDB parses in the service (by site)']];
     rows.push(['PG simple query (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
+    rows.push(['PG simple query (the same text again)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG extended Parse/Bind/Execute (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['info']))]);
     rows.push(['HTTP /api/v1/query (new text)', await counted(server.port, () => api(server.port, 'POST', '/api/v1/query', { query: `SELECT count(*) ${where(3)}`, startTime: '2026-01-01T00:00:00Z', endTime: '2026-01-02T00:00:00Z' }))]);
     const started = performance.now();
