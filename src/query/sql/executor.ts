@@ -50,6 +50,14 @@ export interface QueryAnswer {
   chunks: AsyncIterable<string>;
 }
 
+/**
+ * What the HTTP door calls of the SQL executor: the seam its in-process tests replace with
+ * RecordingQueries (src/query/sql/fake.ts, beside it so that a changed signature breaks the fake).
+ */
+export interface SqlQueries {
+  execute(req: QueryRequest): Promise<QueryAnswer>;
+}
+
 /** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
 export interface PgAnswer {
   fields: string[];
@@ -131,7 +139,7 @@ interface Started {
   setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
 }
 
-export class QueryExecutor {
+export class QueryExecutor implements SqlQueries {
   private readonly plans: PlanCache;
   /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
   readonly catalog: CatalogQueries;
