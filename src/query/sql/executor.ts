@@ -5,7 +5,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, unavailable } from '../../errors.ts';
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
-import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
+import { planCacheLookups, queriesPreAggregated, sqlParses } from '../../metrics.ts';
 import { scanSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
@@ -14,8 +14,11 @@ import type { FromWorker, RunJob, TimeFormat } from '../worker/protocol.ts';
 import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
-import { parseTree } from './parseTree.ts';
+import { countParsesWith, parseTree } from './parseTree.ts';
 import { CatalogQueries } from '../catalog/client.ts';
+
+// Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
+countParsesWith((site) => sqlParses.inc({ site }));
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -173,20 +176,18 @@ export class QueryExecutor implements SqlQueries {
    */
   async timeRange(sql: string): Promise<TimeRange> {
     const plan = await this.plan(sql);
+    const tree = plan.rangeTree;
+    if (tree === undefined) return WHOLE_RANGE;
     const columns = new Map<string, string>();
     const lower = sql.toLowerCase();
     for (const table of plan.tables) {
       const meta = await this.source.resolve(table, true);
-      // A statement that never names the time column has no condition on it: no need to parse it.
+      // A statement that never names the time column has no condition on it: nothing to evaluate.
       if (meta && lower.includes(meta.timeColumn.toLowerCase())) columns.set(table.toLowerCase(), meta.timeColumn);
     }
     if (!columns.size) return WHOLE_RANGE;
-    return withConnection(this.duck, async (conn) => {
-      const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-      const ast = parseTree<{ statements?: Record<string, unknown>[] }>(String(reader.getRowObjects()[0].ast));
-      const statement = ast.statements?.[0];
-      return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
-    });
+    // The sandbox's parse (kept with the plan): the statement is not parsed again here.
+    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns));
   }
 
   /**
