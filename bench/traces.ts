@@ -3,6 +3,8 @@
  * lookup as plain SQL through the service without the index, DuckDB reading the very same Parquet files
  * directly, and Jaeger v1.76's in-memory store fed the same spans. Also how many files a lookup reads
  * with the index and without it (the index's selectivity, computed with the service's own filter code).
+ * Then one search (a service and a span tag, the last hour, 20 traces) asked of Jaeger's API on both, of
+ * the Tempo API as TraceQL, and of DuckDB as SQL on the same files.
  *
  * `npx tsx bench/traces.ts` (default 200,000 spans, a few minutes on 2 cores); `--spans 1000000` or
  * BENCH_TRACE_SPANS=1000000 for 1M.
@@ -90,6 +92,7 @@ export async function benchTraces(): Promise<string[][]> {
       t.duck.push(await timed(async () => void (await duck.runAndReadAll(`SELECT * FROM read_parquet(${list}, union_by_name = true) WHERE span_trace_id = '${id}'`))));
       t.jaeger.push(await timed(async () => ok(await fetch(`${jaeger.queryUrl}/api/traces/${id}`), 'Jaeger trace by id')));
     }
+    const search = await searches(service.port, jaeger.queryUrl, duck, list);
     return [
       [`trace by id, ${fmt(SPANS)} spans (${fmt(ids.length)} traces, ${files.length} Parquet files), median of ${LOOKUPS}`, 'ms'],
       ['service /jaeger/api/traces/{id} (trace-id index, lookback window)', fmt(median(t.ours), 1)],
@@ -97,11 +100,40 @@ export async function benchTraces(): Promise<string[][]> {
       ['DuckDB on the same Parquet files directly (every file)', fmt(median(t.duck), 1)],
       ['Jaeger v1.76 in-memory store, same spans', fmt(median(t.jaeger), 1)],
       ['files read per lookup with the index (median; without: every file)', `${median(t.filesRead)} of ${files.length}`],
+      ...search,
     ];
   } finally {
     await jaeger.stop();
     await service.stop();
   }
+}
+
+/** One search, service "checkout" and span tag http.route=/r/1 over the last hour, 20 traces: median of LOOKUPS each. */
+async function searches(port: number, jaegerUrl: string, duck: Awaited<ReturnType<Awaited<ReturnType<typeof DuckDBInstance.create>>['connect']>>, list: string): Promise<string[][]> {
+  const auth = { 'x-api-key': BENCH_KEY };
+  const endUs = Date.now() * 1000;
+  const jaegerQuery = `service=checkout&tags=${encodeURIComponent(JSON.stringify({ 'http.route': '/r/1' }))}&limit=20&start=${endUs - 3_600_000_000 - 60_000_000}&end=${endUs}`;
+  const traceql = encodeURIComponent('{ resource.service.name = "checkout" && span.http.route = "/r/1" }');
+  const tempoQuery = `q=${traceql}&limit=20&start=${Math.floor(endUs / 1e6) - 3660}&end=${Math.ceil(endUs / 1e6)}`;
+  const sql = `SELECT DISTINCT span_trace_id FROM read_parquet(${list}, union_by_name = true) WHERE "service.name" = 'checkout' AND "http.route" = '/r/1' LIMIT 20`;
+  const t = { ours: [] as number[], tempo: [] as number[], duck: [] as number[], jaeger: [] as number[] };
+  for (let i = 0; i < LOOKUPS; i++) {
+    t.ours.push(await timed(async () => ok(await fetch(`http://127.0.0.1:${port}/jaeger/api/traces?${jaegerQuery}`, { headers: auth }), 'service Jaeger search')));
+    t.tempo.push(await timed(async () => ok(await fetch(`http://127.0.0.1:${port}/tempo/api/search?${tempoQuery}`, { headers: auth }), 'service TraceQL search')));
+    t.duck.push(await timed(async () => void (await duck.runAndReadAll(sql))));
+    t.jaeger.push(await timed(async () => ok(await fetch(`${jaegerUrl}/api/traces?${jaegerQuery}`), 'Jaeger search')));
+  }
+  // The same 20 traces found by each (not an empty answer timed fast).
+  const count = async (url: string, headers: Record<string, string>, key: string) => ((await (await fetch(url, { headers })).json()) as Record<string, unknown[]>)[key]!.length;
+  const found = [await count(`http://127.0.0.1:${port}/jaeger/api/traces?${jaegerQuery}`, auth, 'data'), await count(`http://127.0.0.1:${port}/tempo/api/search?${tempoQuery}`, auth, 'traces'), (await duck.runAndReadAll(sql)).getRows().length, await count(`${jaegerUrl}/api/traces?${jaegerQuery}`, {}, 'data')];
+  if (found.some((n) => n !== 20)) throw new Error(`search: traces found by service Jaeger API, Tempo API, DuckDB, Jaeger: ${found.join(', ')} (expected 20 each)`);
+  return [
+    ['search: service checkout, span tag http.route=/r/1, last hour, 20 traces (median)', 'ms'],
+    ['service /jaeger/api/traces?service=&tags= (whole traces)', fmt(median(t.ours), 1)],
+    ['service /tempo/api/search, the same as TraceQL (trace summaries)', fmt(median(t.tempo), 1)],
+    ['DuckDB on the same Parquet files, the trace ids by SQL', fmt(median(t.duck), 1)],
+    ['Jaeger v1.76 in-memory store, /api/traces?service=&tags= (whole traces)', fmt(median(t.jaeger), 1)],
+  ];
 }
 
 runIfMain(import.meta.filename, benchTraces);

@@ -146,3 +146,10 @@ export const icebergCommits = new Counter({
   labelNames: ['result'] as const,
   registers: [registry],
 });
+
+export const sqlParses = new Counter({
+  name: 'lakehouse_sql_parses_total',
+  help: "Statements parsed by DuckDB's parser (json_serialize_sql) in the service's process, by what asked: sandbox (checking and planning a statement; time-range extraction reuses its tree), setup (the dialect's macros, once). Catalog parses of PostgreSQL statements happen in query workers and are not counted here.",
+  labelNames: ['site'] as const,
+  registers: [registry],
+});

@@ -100,6 +100,35 @@ describe('node-postgres', () => {
     }
   });
 
+  it('parses a statement once in the service, and a repeated one not at all (issue 35)', async () => {
+    /** The service's DuckDB parses by site (lakehouse_sql_parses_total), setup's left out. */
+    const parses = async () => {
+      const text = await (await server.request('/metrics')).text();
+      return [...text.matchAll(/^lakehouse_sql_parses_total\{site="(\w+)"\} (\d+)/gm)].filter((m) => m[1] !== 'setup').map((m) => `${m[1]} ${m[2]}`);
+    };
+    const delta = (before: string[], after: string[]) => {
+      const was = new Map(before.map((l) => [l.split(' ')[0], Number(l.split(' ')[1])]));
+      return Object.fromEntries(after.map((l) => [l.split(' ')[0], Number(l.split(' ')[1]) - (was.get(l.split(' ')[0]) ?? 0)]).filter(([, d]) => d !== 0));
+    };
+    const sql = `SELECT n FROM pglogs WHERE p_timestamp >= '${between}' AND n > 0 ORDER BY n`;
+    const c = client();
+    await c.connect();
+    try {
+      const before = await parses();
+      const first = await c.query(sql);
+      const once = await parses();
+      const again = await c.query(sql);
+      expect(delta(before, once)).toEqual({ sandbox: 1 });
+      expect(delta(once, await parses())).toEqual({});
+      // The range taken from the kept tree chose the same rows the HTTP API returns for the statement.
+      const http = await query(server, sql);
+      expect(first.rows.map((r) => Number(r.n))).toEqual(http.map((r) => Number(r.n)));
+      expect(again.rows).toEqual(first.rows);
+    } finally {
+      await c.end();
+    }
+  });
+
   it("runs the data queries Grafana, Metabase and Superset write", async () => {
     const c = client();
     await c.connect();

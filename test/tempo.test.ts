@@ -300,6 +300,24 @@ describe('Tempo API (Grafana Tempo data source)', () => {
     expect((await server.request('/tempo/api/search?q={}', { headers: { 'X-API-Key': 'other-key' } })).status).toBe(403);
     expect((await server.request('/tempo/api/search?q={}', { headers: { Authorization: `Basic ${Buffer.from(`x:${ADMIN_KEY}`).toString('base64')}` } })).status).toBe(200);
   });
+
+  it('deep and expensive TraceQL is refused or bounded like any statement (the door contract), and the door still answers', async () => {
+    // Issue 30's contract: every language through the same sandbox and limits. Each answer is a clear 4xx/503
+    // (400: checked, 408: time limit, 413: too large, 503: memory/slots) or a correct 200 — never a 500 or a hang.
+    const deep = `{ ${Array.from({ length: 700 }, (_, i) => `.a${i} = ${i}`).join(' && ')} }`;
+    const nested = `${'('.repeat(500)}{ .a = 1 }${')'.repeat(500)}`;
+    const regex = `{ .http.route =~ "${'(a+)+'.repeat(50)}b" }`;
+    const huge = `{ name = "${'x'.repeat(2_000_000)}" }`;
+    for (const [label, q] of [['700 conditions', deep], ['500 nested parentheses', nested], ['a backtracking-shaped regex', regex]]) {
+      const res = await get('/api/search', { q, ...range });
+      const text = await res.clone().text();
+      expect([200, 400, 408, 413, 503], `${label}: ${res.status} ${text}`).toContain(res.status);
+      if (res.status === 200) expect(((await res.json()) as SearchAnswer).traces).toEqual([]);
+    }
+    const res = await server.request('/tempo/api/search', { method: 'POST', headers: { 'content-type': 'application/x-www-form-urlencoded' }, body: new URLSearchParams({ q: huge, ...range }).toString() });
+    expect([400, 404, 405, 413, 414, 431], `2 MB query: ${res.status}`).toContain(res.status);
+    expect((await search('{}', 100, 1000)).traces.length).toBeGreaterThan(0);
+  });
 });
 
 // ---- OTLP comparison ------------------------------------------------------------------------------

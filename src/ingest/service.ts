@@ -95,6 +95,16 @@ const OTLP_KIND: Record<OtlpSignal, DatasetKind> = { logs: 'otel-logs', traces: 
 export const DEFAULT_DATASET: Record<OtlpSignal, string> = { logs: 'otel_logs', traces: 'otel_traces', metrics: 'otel_metrics' };
 
 /**
+ * What the front doors call of the ingest service: the seam their in-process tests replace with
+ * RecordingIngest (src/ingest/fake.ts, kept beside it so that a changed signature breaks the fake at
+ * compile time).
+ */
+export interface Ingest {
+  ingest(req: IngestRequest): Promise<IngestResult>;
+  ingestGroups(req: ShipperRequest): Promise<GroupResult[]>;
+}
+
+/**
  * The one ingest path every protocol and front door takes (JSON, OTLP over HTTP and gRPC, remote
  * write): admission into the in-flight budget, reading the body, building the job, decoding in the
  * worker pool, resolving or creating the dataset, and handing one serialised batch to the sink. The
@@ -103,7 +113,7 @@ export const DEFAULT_DATASET: Record<OtlpSignal, string> = { logs: 'otel_logs', 
  * found or created only after decoding, so a body that cannot be decoded never creates one. If another
  * request changed the schema in between so that the batch no longer fits, the worker places it again.
  */
-export class IngestService {
+export class IngestService implements Ingest {
   /** Bytes of request bodies being received, decoded and stored at once (P_MAX_INFLIGHT_BYTES). */
   readonly inflight: InflightBudget;
 

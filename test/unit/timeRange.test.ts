@@ -1,6 +1,7 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { timeRangeOf, WHOLE_RANGE } from '../../src/query/sql/timeRange.ts';
+import { parseTree, treeJson } from '../../src/query/sql/parseTree.ts';
+import { rangeInputs, timeRangeOf, WHOLE_RANGE } from '../../src/query/sql/timeRange.ts';
 
 /** The time range a statement's WHERE gives its dataset (the PostgreSQL door has no range beside the SQL). */
 
@@ -21,10 +22,19 @@ const columns = new Map([
   ['other', 'ts'],
 ]);
 
-async function range(sql: string) {
+async function statementOf(sql: string) {
   const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Record<string, unknown>[] };
-  return timeRangeOf(conn, ast.statements[0], columns);
+  return (JSON.parse(String(r.getRowObjects()[0].ast)) as { statements: Record<string, unknown>[] }).statements[0];
+}
+
+async function range(sql: string) {
+  return timeRangeOf(conn, await statementOf(sql), columns);
+}
+
+/** The range from the part of the tree a plan keeps (rangeInputs, as JSON: sandbox.ts), not the whole tree. */
+async function keptRange(sql: string) {
+  const kept = rangeInputs(await statementOf(sql));
+  return kept === undefined ? WHOLE_RANGE : timeRangeOf(conn, parseTree(treeJson(kept)), columns);
 }
 
 describe('timeRangeOf', () => {
@@ -59,6 +69,7 @@ describe('timeRangeOf', () => {
   for (const [name, sql, want] of cases) {
     it(name, async () => {
       expect(await range(sql)).toEqual(want);
+      expect(await keptRange(sql)).toEqual(want);
     });
   }
 

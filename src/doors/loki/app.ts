@@ -2,10 +2,8 @@
  * The Loki push door, mounted at `/loki` under the HTTP listener (its key check, connection cap and body
  * limits apply): `POST /loki/api/v1/push` stores a push whole or not at all into one dataset.
  */
-import { STATUS } from '../shared/httpStatus.ts';
+import { plainTextError } from '../shared/httpStatus.ts';
 import { Hono, type Context } from 'hono';
-import { DomainError } from '../../errors.ts';
-import { log } from '../../log.ts';
 import { decodePush, LOKI_TIME_FIELD } from '../../ingest/loki/decode.ts';
 import { ingestRights } from '../shared/auth.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
@@ -39,13 +37,6 @@ export function createLokiApp(services: Services): Hono<AppEnv> {
   app.post('/api/v1/push', (c) => push(c, services));
   app.get('/api/v1/status/buildinfo', (c) => c.json({ version: LOKI_VERSION, revision: 'lakehouse', branch: 'lakehouse', buildUser: '', buildDate: '', goVersion: '' }));
   app.get('/ready', (c) => c.text('ready\n'));
-  app.onError((err, c) => {
-    if (err instanceof DomainError) {
-      if (err.retryAfterSec !== undefined) c.header('Retry-After', String(Math.max(1, Math.ceil(err.retryAfterSec))));
-      return c.text(`${err.message}\n`, STATUS[err.kind]);
-    }
-    log.error('unhandled error', { method: c.req.method, path: c.req.path, error: err });
-    return c.text('internal server error\n', 500);
-  });
+  app.onError(plainTextError);
   return app;
 }

@@ -5,11 +5,10 @@
  * and values. Every read goes through the SQL executor under the caller's key.
  */
 import { Hono, type Context } from 'hono';
-import { DomainError, invalidInput, notFound } from '../../errors.ts';
-import { log } from '../../log.ts';
+import { invalidInput, notFound } from '../../errors.ts';
 import { traceById as storedTrace } from '../../query/traces/store.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
-import { STATUS } from '../shared/httpStatus.ts';
+import { plainTextError } from '../shared/httpStatus.ts';
 import { traceByIdResponseProto, tracesData, tracesDataProto } from './otlp.ts';
 import { params, rangeParams, tempoRequest, timeRange } from './request.ts';
 import { search } from './search.ts';
@@ -58,13 +57,6 @@ export function createTempoApp(services: Services): Hono<AppEnv> {
   app.get('/api/search/tag/:tag/values', (c) => tagValues(c, services, false));
   app.get('/api/v2/search/tag/:tag/values', (c) => tagValues(c, services, true));
   // Tempo answers errors as plain text; Grafana shows the text.
-  app.onError((err, c) => {
-    if (err instanceof DomainError) {
-      if (err.retryAfterSec !== undefined) c.header('Retry-After', String(Math.max(1, Math.ceil(err.retryAfterSec))));
-      return c.text(`${err.message}\n`, STATUS[err.kind]);
-    }
-    log.error('unhandled error', { method: c.req.method, path: c.req.path, error: err });
-    return c.text('internal server error\n', 500);
-  });
+  app.onError(plainTextError);
   return app;
 }

@@ -7,7 +7,7 @@ import { answerColumns, applyColumnNames, pgColumnNames, pgColumnTypes, untagCol
 import { announcedAs, dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
-import { parseTree, treeJson } from '../sql/parseTree.ts';
+import { parseTree, serializeSql, treeJson } from '../sql/parseTree.ts';
 import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
 /**
@@ -255,8 +255,7 @@ export class CatalogDb {
  * scalar subqueries take DuckDB's optimiser minutes, nested macros millions of expressions).
  */
 async function parse(conn: DuckDBConnection, sql: string, maxDepth: number): Promise<Node | undefined> {
-  const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = parseTree(String(reader.getRowObjects()[0].ast));
+  const ast = parseTree(await serializeSql(conn, sql, 'catalog'));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
   const statement = (ast.statements as Node[])[0];
   checkNesting(statement, maxDepth);

@@ -5,7 +5,7 @@ import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, unavailable } from '../../errors.ts';
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
-import { planCacheLookups, queriesPreAggregated } from '../../metrics.ts';
+import { planCacheLookups, queriesPreAggregated, sqlParses } from '../../metrics.ts';
 import { scanSql, timestampLiteral, type Snapshot, type TableSource } from '../../storage/scan.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
@@ -14,8 +14,11 @@ import { RANGE_VARIABLES, type FromWorker, type RunJob, type TimeFormat } from '
 import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
-import { parseTree } from './parseTree.ts';
+import { countParsesWith, parseTree } from './parseTree.ts';
 import { CatalogQueries } from '../catalog/client.ts';
+
+// Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
+countParsesWith((site) => sqlParses.inc({ site }));
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -45,6 +48,14 @@ export interface QueryAnswer {
   fields: string[];
   /** Throws a DomainError if the query fails or is cut off after the columns were known. */
   chunks: AsyncIterable<string>;
+}
+
+/**
+ * What the HTTP door calls of the SQL executor: the seam its in-process tests replace with
+ * RecordingQueries (src/query/sql/fake.ts, beside it so that a changed signature breaks the fake).
+ */
+export interface SqlQueries {
+  execute(req: QueryRequest): Promise<QueryAnswer>;
 }
 
 /** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
@@ -131,7 +142,7 @@ interface Started {
   setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
 }
 
-export class QueryExecutor {
+export class QueryExecutor implements SqlQueries {
   private readonly plans: PlanCache;
   /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
   readonly catalog: CatalogQueries;
@@ -168,20 +179,18 @@ export class QueryExecutor {
    */
   async timeRange(sql: string): Promise<TimeRange> {
     const plan = await this.plan(sql);
+    const tree = plan.rangeTree;
+    if (tree === undefined) return WHOLE_RANGE;
     const columns = new Map<string, string>();
     const lower = sql.toLowerCase();
     for (const table of plan.tables) {
       const meta = await this.source.resolve(table, true);
-      // A statement that never names the time column has no condition on it: no need to parse it.
+      // A statement that never names the time column has no condition on it: nothing to evaluate.
       if (meta && lower.includes(meta.timeColumn.toLowerCase())) columns.set(table.toLowerCase(), meta.timeColumn);
     }
     if (!columns.size) return WHOLE_RANGE;
-    return withConnection(this.duck, async (conn) => {
-      const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-      const ast = parseTree<{ statements?: Record<string, unknown>[] }>(String(reader.getRowObjects()[0].ast));
-      const statement = ast.statements?.[0];
-      return statement ? timeRangeOf(conn, statement, columns) : WHOLE_RANGE;
-    });
+    // The sandbox's parse (kept with the plan): the statement is not parsed again here.
+    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns));
   }
 
   /**

@@ -1,3 +1,4 @@
+import type { DuckDBConnection } from '@duckdb/node-api';
 import { isLosslessNumber, LosslessNumber, parse, stringify } from 'lossless-json';
 
 /**
@@ -39,4 +40,26 @@ export function cloneTree<T>(tree: T): T {
   const out: Tree = {};
   for (const [k, v] of Object.entries(tree)) out[k] = cloneTree(v);
   return out as T;
+}
+
+/** Why a statement was parsed (the label of lakehouse_sql_parses_total): each one a DuckDB round trip. */
+export type ParseSite = 'sandbox' | 'catalog' | 'setup';
+
+/**
+ * Told of every parse. The service sets it to its metric (executor.ts); query workers, which import
+ * this module too, keep the no-op rather than load the metrics registry.
+ */
+let parseCounter: (site: ParseSite) => void = () => undefined;
+export function countParsesWith(count: (site: ParseSite) => void): void {
+  parseCounter = count;
+}
+
+/**
+ * DuckDB's parse of `sql` (json_serialize_sql) as the JSON text it returns, counted: the one way code
+ * parses a statement, so the counter shows how often a statement is parsed (issue 35: once is the aim).
+ */
+export async function serializeSql(conn: DuckDBConnection, sql: string, site: ParseSite): Promise<string> {
+  parseCounter(site);
+  const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
+  return String(reader.getRowObjects()[0].ast);
 }

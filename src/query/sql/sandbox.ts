@@ -3,7 +3,8 @@ import { invalidInput, tooLarge } from '../../errors.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { DIALECT_SQL } from './dialect.ts';
 import { preAggregate, SCALAR_DIALECT_MACROS, skeletonSql } from './preAggregate.ts';
-import { parseTree, treeJson } from './parseTree.ts';
+import { parseTree, serializeSql, treeJson } from './parseTree.ts';
+import { rangeInputs } from './timeRange.ts';
 
 /**
  * The first line of the SQL sandbox: what a statement may say, decided from DuckDB's own parse tree
@@ -45,6 +46,11 @@ export interface QueryPlan {
    * when its shape allows: run instead when the snapshot shows it pays (executor.ts).
    */
   preAggregated?: PreAggregated;
+  /**
+   * What time-range extraction reads of the parse tree (timeRange.ts rangeInputs), as JSON: absent
+   * when the statement's shape gives no range. Kept so the statement is not parsed again for it.
+   */
+  rangeTree?: string;
 }
 
 /** A statement pre-aggregated by receive time, and the names it holds for only if they are no dataset column. */
@@ -176,8 +182,7 @@ const deterministic = readOnce(async (conn: DuckDBConnection): Promise<ReadonlyS
 
 /** The parse tree preAggregate grafts into. */
 const skeletonTree = readOnce(async (conn: DuckDBConnection): Promise<Record<string, unknown>> => {
-  const r = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [skeletonSql(quotedIdentifier(TIME_COLUMN.json))]);
-  return parseTree<{ statements: Node[] }>(String(r.getRowObjects()[0].ast)).statements[0];
+  return parseTree<{ statements: Node[] }>(await serializeSql(conn, skeletonSql(quotedIdentifier(TIME_COLUMN.json)), 'setup')).statements[0];
 });
 
 async function preAggregated(conn: DuckDBConnection, statement: Node): Promise<PreAggregated | undefined> {
@@ -283,8 +288,7 @@ async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
     ).getRowObjects();
     const defs = new Map<string, { params: string[]; body: Node }[]>();
     for (const row of rows) {
-      const parsed = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [`SELECT ${String(row.body)}`]);
-      const ast = parseTree<{ error: boolean; statements?: Node[] }>(String(parsed.getRowObjects()[0].ast));
+      const ast = parseTree<{ error: boolean; statements?: Node[] }>(await serializeSql(conn, `SELECT ${String(row.body)}`, 'setup'));
       const name = String(row.name);
       // A body this parser cannot read (none today) still counts as a macro of factor 1.
       const body = ast.error ? {} : (ast.statements?.[0] ?? {});
@@ -302,8 +306,8 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   checkSqlText(sql, limits);
   const aggregateFunctions = await aggregates(conn);
   const macroCostMap = await macros();
-  const reader = await conn.runAndReadAll('SELECT json_serialize_sql($1::VARCHAR) AS ast', [sql]);
-  const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(String(reader.getRowObjects()[0].ast));
+  const tree = await serializeSql(conn, sql, 'sandbox');
+  const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(tree);
   if (ast.error) {
     if (ast.error_type === 'not implemented' || /only select/i.test(ast.error_message ?? '')) throw invalidInput('only read-only SELECT statements are allowed');
     throw invalidInput(ast.error_message ?? 'invalid SQL');
@@ -317,7 +321,13 @@ export async function planStatement(conn: DuckDBConnection, sql: string, limits:
   }
   const bound = rowBound(statements[0], aggregateFunctions);
   const pre = plan.tables.length === 1 ? await preAggregated(conn, statements[0]) : undefined;
-  return { ...plan, ...(bound === undefined ? {} : { rowBound: bound }), ...(pre === undefined ? {} : { preAggregated: pre }) };
+  const range = rangeInputs(statements[0]);
+  return {
+    ...plan,
+    ...(bound === undefined ? {} : { rowBound: bound }),
+    ...(pre === undefined ? {} : { preAggregated: pre }),
+    ...(range === undefined ? {} : { rangeTree: treeJson(range) }),
+  };
 }
 
 /** Functions that turn one value into several rows. */
@@ -481,7 +491,7 @@ export class PlanCache {
   constructor(private readonly maxBytes: number) {}
 
   private static cost(sql: string, plan: QueryPlan): number {
-    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
+    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + 2 * (plan.rangeTree?.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
   }
 
   get(sql: string): QueryPlan | undefined {

@@ -1,0 +1,58 @@
+/**
+ * Parses per statement (issue 35) and statements/s over the PostgreSQL door: the service's
+ * lakehouse_sql_parses_total around one new statement sent each way (simple query, extended protocol
+ * Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query), then distinct simple-query statements
+ * (each a new text, so no cache helps) one after another for a fixed count.
+ * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
+ */
+import pg from 'pg';
+import { freePort } from '../test/helpers/server.ts';
+import { api, BENCH_KEY, fmt, post, runIfMain, startService } from './lib.ts';
+
+const STATEMENTS = 300;
+
+async function parses(port: number): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`, { headers: { 'x-api-key': BENCH_KEY } })).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^lakehouse_sql_parses_total\{site="(\w+)"\} (\d+)/gm)) out[m[1]] = Number(m[2]);
+  return out;
+}
+
+/** Parses (by site, setup left out) that `run` caused. */
+async function counted(port: number, run: () => Promise<unknown>): Promise<string> {
+  const before = await parses(port);
+  await run();
+  const after = await parses(port);
+  const sites = Object.keys(after).filter((s) => s !== 'setup' && after[s] !== (before[s] ?? 0));
+  const total = sites.reduce((n, s) => n + after[s] - (before[s] ?? 0), 0);
+  return `${total} (${sites.map((s) => `${s} ${after[s] - (before[s] ?? 0)}`).join(', ') || 'none'})`;
+}
+
+export async function parseProbe(): Promise<string[][]> {
+  const pgPort = await freePort();
+  const server = await startService({ P_PG_ADDR: `127.0.0.1:${pgPort}` });
+  const client = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'bench', password: BENCH_KEY, database: 'bench' });
+  try {
+    await api(server.port, 'PUT', '/api/v1/logstream/probe');
+    const events = Array.from({ length: 100 }, (_, i) => ({ p_timestamp: new Date(Date.UTC(2026, 0, 1, 0, i)).toISOString(), level: i % 3 ? 'info' : 'error', n: i }));
+    const res = await post(server.port, '/api/v1/logstream/probe', JSON.stringify(events));
+    if (res.status >= 300) throw new Error(`ingest ${res.status}: ${res.body}`);
+    await client.connect();
+    const where = (k: number) => `FROM probe WHERE p_timestamp >= '2026-01-01T00:${String(k % 60).padStart(2, '0')}:00Z' AND n >= ${k}`;
+    const rows = [['statement', 'DuckDB parses in the service (by site)']];
+    rows.push(['PG simple query (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
+    rows.push(['PG simple query (the same text again)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
+    rows.push(['PG extended Parse/Bind/Execute (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['info']))]);
+    rows.push(['HTTP /api/v1/query (new text)', await counted(server.port, () => api(server.port, 'POST', '/api/v1/query', { query: `SELECT count(*) ${where(3)}`, startTime: '2026-01-01T00:00:00Z', endTime: '2026-01-02T00:00:00Z' }))]);
+    const started = performance.now();
+    for (let i = 0; i < STATEMENTS; i++) await client.query(`SELECT count(*) ${where(1000 + i)}`);
+    const perSec = STATEMENTS / ((performance.now() - started) / 1000);
+    rows.push([`PG simple query, ${STATEMENTS} distinct statements in a row`, `${fmt(perSec, 1)} statements/s`]);
+    return rows;
+  } finally {
+    await client.end().catch(() => undefined);
+    await server.stop();
+  }
+}
+
+runIfMain(import.meta.filename, parseProbe);
