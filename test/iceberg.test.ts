@@ -2,8 +2,8 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readerCounts, type ReaderArgs } from './helpers/iceberg.ts';
-import { inRange, naive, range, SENDERS, serviceCounts, times } from './helpers/lakeData.ts';
-import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
+import { inRange, naive, range, SENDERS, serviceCounts, times, LAKE_BACKENDS } from './helpers/lakeData.ts';
+import type { S3TestServer } from './helpers/s3server.ts';
 import { startServer, type TestServer } from './helpers/server.ts';
 
 /**
@@ -17,18 +17,8 @@ import { startServer, type TestServer } from './helpers/server.ts';
  * icebergConsistency.test.ts.
  */
 
-const BACKENDS: [string, () => Promise<{ env: Record<string, string>; s3?: S3TestServer }>][] = [
-  ['local disk', async () => ({ env: {} })],
-  [
-    'S3 (moto)',
-    async () => {
-      const s3 = await startS3Server();
-      return { env: s3Env(s3), s3 };
-    },
-  ],
-];
 
-describe.each(BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, backend) => {
+describe.each(LAKE_BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, backend) => {
   let server: TestServer;
   let s3: S3TestServer | undefined;
 

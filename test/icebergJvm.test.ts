@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { javaCounts, readerCounts, sparkCounts, type JvmArgs } from './helpers/iceberg.ts';
-import { inRange, naive, range, SENDERS, serviceCounts, times } from './helpers/lakeData.ts';
-import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
+import { inRange, naive, range, SENDERS, serviceCounts, times, LAKE_BACKENDS } from './helpers/lakeData.ts';
+import type { S3TestServer } from './helpers/s3server.ts';
 import { startServer, type TestServer } from './helpers/server.ts';
 
 /**
@@ -12,18 +12,8 @@ import { startServer, type TestServer } from './helpers/server.ts';
  * endpoint, path style and region LoadTable hands them.
  */
 
-const BACKENDS: [string, () => Promise<{ env: Record<string, string>; s3?: S3TestServer }>][] = [
-  ['local disk', async () => ({ env: {} })],
-  [
-    'S3 (moto)',
-    async () => {
-      const s3 = await startS3Server();
-      return { env: s3Env(s3), s3 };
-    },
-  ],
-];
 
-describe.each(BACKENDS)('Spark 4.0 local and Java iceberg-core (the JVM readers), %s', (_backend, backend) => {
+describe.each(LAKE_BACKENDS)('Spark 4.0 local and Java iceberg-core (the JVM readers), %s', (_backend, backend) => {
   let server: TestServer;
   let s3: S3TestServer | undefined;
   beforeAll(async () => {

@@ -1,4 +1,5 @@
 import { expect } from 'vitest';
+import { s3Env, startS3Server, type S3TestServer } from './s3server.ts';
 import { query, type TestServer } from './server.ts';
 import { remoteWriteV1 } from './wire.ts';
 
@@ -81,3 +82,15 @@ export async function serviceCounts(s: TestServer, name: string): Promise<[numbe
   return [Number(all[0].c), Number(part[0].c)];
 }
 
+
+/** The two stores every lake reader test runs on: local disk, and S3 (moto) with the service's S3 settings. */
+export const LAKE_BACKENDS: [string, () => Promise<{ env: Record<string, string>; s3?: S3TestServer }>][] = [
+  ['local disk', async () => ({ env: {} })],
+  [
+    'S3 (moto)',
+    async () => {
+      const s3 = await startS3Server();
+      return { env: s3Env(s3), s3 };
+    },
+  ],
+];
