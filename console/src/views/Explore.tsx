@@ -42,6 +42,12 @@ interface EmptyHint {
   lastMs?: number;
 }
 
+/** Stops the run in progress, if any: nothing it still sends is shown. */
+function stopRun(running: { current: AbortController | null }): void {
+  running.current?.abort();
+  running.current = null;
+}
+
 /** A query run: its rows streamed in, its status, histogram, field statistics and the empty-range hint. */
 function useQueryRun(dataset: string, range: TimeRange, timeColumn: string | undefined) {
   const s = useSession();
@@ -55,9 +61,10 @@ function useQueryRun(dataset: string, range: TimeRange, timeColumn: string | und
   const [empty, setEmpty] = useState<EmptyHint | null>(null);
   const running = useRef<AbortController | null>(null);
   useEffect(() => () => running.current?.abort(), []);
-  // A run's fields, columns and statistics are its dataset's: gone the moment another dataset is shown,
-  // so the field list never mixes two datasets while the next run starts.
+  // A run's fields, columns and statistics are its dataset's: gone the moment another dataset is shown, and
+  // its run stopped (fields it sends before the next run starts would pass as the new dataset's).
   useEffect(() => {
+    stopRun(running);
     setFields([]);
     setColumns([]);
     setStats({ answer: null });
