@@ -12,7 +12,7 @@ import snappy from 'snappy';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
 import { BENCH_KEY, fmt, median, post, runIfMain, startService, waitFlushed } from './lib.ts';
 import { buildPromql } from '../scripts/build-promql.ts';
-import { startPrometheus, timed } from './promql.ts';
+import { compare, startPrometheus } from './promql.ts';
 
 const HOURS = Number(process.env.BENCH_DASH_HOURS ?? 6);
 const RUNS = Number(process.env.BENCH_DASH_RUNS ?? 7);
@@ -194,19 +194,10 @@ function seriesCount(text: string): number {
 }
 
 /** Median ms of both for one API path (service path, Prometheus path), after a warm-up; answers compared by series count. */
-async function compare(port: number, promUrl: string, servicePath: string, promPath: string): Promise<[number, number]> {
-  const svc = `http://127.0.0.1:${port}${servicePath}`;
-  const key = { 'X-API-Key': BENCH_KEY };
-  const first = await timed(svc, key);
-  const ref = await timed(`${promUrl}${promPath}`, {});
-  if (seriesCount(first.body) !== seriesCount(ref.body)) throw new Error(`${servicePath}: ${seriesCount(first.body)} series, Prometheus ${seriesCount(ref.body)}`);
-  const a: number[] = [];
-  const b: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
-    a.push((await timed(svc, key)).ms);
-    b.push((await timed(`${promUrl}${promPath}`, {})).ms);
-  }
-  return [median(a), median(b)];
+function compareCounted(port: number, promUrl: string, servicePath: string, promPath: string): Promise<[number, number]> {
+  return compare(servicePath, promPath, port, promUrl, RUNS, (service, prometheus) => {
+    if (seriesCount(service) !== seriesCount(prometheus)) throw new Error(`${servicePath}: ${seriesCount(service)} series, Prometheus ${seriesCount(prometheus)}`);
+  });
 }
 
 const ratioText = (r: number) => `${fmt(r, 1)}×`;
@@ -226,7 +217,7 @@ export async function benchDashboard(): Promise<string[][]> {
     const ratios: number[] = [];
     let panels = [0, 0];
     const ask = async (name: string, params: string, panel: boolean) => {
-      const [a, b] = await compare(service.port, prom.url, `/prometheus/dash/api/v1/${params}`, `/api/v1/${params}`);
+      const [a, b] = await compareCounted(service.port, prom.url, `/prometheus/dash/api/v1/${params}`, `/api/v1/${params}`);
       ratios.push(a / b);
       if (panel) panels = [panels[0] + a, panels[1] + b];
       rows.push([name, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
@@ -243,7 +234,7 @@ export async function benchDashboard(): Promise<string[][]> {
     rows.push(['20-panel dashboard refresh (the first 20 1 h panels, total)', fmt(panels[0], 1), fmt(panels[1], 1), ratioText(panels[0] / panels[1])]);
     const last = `start=${(end - 3_600_000) / 1000}&end=${end / 1000}`;
     for (const p of [`labels?${last}`, `label/__name__/values?${last}`, `label/instance/values?${last}`, `series?match[]=up&${last}`, `series?match[]=node_cpu_seconds_total{mode="idle"}&${last}`]) {
-      const [a, b] = await compare(service.port, prom.url, `/prometheus/dash/api/v1/${p}`, `/api/v1/${p}`);
+      const [a, b] = await compareCounted(service.port, prom.url, `/prometheus/dash/api/v1/${p}`, `/api/v1/${p}`);
       rows.push([`${p.split('?')[0]} ${p.includes('match') ? decodeURIComponent(p.split('match[]=')[1].split('&')[0]) : ''} (last hour)`, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
     }
     return rows;

@@ -101,14 +101,26 @@ export async function timed(url: string, headers: Record<string, string>): Promi
 }
 
 /** Median of RUNS timings after one warm-up, for the same request to both. */
-async function compare(servicePath: string, promPath: string, port: number, promUrl: string): Promise<[number, number]> {
+/**
+ * Median ms of both for one API path (service path, Prometheus path) over `runs`, each asked in turn after a
+ * warm-up whose two answers go to `check` (which throws on a mismatch).
+ */
+export async function compare(
+  servicePath: string,
+  promPath: string,
+  port: number,
+  promUrl: string,
+  runs = RUNS,
+  check: (service: string, prometheus: string) => void = () => undefined,
+): Promise<[number, number]> {
   const svc = `http://127.0.0.1:${port}${servicePath}`;
   const key = { 'X-API-Key': BENCH_KEY };
-  await timed(svc, key);
-  await timed(`${promUrl}${promPath}`, {});
+  const first = await timed(svc, key);
+  const ref = await timed(`${promUrl}${promPath}`, {});
+  check(first.body, ref.body);
   const a: number[] = [];
   const b: number[] = [];
-  for (let i = 0; i < RUNS; i++) {
+  for (let i = 0; i < runs; i++) {
     a.push((await timed(svc, key)).ms);
     b.push((await timed(`${promUrl}${promPath}`, {})).ms);
   }
