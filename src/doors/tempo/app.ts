@@ -6,10 +6,11 @@
  */
 import { Hono, type Context } from 'hono';
 import { invalidInput, notFound } from '../../errors.ts';
+import { otlpTracesData } from '../../query/traces/otlp.ts';
 import { traceById as storedTrace } from '../../query/traces/store.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { plainTextError } from '../shared/httpStatus.ts';
-import { traceByIdResponseProto, tracesData, tracesDataProto } from './otlp.ts';
+import { traceByIdResponseProto, tracesDataProto } from './otlp.ts';
 import { params, rangeParams, tempoRequest, timeRange } from './request.ts';
 import { search } from './search.ts';
 import { tagNames, tagNamesV2, tagValues } from './tags.ts';
@@ -35,7 +36,7 @@ async function traceById(c: Context<AppEnv>, services: Services, v2: boolean) {
   const window = timeRange(p, services.config.traces.lookbackMs);
   const spans = await storedTrace({ queries: services.queries, dataset: req.dataset, principalId: req.principalId, canRead: req.canRead, signal: req.signal }, id, window);
   if (spans.length === 0) throw notFound(`trace ${id} not found`);
-  const data = tracesData(spans);
+  const data = otlpTracesData(spans);
   if (wantsProtobuf(c)) {
     const bytes = tracesDataProto(data);
     return c.body(Buffer.from(v2 ? traceByIdResponseProto(bytes) : bytes), 200, { 'Content-Type': 'application/protobuf' });
