@@ -21,7 +21,7 @@ export function tracesDataProto(data: OtlpTracesData): Uint8Array {
           traceId: hex(s.traceId),
           spanId: hex(s.spanId),
           parentSpanId: hex(s.parentSpanId),
-          links: s.links.map((l) => ({ ...l, traceId: hex(l.traceId), spanId: hex(l.spanId) })),
+          links: s.links?.map((l) => ({ ...l, traceId: hex(l.traceId), spanId: hex(l.spanId) })),
         })),
       })),
     })),

@@ -1,4 +1,4 @@
-import type { Span } from './model.ts';
+import type { Span, SpanEvent, SpanLink } from './model.ts';
 
 /**
  * Stored spans as OTLP `TracesData` in its JSON mapping (resourceSpans → scopeSpans → spans; hex ids,
@@ -52,6 +52,24 @@ export function isoToNs(iso: string): bigint {
 
 /** `{ [name]: n }` when n is set and not zero: proto3's JSON mapping leaves a default out. */
 const nonZero = <K extends string>(name: K, n: number | null | undefined) => (n ? ({ [name]: n } as Record<K, number>) : {});
+/** `{ [name]: list }` when the list is not empty (a repeated field's default, left out likewise). */
+const nonEmpty = <K extends string, T>(name: K, list: T[]) => (list.length ? ({ [name]: list } as Record<K, T[]>) : ({} as Partial<Record<K, T[]>>));
+const attributes = (attrs: Record<string, unknown> | null | undefined) => nonEmpty('attributes', keyValues(attrs ?? {}));
+
+const otlpEvent = (e: SpanEvent) => ({
+  timeUnixNano: e.time_unix_nano ? String(isoToNs(e.time_unix_nano)) : '0',
+  ...(e.name ? { name: e.name } : {}),
+  ...attributes(e.attributes),
+  ...nonZero('droppedAttributesCount', e.dropped_attributes_count),
+});
+
+const otlpLink = (l: SpanLink) => ({
+  traceId: l.trace_id,
+  spanId: l.span_id,
+  ...(l.trace_state ? { traceState: l.trace_state } : {}),
+  ...attributes(l.attributes),
+  ...nonZero('flags', l.flags),
+});
 
 export function otlpSpan(s: Span) {
   return {
@@ -61,27 +79,16 @@ export function otlpSpan(s: Span) {
     ...(s.parentSpanId ? { parentSpanId: s.parentSpanId } : {}),
     ...nonZero('flags', s.flags),
     name: s.name,
-    kind: KIND_NUMBERS[s.kind],
+    ...nonZero('kind', KIND_NUMBERS[s.kind]),
     startTimeUnixNano: String(s.startNs),
     endTimeUnixNano: String(s.endNs),
-    attributes: keyValues(s.attributes),
+    ...attributes(s.attributes),
     ...nonZero('droppedAttributesCount', s.droppedAttributesCount),
-    events: s.events.map((e) => ({
-      timeUnixNano: e.time_unix_nano ? String(isoToNs(e.time_unix_nano)) : '0',
-      name: e.name ?? '',
-      attributes: keyValues(e.attributes ?? {}),
-      ...nonZero('droppedAttributesCount', e.dropped_attributes_count),
-    })),
+    ...nonEmpty('events', s.events.map(otlpEvent)),
     ...nonZero('droppedEventsCount', s.droppedEventsCount),
-    links: s.links.map((l) => ({
-      traceId: l.trace_id,
-      spanId: l.span_id,
-      ...(l.trace_state ? { traceState: l.trace_state } : {}),
-      attributes: keyValues(l.attributes ?? {}),
-      ...nonZero('flags', l.flags),
-    })),
+    ...nonEmpty('links', s.links.map(otlpLink)),
     ...nonZero('droppedLinksCount', s.droppedLinksCount),
-    status: { ...(s.statusMessage ? { message: s.statusMessage } : {}), code: STATUS_NUMBERS[s.status] },
+    status: { ...(s.statusMessage ? { message: s.statusMessage } : {}), ...nonZero('code', STATUS_NUMBERS[s.status]) },
   };
 }
 
@@ -90,11 +97,11 @@ export type OtlpSpan = ReturnType<typeof otlpSpan>;
 /** Spans (of one trace or several) as OTLP/JSON `TracesData`: grouped by resource, then scope. */
 export function otlpTracesData(spans: Span[]) {
   type Scope = { scope: { name?: string; version?: string }; spans: OtlpSpan[] };
-  const resources = new Map<string, { resource: { attributes: KeyValue[] }; scopes: Map<string, Scope> }>();
+  const resources = new Map<string, { resource: { attributes?: KeyValue[] }; scopes: Map<string, Scope> }>();
   for (const s of spans) {
     const rKey = JSON.stringify(s.resource);
     let r = resources.get(rKey);
-    if (!r) resources.set(rKey, (r = { resource: { attributes: keyValues(s.resource) }, scopes: new Map() }));
+    if (!r) resources.set(rKey, (r = { resource: attributes(s.resource), scopes: new Map() }));
     const sKey = JSON.stringify([s.scopeName, s.scopeVersion]);
     let scope = r.scopes.get(sKey);
     if (!scope) r.scopes.set(sKey, (scope = { scope: { ...(s.scopeName ? { name: s.scopeName } : {}), ...(s.scopeVersion ? { version: s.scopeVersion } : {}) }, spans: [] }));
