@@ -7,6 +7,7 @@
 import { Hono, type Context } from 'hono';
 import { invalidInput, notFound } from '../../errors.ts';
 import { otlpTracesData } from '../../query/traces/otlp.ts';
+import { normalTraceId as storedTraceId } from '../../query/traces/sql.ts';
 import { traceById as storedTrace } from '../../query/traces/store.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { plainTextError } from '../shared/httpStatus.ts';
@@ -18,10 +19,11 @@ import { tagNames, tagNamesV2, tagValues } from './tags.ts';
 /** The Tempo version buildinfo reports: the API this door follows. */
 export const TEMPO_VERSION = '2.8.0';
 
-/** A trace id as stored: 32 lower-case hex digits (a shorter id is left-padded with zeros, as Tempo does). */
+/** A trace id as stored (the traces store's rule: a shorter id is left-padded, as Tempo does), or Tempo's 400. */
 export function normalTraceId(id: string): string {
-  if (!/^[0-9a-fA-F]{1,32}$/.test(id)) throw invalidInput(`invalid trace id "${id}": expected up to 32 hex digits`);
-  return id.toLowerCase().padStart(32, '0');
+  const normal = storedTraceId(id);
+  if (normal === undefined) throw invalidInput(`invalid trace id "${id.slice(0, 64)}": expected up to 32 hex digits`);
+  return normal;
 }
 
 const wantsProtobuf = (c: Context<AppEnv>) => /application\/(x-)?protobuf/i.test(c.req.header('accept') ?? '');
