@@ -1,4 +1,5 @@
 import type { Catalog, FileEntry } from './catalog.ts';
+import { FlushState, Lifecycle, Running, SchemaState } from './datasetState.ts';
 import type { DuckDBSource } from '../duckdb.ts';
 import type { DatasetMeta, Schema } from './codec.ts';
 import type { ObjectStore } from './objectStore.ts';
@@ -50,27 +51,41 @@ export interface Snapshot {
   release: () => void;
 }
 
-/** One dataset generation as this worker holds it: metadata, catalog, WAL and schema state. */
+/**
+ * One dataset generation as this worker holds it: metadata, catalog, WAL, and its state, each part
+ * owned by an object of datasetState.ts that makes its transitions; the getters are readonly views.
+ */
 export class Dataset {
-  /** Union of every worker's schema: what queries see. Changed only after the local copy is on disk. */
-  schema: Schema = {};
-  /** This worker's own schema object in the store. */
-  ownSchema: Schema = {};
-  /** Serialises schema changes, so each local write holds every column acknowledged before it. */
-  schemaLock: Promise<void> = Promise.resolve();
-  /** The own schema has columns the store's copy lacks. */
-  schemaDirty = false;
-  flushing?: Promise<void>;
-  oldestUnflushedAt?: number;
-  /** After a failed flush, no new attempt before this time (exponential backoff). */
-  retryFlushAt = 0;
-  flushFailures = 0;
-  compacting?: Promise<void>;
-  deleted = false;
-  readonly loadedAt = Date.now();
+  readonly lifecycle: Lifecycle;
+  readonly flushState = new FlushState();
+  readonly schemaState = new SchemaState();
+  /** The compaction (and retention) running, if any. */
+  readonly compaction = new Running();
   constructor(
-    public meta: DatasetMeta,
+    meta: DatasetMeta,
     readonly wal: Wal,
     readonly catalog: Catalog,
-  ) {}
+  ) {
+    this.lifecycle = new Lifecycle(meta);
+  }
+
+  get meta(): DatasetMeta {
+    return this.lifecycle.meta;
+  }
+  get deleted(): boolean {
+    return this.lifecycle.deleted;
+  }
+  get loadedAt(): number {
+    return this.lifecycle.loadedAt;
+  }
+  /** Union of every worker's schema: what queries see. Changed only after the local copy is on disk. */
+  get schema(): Readonly<Schema> {
+    return this.schemaState.schema;
+  }
+  get flushing(): Promise<void> | undefined {
+    return this.flushState.running;
+  }
+  get compacting(): Promise<void> | undefined {
+    return this.compaction.current;
+  }
 }

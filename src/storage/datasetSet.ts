@@ -235,7 +235,7 @@ export class DatasetSet {
   private async drop(ds: Dataset, why: string): Promise<void> {
     const { name, generation } = ds.meta;
     const { dataDir } = this.ctx.settings;
-    ds.deleted = true;
+    ds.lifecycle.markDeleted();
     this.deletedGenerations.add(generation);
     if (this.datasets.get(name) === ds) this.datasets.delete(name);
     this.ctx.quarantine.forgetDataset(name);
@@ -274,7 +274,7 @@ export class DatasetSet {
     for (const [name, ds] of [...this.datasets]) {
       const current = listed.get(name);
       if (current && current.generation === ds.meta.generation) {
-        ds.meta = current; // retention may have changed
+        ds.lifecycle.updated(current); // retention may have changed
         continue;
       }
       // Unreadable metadata is not a delete; created here after the listing was taken is not either.

@@ -83,7 +83,7 @@ export class StorageEngine {
     this.disk = new DiskGuard(settings.dataDir, settings.diskReserveBytes, settings.flushBytes, () => {
       for (const ds of this.datasets.all()) {
         if (ds.wal.size.rows === 0) continue;
-        ds.retryFlushAt = 0;
+        ds.flushState.retryNow();
         this.flushSoon(ds);
       }
     });
@@ -159,7 +159,7 @@ export class StorageEngine {
     if (plan.next) await evolveSchema(this.ctx, ds, plan.next);
     this.disk.appended(bytes);
     await ds.wal.append(batch.lines, batch.rows, rawBytes, batch.timeRange);
-    ds.oldestUnflushedAt ??= Date.now();
+    ds.flushState.appended();
     if (ds.wal.size.bytes >= this.settings.flushBytes) this.flushSoon(ds);
     return { count: batch.rows };
   }
@@ -179,26 +179,26 @@ export class StorageEngine {
 
   /** Starts a flush unless one runs or a failed one is backing off. */
   private flushSoon(ds: Dataset): void {
-    if (!ds.flushing && Date.now() >= ds.retryFlushAt) void this.flush(ds).catch(() => undefined);
+    if (ds.flushState.mayStart()) void this.flush(ds).catch(() => undefined);
   }
 
   /** Turns everything acknowledged so far into Parquet; one flush per dataset at a time. */
   private async flush(ds: Dataset): Promise<void> {
     while (ds.flushing) await ds.flushing.catch(() => undefined);
-    ds.flushing = flushDataset(this.ctx, this.manifests, ds, this.flushTurn)
-      .then(
-        // Only a flush that wrote something tells about the disk: an empty one after another dataset's
-        // flush failed for lack of space logged "a flush succeeded" though none had (issue 30 A15).
-        (flushed) => {
-          if (flushed) this.disk.flushSucceeded();
-        },
-        (err) => {
-          this.disk.flushFailed(err);
-          throw err;
-        },
-      )
-      .finally(() => (ds.flushing = undefined));
-    return ds.flushing;
+    return ds.flushState.run.track(
+      flushDataset(this.ctx, this.manifests, ds, this.flushTurn)
+        .then(
+          // Only a flush that wrote something tells about the disk: an empty one after another dataset's
+          // flush failed for lack of space logged "a flush succeeded" though none had (issue 30 A15).
+          (flushed) => {
+            if (flushed) this.disk.flushSucceeded();
+          },
+          (err) => {
+            this.disk.flushFailed(err);
+            throw err;
+          },
+        ),
+    );
   }
 
   /**
@@ -274,7 +274,7 @@ export class StorageEngine {
     const ds = this.datasets.dataset(name);
     const meta = { ...ds.meta, retention: rules };
     await this.store.putBytes(metaKey(name), encodeMeta(meta));
-    ds.meta = meta;
+    ds.lifecycle.updated(meta);
     return meta;
   }
 
@@ -284,8 +284,7 @@ export class StorageEngine {
     // The Iceberg publisher names the old nanosecond-timed files it cannot publish: rewritten with the copy.
     const rewrite = this.iceberg && ((f: { key: string }) => this.iceberg!.lacksTimeCopy(f.key));
     const work = applyRetention(this.manifests, ds).then(() => compactDataset(this.ctx, this.manifests, ds, this.flushTurn, () => this.closing, rewrite));
-    ds.compacting = work.then(() => undefined).finally(() => (ds.compacting = undefined));
-    await ds.compacting;
+    await ds.compaction.track(work.then(() => undefined));
   }
 
   /** Whether datasets are published as Iceberg tables (P_ICEBERG). */
@@ -313,9 +312,8 @@ export class StorageEngine {
   start(): void {
     const { flushIntervalMs, catalogRefreshMs, compactionIntervalMs, deleteGraceMs, orphanSweepMs } = this.settings;
     this.scheduler.every('flush', Math.min(1000, flushIntervalMs), () => {
-      const now = Date.now();
       for (const ds of this.datasets.all()) {
-        if (ds.oldestUnflushedAt !== undefined && now - ds.oldestUnflushedAt >= flushIntervalMs) this.flushSoon(ds);
+        if (ds.flushState.overdue(flushIntervalMs)) this.flushSoon(ds);
       }
     });
     this.scheduler.every('disk space', 1000, () => this.disk.refresh());

@@ -31,7 +31,7 @@ const RECEIPT_TIME_COLUMN = TIME_COLUMN.json;
 export async function flushDataset(ctx: StorageContext, manifests: Manifests, ds: Dataset, turn: Turn = (fn) => fn()): Promise<boolean> {
   const sealed = await ds.wal.seal();
   let flushed = false;
-  ds.oldestUnflushedAt = undefined;
+  ds.flushState.sealed();
   // A backlog (segments left by failed flushes, or at shutdown) goes about P_FLUSH_BYTES at a time,
   // each group a flush of its own: a flush's memory grows with what it converts (docs/performance.md "The memory bound").
   // Each group waits for its turn, so a dataset's backlog never holds up the others' flushes.
@@ -114,28 +114,26 @@ export function segmentGroups<S extends { bytes: number }>(segments: S[], maxByt
 
 /** The worker's own schema object, when a flush added columns to it (written before the manifest names them). */
 async function writeSchemaIfChanged(ctx: StorageContext, ds: Dataset): Promise<void> {
-  if (!ds.schemaDirty) return;
-  ds.schemaDirty = false;
+  const own = ds.schemaState.takeDirty();
+  if (!own) return;
   try {
     faultpoint('flush-schema');
-    await ctx.store.putBytes(schemaKey(ds.meta.name, ds.meta.generation, ctx.settings.nodeId), encodeSchema(ds.ownSchema));
+    await ctx.store.putBytes(schemaKey(ds.meta.name, ds.meta.generation, ctx.settings.nodeId), encodeSchema(own));
   } catch (err) {
-    ds.schemaDirty = true;
+    ds.schemaState.uploadFailed();
     throw err;
   }
 }
 
 /** A failed flush: counted, retried with backoff, and damaged WAL bytes cut at once. */
 async function flushFailed(ctx: StorageContext, ds: Dataset, segments: Segment[], stage: string, err: unknown): Promise<void> {
-  ds.oldestUnflushedAt ??= Date.now();
   flushes.inc({ result: 'failed' });
-  ds.flushFailures++;
-  ds.retryFlushAt = Date.now() + Math.min(30_000, (ctx.settings.flushRetryBaseMs ?? 500) * 2 ** Math.min(ds.flushFailures, 6));
-  log.error('flush failed; will retry', { dataset: ds.meta.name, stage, attempt: ds.flushFailures, retryInMs: ds.retryFlushAt - Date.now(), error: (err as Error).message });
+  const retryInMs = ds.flushState.failed(ctx.settings.flushRetryBaseMs ?? 500);
+  log.error('flush failed; will retry', { dataset: ds.meta.name, stage, attempt: ds.flushState.failures, retryInMs, error: (err as Error).message });
   // DuckDB could not parse a segment's bytes: cut the damaged one and go on at once. Any other failure
   // (out of memory, no file descriptor, a full disk) is retried as it is: never taken for damage.
   const damaged = stage === 'parquet' && !ds.deleted && classifyFailure(err, segments.map((s) => s.path)) === 'damaged';
-  if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.retryFlushAt = 0;
+  if (damaged && (await salvageSegments(ctx, ds, segments).catch(() => 0)) > 0) ds.flushState.retryNow();
 }
 
 async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Dataset, segments: Segment[]): Promise<void> {
@@ -193,8 +191,7 @@ async function flushSegments(ctx: StorageContext, manifests: Manifests, ds: Data
     );
     await removal;
     for (const f of add) ctx.written?.(f.key, writtenTypes(columns, timeColumn));
-    ds.flushFailures = 0;
-    ds.retryFlushAt = 0;
+    ds.flushState.succeeded();
     flushes.inc({ result: 'ok' });
     flushDuration.observe((Date.now() - started) / 1000);
     log.info('flushed', { dataset: name, rows: add.reduce((s, f) => s + f.rows, 0), files: add.length, ms: Date.now() - started });

@@ -76,6 +76,6 @@ export async function openDataset(ctx: StorageContext, manifests: Manifests, met
       ctx.quarantine.add({ key: file, kind: 'wal', dataset: meta.name, reason: 'set aside earlier (unreadable WAL data)', setAsideTo: file });
     }
   }
-  if (wal.size.rows > 0) ds.oldestUnflushedAt = Date.now();
+  if (wal.size.rows > 0) ds.flushState.appended();
   return ds;
 }

@@ -3,6 +3,7 @@ import { unavailable } from '../errors.ts';
 import { log } from '../log.ts';
 import { decodeSchema, encodeSchema, type Schema } from './codec.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
+import type { SchemaReadBack } from './datasetState.ts';
 import { localSchemaFile, schemaKey, schemaPrefix } from './layout.ts';
 import { writeFileDurable } from './objectStore.ts';
 import { unionSchemas } from './schema.ts';
@@ -22,24 +23,22 @@ export async function refreshSchema(ctx: StorageContext, ds: Dataset): Promise<v
   // A damaged local copy is set aside: the store's copy (below) and the WAL's own columns still
   // describe what was acknowledged.
   const own = local ? ctx.quarantine.decode(file, 'schema', name, () => decodeSchema(file, local)) : undefined;
-  if (own) {
-    if (Object.keys(own).some((k) => ds.ownSchema[k] !== own[k])) ds.schemaDirty = true;
-    ds.ownSchema = unionSchemas([ds.ownSchema, own]);
-  }
-  const schemas: Schema[] = [];
+  const read: SchemaReadBack = { local: own, stored: [] };
   const ownKey = schemaKey(name, generation, nodeId);
+  const owned: Schema[] = [];
   for (const { key } of await ctx.store.list(schemaPrefix(name, generation))) {
     const body = await ctx.store.getBytes(key);
     if (!body) continue;
     const schema = ctx.quarantine.decode(key, 'schema', name, () => decodeSchema(key, body));
     if (!schema) {
-      if (key === ownKey) ds.schemaDirty = true; // rewritten whole at the next flush
+      if (key === ownKey) read.ownDamaged = true; // rewritten whole at the next flush
       continue;
     }
-    if (key === ownKey) ds.ownSchema = unionSchemas([ds.ownSchema, schema]);
-    schemas.push(schema);
+    if (key === ownKey) owned.push(schema);
+    read.stored.push(schema);
   }
-  ds.schema = unionSchemas([ds.schema, ds.ownSchema, ...schemas]);
+  read.ownStored = owned.length ? unionSchemas(owned) : undefined;
+  ds.schemaState.refreshed(read);
 }
 
 /**
@@ -49,16 +48,7 @@ export async function refreshSchema(ctx: StorageContext, ds: Dataset): Promise<v
  * union of everything before it, so concurrent batches with different new columns lose none.
  */
 export async function evolveSchema(ctx: StorageContext, ds: Dataset, next: Schema): Promise<void> {
-  const previous = ds.schemaLock;
-  let unlock!: () => void;
-  ds.schemaLock = new Promise<void>((r) => (unlock = r));
-  try {
-    await previous;
-    const own = unionSchemas([ds.ownSchema, next]);
-    if (Object.keys(own).length === Object.keys(ds.ownSchema).length && Object.keys(own).every((k) => ds.ownSchema[k] === own[k])) {
-      ds.schema = unionSchemas([ds.schema, next]);
-      return; // an earlier batch already made these columns durable
-    }
+  await ds.schemaState.evolve(next, async (own) => {
     const file = localSchemaFile(ctx.settings.dataDir, ds.meta.name, ds.meta.generation);
     try {
       await writeFileDurable(file, encodeSchema(own));
@@ -68,10 +58,5 @@ export async function evolveSchema(ctx: StorageContext, ds: Dataset, next: Schem
       const cause = e.code === 'ENOSPC' || e.code === 'EDQUOT' ? 'the local disk is full' : `the local disk failed (${e.code ?? e.message})`;
       throw unavailable(`dataset schema: ${cause}; nothing of this request was stored, retry later`, 10);
     }
-    ds.ownSchema = own;
-    ds.schema = unionSchemas([ds.schema, own]);
-    ds.schemaDirty = true;
-  } finally {
-    unlock();
-  }
+  });
 }
