@@ -59,19 +59,8 @@ function announce(config: Config, keys: ApiKeys, id: string, ports: { http: numb
   });
 }
 
-/**
- * Wiring only: each component (component.ts) owns its settings group, gauges, start and stop; main
- * builds them in order, each over those before it, and stops them in reverse: the HTTP, gRPC and
- * PostgreSQL listeners, the query workers, the access store, storage (its last flush), the ingest threads.
- */
-async function main(): Promise<void> {
-  const config = loadConfig();
-  setLogLevel(config.logLevel);
-  const tmp = await prepareDirs(config);
-  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
-  const id = await nodeId(config);
-  const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
-  const parts = new Components();
+/** Builds and starts every component in order, each over those before it, and says where they listen. */
+async function build(parts: Components, config: Config, tmp: string, id: string, keys: ApiKeys): Promise<void> {
   const workers = await parts.start(new IngestWorkers(config.ingest));
   const stored = await parts.start(new StorageComponent(config, tmp, id));
   const { duck, store, storage } = stored;
@@ -99,6 +88,26 @@ async function main(): Promise<void> {
   const grpc = grpcAddr ? await parts.start(new GrpcListener({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest })) : undefined;
   const http = await parts.start(new HttpListener(services));
   announce(config, keys, id, { http: http.port, grpc: grpc?.port, pg: pg?.port });
+}
+
+/**
+ * Wiring only: each component (component.ts) owns its settings group, gauges, start and stop; main
+ * builds them in order, each over those before it, and stops them in reverse: the HTTP, gRPC and
+ * PostgreSQL listeners, the query workers, the access store, storage (its last flush), the ingest threads.
+ */
+async function main(): Promise<void> {
+  const config = loadConfig();
+  setLogLevel(config.logLevel);
+  const tmp = await prepareDirs(config);
+  if (config.faultInjection.length > 0) log.warn('test-only fault injection is on: never on a service that holds data', Object.fromEntries(config.faultInjection));
+  const id = await nodeId(config);
+  const keys = await ApiKeys.load(config.apiKeys, config.dataDir);
+  const parts = new Components();
+  // A part that fails to be built, not only to start, also stops the parts started before it.
+  await build(parts, config, tmp, id, keys).catch(async (err: unknown) => {
+    await parts.stop();
+    throw err;
+  });
 
   let stopping = false;
   const shutdown = async (signal: string) => {
