@@ -105,7 +105,7 @@ describe('a dataset already wider than the limit', () => {
     expect(rows.map(pick).sort((a, b) => key(a).localeCompare(key(b)))).toEqual([...events].sort((a, b) => key(a).localeCompare(key(b))));
   }, 180_000);
 
-  it('its WAL spanning several hours (an event-time dataset) flushes at a 512 MiB budget, a file set per hour', async () => {
+  it("its WAL spanning several hours (an event-time dataset) flushes at a 512 MiB budget, each hour's rows in its hour", async () => {
     await waitFor('the wide event-time dataset flushed', flushed('wide_hours'), 120_000);
     const rows = await rowsOf('SELECT * FROM wide_hours', '1d');
     expect(rows).toHaveLength(timed.length);
