@@ -22,6 +22,7 @@ import { promisify } from 'node:util';
 import { readerCounts } from '../test/helpers/iceberg.ts';
 import { api, BENCH_KEY, fmt, median, runIfMain, sendAll, settle, startService, waitFlushed, watchTree, type BenchServer } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
+import { mainThreadProfiles, partCost } from './cpuProfile.ts';
 
 const BATCH = 1000;
 const CLIENTS = 8;
@@ -121,37 +122,88 @@ async function lag(server: BenchServer, data: Buffer[]): Promise<[number, number
   }
 }
 
-export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVENTS ?? 200_000), rounds = Number(process.env.BENCH_ICEBERG_ROUNDS ?? 5)): Promise<string[][]> {
+/** The q-quantile of xs (linear between neighbours). */
+function quantile(xs: number[], q: number): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const at = (sorted.length - 1) * q;
+  const lo = Math.floor(at);
+  return sorted[lo] + (sorted[Math.min(lo + 1, sorted.length - 1)] - sorted[lo]) * (at - lo);
+}
+
+const pct = (x: number) => `${x >= 1 ? '+' : ''}${fmt((x - 1) * 100, 1)}%`;
+
+/** Alternating rounds on the two services (each round starting with the other one than the last); CPU s per 1M events, and the load average at each round. */
+async function rounds(on: BenchServer, off: BenchServer, data: Buffer[], count: number): Promise<{ on: number[]; off: number[]; load: number[] }> {
+  const runs = { on: [] as number[], off: [] as number[], load: [] as number[] };
+  await round(on, true, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
+  await round(off, false, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
+  for (let r = 0; r < count; r++) {
+    for (const lake of r % 2 === 0 ? [true, false] : [false, true]) {
+      runs.load.push(os.loadavg()[0]);
+      runs[lake ? 'on' : 'off'].push(await round(lake ? on : off, lake, `bench_iceberg_${r}`, data));
+    }
+  }
+  return runs;
+}
+
+/** The rows of the CPU comparison: medians, the paired ratio with its spread, the load. */
+function cpuRows(events: number, runs: { on: number[]; off: number[]; load: number[] }): string[][] {
+  const paired = runs.on.map((x, i) => x / runs.off[i]);
+  const spread = `IQR ${pct(quantile(paired, 0.25))} … ${pct(quantile(paired, 0.75))}; min–max ${pct(Math.min(...paired))} … ${pct(Math.max(...paired))}`;
+  const load = `${fmt(Math.min(...runs.load), 1)}–${fmt(Math.max(...runs.load), 1)}`;
+  return [
+    ['case', 'events/round', 'service CPU s/1M (median)', 'vs off: median of paired rounds', 'paired spread', 'rounds (CPU s/1M)', 'load average (1 min)'],
+    ['P_ICEBERG=off', fmt(events), fmt(median(runs.off), 2), '', '', runs.off.map((x) => fmt(x, 2)).join(' '), ''],
+    ['P_ICEBERG=on', fmt(events), fmt(median(runs.on), 2), `${pct(median(paired))} (medians ${pct(median(runs.on) / median(runs.off))})`, spread, runs.on.map((x) => fmt(x, 2)).join(' '), load],
+  ];
+}
+
+/** The publisher's own share of the on service, from its main thread's CPU profile over the same rounds. */
+async function profileRows(dir: string, pid: number, events: number, onCpuPer1M: number[]): Promise<string[][]> {
+  const files = await mainThreadProfiles(dir, pid);
+  if (!files.length) return [['no CPU profile of the service was written in', dir]];
+  const cost = await partCost(files[0], '/storage/iceberg/');
+  const share = cost.partSec / cost.busySec;
+  return [
+    ['publisher (src/storage/iceberg/) in the on service\'s main-thread profile', 'publisher s', 'main thread busy s', 'share of main thread', 'as % of the service tree\'s CPU (median round)'],
+    ['all rounds and the warm-up', fmt(cost.partSec, 2), fmt(cost.busySec, 2), `${fmt(share * 100, 1)}%`, `${fmt(((cost.partSec / (events / 1e6)) / median(onCpuPer1M)) * 100, 1)}% (${fmt(cost.partSec, 2)} s over ${fmt(events)} events)`],
+    ...cost.top.map(([where, sec]) => [`  ${where}`, fmt(sec, 3), '', '', '']),
+  ];
+}
+
+export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVENTS ?? 200_000), roundCount = Number(process.env.BENCH_ICEBERG_ROUNDS ?? 9)): Promise<string[][]> {
   const data = bodies(events);
   const env = { P_FLUSH_INTERVAL: '2s', P_ICEBERG_INTERVAL: INTERVAL, P_COMPACTION_INTERVAL: '1h' };
-  const on = await startService({ ...env, P_ICEBERG: 'on' });
-  const off = await startService({ ...env, P_ICEBERG: 'off' });
-  const runs = { on: [] as number[], off: [] as number[] };
+  // Both services are profiled (the same sampling overhead on both sides); the on one's profile gives the publisher's share.
+  const profileDir = await fs.mkdtemp(path.join(os.tmpdir(), 'bench-iceberg-prof-'));
+  const prof = ['--cpu-prof', `--cpu-prof-dir=${profileDir}`];
+  const on = await startService({ ...env, P_ICEBERG: 'on' }, prof);
+  const off = await startService({ ...env, P_ICEBERG: 'off' }, prof);
+  let stopped = false;
   try {
-    await round(on, true, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
-    await round(off, false, 'bench_iceberg_warmup', data.slice(0, Math.ceil(data.length / 4)));
-    for (let r = 0; r < rounds; r++) {
-      for (const lake of r % 2 === 0 ? [true, false] : [false, true]) {
-        runs[lake ? 'on' : 'off'].push(await round(lake ? on : off, lake, `bench_iceberg_${r}`, data));
-      }
-    }
+    const runs = await rounds(on, off, data, roundCount);
     const files = await lakeFiles(on.dataDir);
     const made = await commits(on.port);
-    const [lagSec, pollSec] = await lag(on, data);
-    const beside = await sparkBeside(on, 'bench_iceberg_lag');
-    const pct = (x: number) => `${x >= 1 ? '+' : ''}${fmt((x - 1) * 100, 1)}%`;
-    const paired = median(runs.on.map((x, i) => x / runs.off[i]));
-    return [
-      ['case', 'events/round', 'service CPU s/1M (median)', 'vs off', 'rounds', 'lake files/commit', 'ack → pyiceberg'],
-      ['P_ICEBERG=off', fmt(events), fmt(median(runs.off), 2), '', runs.off.map((x) => fmt(x, 2)).join(' '), '', ''],
-      ['P_ICEBERG=on', fmt(events), fmt(median(runs.on), 2), `${pct(median(runs.on) / median(runs.off))} (paired ${pct(paired)})`, runs.on.map((x) => fmt(x, 2)).join(' '), `${fmt(files / made, 1)} (${files} in ${made} commits)`, `${fmt(lagSec, 1)} s (poll ≤ ${fmt(pollSec, 1)} s; flush 2 s + interval ${INTERVAL})`],
-      [],
-      ['query (same rows checked)', 'our SQL ms (warm)', 'Spark local ms (warm)', 'Spark first run ms'],
-      ...beside,
-    ];
-  } finally {
+    const out = [...cpuRows(events, runs), [], ['lake files/commit (local disk)', `${fmt(files / made, 1)} (${files} in ${made} commits)`]];
+    if (process.env.BENCH_ICEBERG_READERS !== 'off') {
+      const [lagSec, pollSec] = await lag(on, data);
+      out.push(['ack → visible in pyiceberg', `${fmt(lagSec, 1)} s (poll ≤ ${fmt(pollSec, 1)} s; flush 2 s + interval ${INTERVAL})`]);
+      const beside = await sparkBeside(on, 'bench_iceberg_lag');
+      out.push([], ['query (same rows checked)', 'our SQL ms (warm)', 'Spark local ms (warm)', 'Spark first run ms'], ...beside);
+    }
+    // The profile is written when the service exits.
     await on.stop();
     await off.stop();
+    stopped = true;
+    const warmup = Math.ceil(data.length / 4) * BATCH;
+    out.push([], ...(await profileRows(profileDir, on.pid, events * roundCount + warmup + (process.env.BENCH_ICEBERG_READERS !== 'off' ? events : 0), runs.on)));
+    return out;
+  } finally {
+    if (!stopped) {
+      await on.stop();
+      await off.stop();
+    }
+    await fs.rm(profileDir, { recursive: true, force: true });
   }
 }
 

@@ -1,6 +1,6 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDuckDB, withConnection, type DuckDBSource } from '../../src/duckdb.ts';
 import { Catalog, type FileEntry } from '../../src/storage/catalog.ts';
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
@@ -16,7 +16,8 @@ import { tempDir } from '../helpers/server.ts';
  * The publisher's commit rules, with several publishers (workers) over one local store: versions only by
  * conditional creation, strictly increasing; every file published exactly once whoever wins; a worker
  * that has not read another's manifests never removes that worker's files; a failure between the Avro
- * uploads and the commit leaves the table as it was; the GC guard follows retained snapshots.
+ * uploads and the commit leaves the table as it was; the GC guard follows retained snapshots; an idle
+ * dataset costs no store request until it changes or its recheck is due.
  */
 
 const NAME = 'ds';
@@ -138,5 +139,40 @@ describe('Iceberg publisher', () => {
     const merged = (await parquet(0)).key;
     expect(after.files).not.toContain(merged);
     expect(w.publisher.referenced(merged)).toBe(false);
+  });
+
+  it('skips idle rounds: no LIST while the catalog and schema are unchanged, until a change or the recheck', async () => {
+    let lists = 0;
+    const counting: ObjectStore = Object.assign(Object.create(Object.getPrototypeOf(store)), store, {
+      list: (prefix: string) => {
+        lists++;
+        return store.list(prefix);
+      },
+    });
+    const w = worker(counting);
+    for (const f of (await table()).files) w.apply([{ ...(await parquet(0)), key: f }]);
+    await w.publisher.publishAll([w.ds]);
+    const inStep = lists;
+    expect(inStep).toBeGreaterThan(0);
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBe(inStep);
+    // A new file in the catalog: the next round lists, plans and commits it.
+    const added = await parquet(43);
+    w.apply([added]);
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBeGreaterThan(inStep);
+    expect((await table()).files).toContain(added.key);
+    const committed = lists;
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBe(committed);
+    // Ten intervals later it looks again (other workers' versions, snapshot expiry).
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now + 10_001);
+    try {
+      await w.publisher.publishAll([w.ds]);
+    } finally {
+      clock.mockRestore();
+    }
+    expect(lists).toBeGreaterThan(committed);
   });
 });
