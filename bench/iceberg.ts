@@ -23,6 +23,7 @@ import { readerCounts } from '../test/helpers/iceberg.ts';
 import { api, BENCH_KEY, fmt, median, runIfMain, sendAll, settle, startService, waitFlushed, watchTree, type BenchServer } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 import { mainThreadProfiles, partCost } from './cpuProfile.ts';
+import { icebergRequests } from './icebergRequests.ts';
 
 const BATCH = 1000;
 const CLIENTS = 8;
@@ -197,6 +198,7 @@ export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVE
     stopped = true;
     const warmup = Math.ceil(data.length / 4) * BATCH;
     out.push([], ...(await profileRows(profileDir, on.pid, events * roundCount + warmup + (process.env.BENCH_ICEBERG_READERS !== 'off' ? events : 0), runs.on)));
+    if (process.env.BENCH_ICEBERG_S3 !== 'off') out.push([], ...(await icebergRequests(data[0])));
     return out;
   } finally {
     if (!stopped) {
