@@ -226,7 +226,8 @@ export async function benchIceberg(events = Number(process.env.BENCH_ICEBERG_EVE
       await on.stop();
       await off.stop();
     }
-    await fs.rm(profileDir, { recursive: true, force: true });
+    if (!process.env.BENCH_ICEBERG_KEEP_PROFILE) await fs.rm(profileDir, { recursive: true, force: true });
+    else console.error('profiles kept in', profileDir);
   }
 }
 

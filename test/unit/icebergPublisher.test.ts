@@ -17,7 +17,7 @@ import { tempDir } from '../helpers/server.ts';
  * conditional creation, strictly increasing; every file published exactly once whoever wins; a worker
  * that has not read another's manifests never removes that worker's files; a failure between the Avro
  * uploads and the commit leaves the table as it was; the GC guard follows retained snapshots; an idle
- * dataset costs no store request until it changes or its recheck is due.
+ * dataset costs no store request until it changes or its recheck is due (reads counted: LIST and GET).
  */
 
 const NAME = 'ds';
@@ -141,12 +141,16 @@ describe('Iceberg publisher', () => {
     expect(w.publisher.referenced(merged)).toBe(false);
   });
 
-  it('skips idle rounds: no LIST while the catalog and schema are unchanged, until a change or the recheck', async () => {
+  it('skips idle rounds: no store request while the catalog and schema are unchanged, until a change or the recheck', async () => {
     let lists = 0;
     const counting: ObjectStore = Object.assign(Object.create(Object.getPrototypeOf(store)), store, {
       list: (prefix: string) => {
         lists++;
         return store.list(prefix);
+      },
+      getBytes: (key: string) => {
+        lists++;
+        return store.getBytes(key);
       },
     });
     const w = worker(counting);

@@ -169,7 +169,7 @@ export class IcebergPublisher {
   /** The table's current metadata, as readers load it (the newest version in the store). */
   async current(ds: Dataset): Promise<{ location: string; metadata: TableMetadata } | undefined> {
     const { name, generation } = ds.meta;
-    let version = await this.reader.latestVersion(name, generation);
+    let version = await this.reader.latestVersion(name, generation, this.states.get(`${name}/${generation}`)?.version);
     if (version === 0) {
       await this.publish(ds);
       version = await this.reader.latestVersion(name, generation);
@@ -182,7 +182,7 @@ export class IcebergPublisher {
   async publish(ds: Dataset): Promise<boolean> {
     const { name, generation } = ds.meta;
     for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
-      const version = await this.reader.latestVersion(name, generation);
+      const version = await this.reader.latestVersion(name, generation, this.states.get(`${name}/${generation}`)?.version);
       // Keyed by generation too: a dataset deleted and created again is another table.
       const state = version ? await this.reader.load(name, generation, version, this.states.get(`${name}/${generation}`)) : undefined;
       if (state) await this.remember(name, generation, state);
