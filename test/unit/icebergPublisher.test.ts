@@ -7,7 +7,8 @@ import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import { decodeAvroFile, type ManifestEntry, type ManifestFile } from '../../src/storage/iceberg/avro.ts';
 import { decodeTableMetadata } from '../../src/storage/iceberg/metadata.ts';
 import { IcebergPublisher } from '../../src/storage/iceberg/publisher.ts';
-import { icebergMetadataPrefix, parseIcebergMetadataVersion } from '../../src/storage/layout.ts';
+import { TableReader } from '../../src/storage/iceberg/table.ts';
+import { icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../../src/storage/layout.ts';
 import { LocalObjectStore, type ObjectStore } from '../../src/storage/objectStore.ts';
 import { Quarantine } from '../../src/storage/quarantine.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -71,6 +72,27 @@ async function table() {
   }
   return { versions, latest, files: files.sort() };
 }
+
+describe('the newest metadata version', () => {
+  it.each([
+    // [versions in the store, the version the worker knows, requests: LIST, GET]
+    [[1, 2, 3], 3, 0, 1],
+    [[1, 2, 3], 1, 1, 1],
+    [[1, 2, 3], undefined, 1, 0],
+    [[], undefined, 1, 0],
+  ])('versions %j, known %s: LIST %i, GET %i', async (versions, known, lists, gets) => {
+    const own = new LocalObjectStore(path.join(dir, `versions-${versions.length}-${known}`));
+    for (const v of versions) await own.putIfAbsent(icebergMetadataKey('t', 'g', v), '{}');
+    const seen = { list: 0, get: 0 };
+    const counting: ObjectStore = Object.assign(Object.create(Object.getPrototypeOf(own)), own, {
+      list: (prefix: string) => (seen.list++, own.list(prefix)),
+      getBytes: (key: string) => (seen.get++, own.getBytes(key)),
+    });
+    const reader = new TableReader(counting, (u) => u);
+    expect(await reader.latestVersion('t', 'g', known)).toBe(Math.max(0, ...versions));
+    expect(seen).toEqual({ list: lists, get: gets });
+  });
+});
 
 describe('Iceberg publisher', () => {
   it('three workers racing commit every file exactly once, in strictly increasing versions', async () => {
