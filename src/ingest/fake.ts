@@ -16,7 +16,7 @@ export interface RecordedIngest {
 }
 
 /** What the next call answers: an error thrown as the service would, or (shipper) per-group errors. */
-export type Script = { throws?: DomainError; groupErrors?: Record<string, DomainError>; count?: number };
+export type Script = { throws?: DomainError; groupErrors?: Record<string, DomainError>; count?: number; info?: IngestResult['info'] };
 
 async function readAll(body: Uint8Array | IngestBody): Promise<Buffer> {
   if (body instanceof Uint8Array) return Buffer.from(body);
@@ -38,9 +38,11 @@ export class RecordingIngest implements Ingest {
 
   async ingest(req: IngestRequest): Promise<IngestResult> {
     const body = await readAll(req.body);
+    // The service releases a door's reservation (gRPC takes one before reading the message); so does the fake.
+    req.lease?.release();
     this.calls.push({ call: 'ingest', dataset: req.dataset, format: req.format, headers: req.headers, body, rights: req.rights });
     if (this.script.throws) throw this.script.throws;
-    return { dataset: req.dataset ?? '', count: this.script.count ?? 1, info: {} };
+    return { dataset: req.dataset ?? '', count: this.script.count ?? 1, info: this.script.info ?? {} };
   }
 
   async ingestGroups(req: ShipperRequest): Promise<GroupResult[]> {
