@@ -54,7 +54,7 @@ describe('OTLP/gRPC door in process', async () => {
     client.close();
     await server.close();
   });
-  const budgetIsFree = () => waitFor('every reservation is given back', () => inflight.inUse === 0 && inflight.queued === 0, 10_000);
+  const budgetIsFree = () => waitFor('every reservation is given back', async () => inflight.inUse === 0 && inflight.queued === 0, 10_000);
 
   it.each([
     { signal: 'logs' as const, gzip: false },
@@ -86,7 +86,7 @@ describe('OTLP/gRPC door in process', async () => {
     expect(fake.last()).toMatchObject({ dataset: undefined, format: { signal: 'traces' }, rights: { ingest: true } });
   });
 
-  it.each([
+  it.each<{ name: string; headers: Record<string, string>; details: RegExp }>([
     { name: 'no key', headers: {}, details: /missing API key/ },
     { name: 'an unknown key', headers: { 'x-api-key': 'nope' }, details: /invalid API key/ },
     { name: 'a wrong Bearer key', headers: { authorization: 'Bearer nope' }, details: /invalid API key/ },
