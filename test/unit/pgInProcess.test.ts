@@ -208,6 +208,44 @@ describe('PostgreSQL door in process', async () => {
     });
   });
 
+  it('statement bytes are counted per session (P_PG_MAX_SESSION_STATE) and per key (P_PG_MAX_KEY_STATE), and given back when a connection closes', async () => {
+    // A server of its own with small state bounds: ~80 KB of state per statement (40,000 characters, two
+    // bytes each), as much for the portal a query binds beside it: a session (256 KiB) keeps two and binds
+    // a third's portal no more; the key (400 KiB) holds five such shares across its connections.
+    const small = loadConfig({ P_DATA_DIR: dir, P_PG_ADDR: '127.0.0.1:0', P_PG_MAX_SESSION_STATE: '256KiB', P_PG_MAX_KEY_STATE: '400KiB' });
+    const bounded = await startPgServer({ ...services, config: small } as Services, small.pg!);
+    const at = (password: string) => new pg.Client({ host: '127.0.0.1', port: (bounded.address() as net.AddressInfo).port, user: 'u', password, database: 'd' });
+    const statement = (i: number) => `SELECT x FROM app -- ${i} ${'y'.repeat(40_000)}`;
+    fake.script = { fields: ['x'], rows: [['1']] };
+    const [first, second, other] = [at('r'), at('r'), at('only')];
+    try {
+      for (const c of [first, second, other]) await c.connect();
+      await first.query({ name: 'a1', text: statement(1) });
+      await first.query({ name: 'a2', text: statement(2) });
+      await expect(first.query({ name: 'a3', text: statement(3) })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_PG_MAX_SESSION_STATE/) });
+      await second.query({ name: 'b1', text: statement(4) });
+      await expect(second.query({ name: 'b2', text: statement(5) })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_PG_MAX_KEY_STATE/) });
+      // Another key is not affected.
+      await other.query({ name: 'o1', text: statement(6) });
+      // A new connection of the key gets no room while the first holds its share, and gets it once that closed.
+      const prepareAnew = async () => {
+        const c = at('r');
+        await c.connect();
+        try {
+          return await c.query({ name: 'c1', text: statement(7) }).then(() => 'ok', (err: Error) => err.message);
+        } finally {
+          await c.end();
+        }
+      };
+      expect(await prepareAnew()).toMatch(/P_PG_MAX_KEY_STATE/);
+      await first.end();
+      await expect.poll(prepareAnew, { timeout: 10_000 }).toBe('ok');
+    } finally {
+      for (const c of [first, second, other]) await c.end().catch(() => undefined);
+      await new Promise<void>((resolve) => bounded.close(() => resolve()));
+    }
+  });
+
   it.each([
     { name: 'a startup length below its own size', bytes: () => Buffer.from([0, 0, 0, 2, 0, 0]) },
     { name: 'protocol 9.0', bytes: () => Buffer.from([0, 0, 0, 8, 0, 9, 0, 0]) },
