@@ -13,6 +13,8 @@ export interface RecordedIngest {
   rights: IngestRequest['rights'];
   /** Shipper requests: the groups the door's own decoder made of the body. */
   groups?: EventGroup[];
+  /** The door's abort signal (the client went away: the service stores nothing). */
+  signal?: AbortSignal;
 }
 
 /** What the next call answers: an error thrown as the service would, or (shipper) per-group errors. */
@@ -40,7 +42,7 @@ export class RecordingIngest implements Ingest {
     const body = await readAll(req.body);
     // The service releases a door's reservation (gRPC takes one before reading the message); so does the fake.
     req.lease?.release();
-    this.calls.push({ call: 'ingest', dataset: req.dataset, format: req.format, headers: req.headers, body, rights: req.rights });
+    this.calls.push({ call: 'ingest', dataset: req.dataset, format: req.format, headers: req.headers, body, rights: req.rights, signal: req.signal });
     if (this.script.throws) throw this.script.throws;
     return { dataset: req.dataset ?? '', count: this.script.count ?? 1, info: this.script.info ?? {} };
   }

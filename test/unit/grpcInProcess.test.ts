@@ -1,3 +1,4 @@
+import * as net from 'node:net';
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config.ts';
 import { startOtlpGrpc } from '../../src/doors/grpc/otlp.ts';
@@ -10,7 +11,7 @@ import { InflightBudget } from '../../src/ingest/inflight.ts';
 import { requestClass, responseClass } from '../../src/ingest/otlp/generated.ts';
 import { RawOtlpClient, type Signal } from '../helpers/otlpGrpc.ts';
 import { tempDir } from '../helpers/server.ts';
-import { waitFor } from '../helpers/wait.ts';
+import { sleep, waitFor } from '../helpers/wait.ts';
 
 /**
  * The OTLP/gRPC door in process (test/README.md "Where a test goes"): the real grpc-js server of
@@ -19,7 +20,7 @@ import { waitFor } from '../helpers/wait.ts';
  * (signal, dataset, bytes, rights), and the status per error kind the service throws. The expected
  * codes come from the door's own kind → status map (GRPC_STATUS). What stays a system test
  * (test/otlpGrpc.test.ts): the OpenTelemetry exporters end to end, rows stored and read back, the
- * decoder's partial success, HTTP and gRPC giving the same rows, connection age behind a balancer.
+ * decoder's partial success, HTTP and gRPC giving the same rows, a full budget held by an HTTP body.
  */
 const OK = 0;
 const RESOURCE_EXHAUSTED = 8;
@@ -158,10 +159,13 @@ describe('OTLP/gRPC door in process', async () => {
       held.release();
     }
     await budgetIsFree();
-    // Neither call reached the service, also once room was made.
-    expect(fake.calls.length).toBe(before);
+    // The cancelled call may still be handed on if room is made before the server has read the client's
+    // RST_STREAM (here, in one process, right after the client's deadline): then with its abort signal,
+    // and the service stores nothing (test/otlpGrpc.test.ts checks that end to end). At most that one.
+    const handedOn = fake.calls.length - before;
+    expect(handedOn).toBeLessThanOrEqual(1);
     expect(await client.call('logs', REQUESTS.logs, { 'x-api-key': 'w' })).toMatchObject({ code: OK });
-    expect(fake.calls.length).toBe(before + 1);
+    expect(fake.calls.length).toBe(before + handedOn + 1);
   });
 
   it('grpc.health.v1.Health/Check answers SERVING without a key', async () => {
@@ -169,5 +173,37 @@ describe('OTLP/gRPC door in process', async () => {
     expect(answer.code).toBe(OK);
     // HealthCheckResponse { status = SERVING (1) }.
     expect([...answer.response!]).toEqual([0x08, 0x01]);
+  });
+
+  it('an old connection is closed (P_OTLP_GRPC_MAX_CONNECTION_AGE) and the client reconnects without a failed call', async () => {
+    const aging = await startOtlpGrpc({ ...config.otlpGrpc, maxConnectionAgeMs: 300, maxConnectionAgeGraceMs: 300, addr: '127.0.0.1:0' }, { keys, ingest: fake, connections, slowBody: config.ingest });
+    // A TCP relay in front of the server counts the client's connections (as a balancer would spread them).
+    let opened = 0;
+    const relay = net.createServer((socket) => {
+      opened++;
+      const upstream = net.connect(aging.port, '127.0.0.1');
+      socket.pipe(upstream).pipe(socket);
+      socket.on('error', () => upstream.destroy());
+      upstream.on('error', () => socket.destroy());
+    });
+    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
+    const aged = new RawOtlpClient(`127.0.0.1:${(relay.address() as net.AddressInfo).port}`);
+    fake.script = {};
+    const before = fake.calls.length;
+    let calls = 0;
+    try {
+      await waitFor('a second connection', async () => {
+        const answer = await aged.call('logs', REQUESTS.logs, { 'x-api-key': 'w' });
+        expect(answer.code, answer.details).toBe(OK);
+        calls++;
+        await sleep(50);
+        return opened >= 2;
+      }, 20_000);
+      expect(fake.calls.length - before).toBe(calls);
+    } finally {
+      aged.close();
+      relay.close();
+      await aging.close();
+    }
   });
 });
