@@ -246,6 +246,47 @@ describe('PostgreSQL door in process', async () => {
     }
   });
 
+  /** A server of its own with other settings, closed after `fn`. */
+  async function withServer(env: Record<string, string>, fn: (connect: () => Promise<pg.Client>) => Promise<void>): Promise<void> {
+    const own = loadConfig({ P_DATA_DIR: dir, P_PG_ADDR: '127.0.0.1:0', ...env });
+    const listener = await startPgServer({ ...services, config: own } as Services, own.pg!);
+    const opened: pg.Client[] = [];
+    const connect = async () => {
+      const c = new pg.Client({ host: '127.0.0.1', port: (listener.address() as net.AddressInfo).port, user: 'u', password: 'r', database: 'd' });
+      c.on('error', () => undefined);
+      opened.push(c);
+      await c.connect();
+      return c;
+    };
+    try {
+      await fn(connect);
+    } finally {
+      for (const c of opened) await c.end().catch(() => undefined);
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
+  }
+
+  it('refuses connections past P_PG_MAX_CONNECTIONS (53300 at startup), and has room again once one closed', async () => {
+    fake.script = { fields: ['x'], rows: [['1']] };
+    await withServer({ P_PG_MAX_CONNECTIONS: '3' }, async (connect) => {
+      const held = [await connect(), await connect(), await connect()];
+      await expect(connect()).rejects.toMatchObject({ code: '53300' });
+      await held[0].end();
+      // The server counts a connection until its socket closes.
+      await expect.poll(() => connect().then(() => 'in', (err: { code?: string }) => err.code), { timeout: 10_000 }).toBe('in');
+    });
+  });
+
+  it('closes a connection idle past P_PG_IDLE_TIMEOUT with a FATAL 57P05', async () => {
+    fake.script = { fields: ['x'], rows: [['1']] };
+    await withServer({ P_PG_IDLE_TIMEOUT: '300ms' }, async (connect) => {
+      const c = await connect();
+      const closed = new Promise<string | undefined>((resolve) => c.once('error', (err: { code?: string }) => resolve(err.code)));
+      expect((await c.query('SELECT x FROM app')).rows).toEqual([{ x: '1' }]);
+      expect(await closed).toBe('57P05');
+    });
+  });
+
   it.each([
     { name: 'a startup length below its own size', bytes: () => Buffer.from([0, 0, 0, 2, 0, 0]) },
     { name: 'protocol 9.0', bytes: () => Buffer.from([0, 0, 0, 8, 0, 9, 0, 0]) },
