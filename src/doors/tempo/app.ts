@@ -6,10 +6,12 @@
  */
 import { Hono, type Context } from 'hono';
 import { invalidInput, notFound } from '../../errors.ts';
+import { otlpTracesData } from '../../query/traces/otlp.ts';
+import { normalTraceId as storedTraceId } from '../../query/traces/sql.ts';
 import { traceById as storedTrace } from '../../query/traces/store.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { plainTextError } from '../shared/httpStatus.ts';
-import { traceByIdResponseProto, tracesData, tracesDataProto } from './otlp.ts';
+import { traceByIdResponseProto, tracesDataProto } from './otlp.ts';
 import { params, rangeParams, tempoRequest, timeRange } from './request.ts';
 import { search } from './search.ts';
 import { tagNames, tagNamesV2, tagValues } from './tags.ts';
@@ -17,10 +19,11 @@ import { tagNames, tagNamesV2, tagValues } from './tags.ts';
 /** The Tempo version buildinfo reports: the API this door follows. */
 export const TEMPO_VERSION = '2.8.0';
 
-/** A trace id as stored: 32 lower-case hex digits (a shorter id is left-padded with zeros, as Tempo does). */
+/** A trace id as stored (the traces store's rule: a shorter id is left-padded, as Tempo does), or Tempo's 400. */
 export function normalTraceId(id: string): string {
-  if (!/^[0-9a-fA-F]{1,32}$/.test(id)) throw invalidInput(`invalid trace id "${id}": expected up to 32 hex digits`);
-  return id.toLowerCase().padStart(32, '0');
+  const normal = storedTraceId(id);
+  if (normal === undefined) throw invalidInput(`invalid trace id "${id.slice(0, 64)}": expected up to 32 hex digits`);
+  return normal;
 }
 
 const wantsProtobuf = (c: Context<AppEnv>) => /application\/(x-)?protobuf/i.test(c.req.header('accept') ?? '');
@@ -35,7 +38,7 @@ async function traceById(c: Context<AppEnv>, services: Services, v2: boolean) {
   const window = timeRange(p, services.config.traces.lookbackMs);
   const spans = await storedTrace({ queries: services.queries, dataset: req.dataset, principalId: req.principalId, canRead: req.canRead, signal: req.signal }, id, window);
   if (spans.length === 0) throw notFound(`trace ${id} not found`);
-  const data = tracesData(spans);
+  const data = otlpTracesData(spans);
   if (wantsProtobuf(c)) {
     const bytes = tracesDataProto(data);
     return c.body(Buffer.from(v2 ? traceByIdResponseProto(bytes) : bytes), 200, { 'Content-Type': 'application/protobuf' });

@@ -9,9 +9,9 @@ import { invalidInput } from '../../errors.ts';
 import { collectRows } from '../../query/sql/collect.ts';
 import { parseDuration, parseTraceql, type Condition, type TraceqlQuery } from '../../query/traceql/parse.ts';
 import { searchSql, type OutputField } from '../../query/traceql/search.ts';
+import { anyValue } from '../../query/traces/otlp.ts';
 import type { AppEnv, Services } from '../shared/context.ts';
 import { params, SEARCH_DEFAULT_LOOKBACK_MS, searchParams, tempoRequest, timeRange } from './request.ts';
-import { anyValue } from './otlp.ts';
 
 /** Parses Tempo's logfmt `tags` (`a=b c="d e"`) into pairs. */
 export function parseLogfmt(text: string): [string, string][] {

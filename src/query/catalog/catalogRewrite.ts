@@ -3,9 +3,8 @@
  * parse-tree rewrites that make DuckDB read it as PostgreSQL would (see catalog.ts, which runs them).
  */
 import { invalidInput } from '../../errors.ts';
+import { forEachNode, type Node } from './ast.ts';
 import { RELATION_MACROS } from './catalogSql.ts';
-
-type Node = Record<string, unknown>;
 
 const CATALOG_SCHEMAS = new Set(['pg_catalog', 'information_schema']);
 
@@ -275,20 +274,12 @@ export function nsComparableWithTimestamptz(ast: Node, nsColumns: ReadonlySet<st
       }
     }
   };
-  const visit = (value: unknown): void => {
-    if (Array.isArray(value)) {
-      value.forEach(visit);
-      return;
-    }
-    if (value === null || typeof value !== 'object') return;
-    const n = value as Node;
+  forEachNode(ast, (n) => {
     if (n.class === 'COMPARISON') {
       if (isNsColumn(n.left)) fix(n, ['right']);
       if (isNsColumn(n.right)) fix(n, ['left']);
     } else if (n.class === 'BETWEEN' && isNsColumn(n.input)) fix(n, ['lower', 'upper']);
-    for (const v of Object.values(n)) visit(v);
-  };
-  visit(ast);
+  });
   return { rewritten, params: [...params] };
 }
 

@@ -7,9 +7,8 @@
  * Computed on the statement as written, before the catalog rewrite replaces casts and renames functions.
  */
 
+import { forEachNode, type Node } from './ast.ts';
 import { CATALOG_COLUMN_TYPES, CATALOG_FUNCTION_TYPES } from './pgColumnTypes.ts';
-
-type Node = Record<string, unknown>;
 
 /** A name and how sure it is (PostgreSQL's strength: 2 a column or function, 1 a type or `case`, 0 none). */
 type Figured = [name: string, strength: number];
@@ -92,24 +91,15 @@ function foldedAlias(alias: string, sql: string): string {
 /** Each select-list item of the statement (and its subqueries) → the name PostgreSQL gives its column. */
 export function pgColumnNames(ast: unknown, sql: string): Map<Node, string> {
   const out = new Map<Node, string>();
-  const visit = (value: unknown): void => {
-    if (Array.isArray(value)) {
-      value.forEach(visit);
-      return;
+  forEachNode(ast, (n) => {
+    if (n.type !== 'SELECT_NODE') return;
+    for (const item of (n.select_list as Node[] | undefined) ?? []) {
+      if (item.class === 'STAR' || item.class === 'COLUMNS') continue;
+      // A name written (an alias, a column) is folded as PostgreSQL folds it; a figured one is as figured.
+      const written = item.alias ? String(item.alias) : item.class === 'COLUMN_REF' ? (item.column_names as string[]).at(-1)! : undefined;
+      out.set(item, written ? foldedAlias(written, sql) : figure(item)[0]);
     }
-    if (value === null || typeof value !== 'object') return;
-    const n = value as Node;
-    if (n.type === 'SELECT_NODE') {
-      for (const item of (n.select_list as Node[] | undefined) ?? []) {
-        if (item.class === 'STAR' || item.class === 'COLUMNS') continue;
-        // A name written (an alias, a column) is folded as PostgreSQL folds it; a figured one is as figured.
-        const written = item.alias ? String(item.alias) : item.class === 'COLUMN_REF' ? (item.column_names as string[]).at(-1)! : undefined;
-        out.set(item, written ? foldedAlias(written, sql) : figure(item)[0]);
-      }
-    }
-    for (const v of Object.values(n)) visit(v);
-  };
-  visit(ast);
+  });
   return out;
 }
 

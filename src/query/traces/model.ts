@@ -54,6 +54,9 @@ export const spanRowSchema = z.object({
   span_status_code: z.number().nullable().optional(),
   span_status_message: z.string().nullable().optional(),
   span_flags: z.number().nullable().optional(),
+  span_dropped_attributes_count: z.number().nullable().optional(),
+  span_dropped_events_count: z.number().nullable().optional(),
+  span_dropped_links_count: z.number().nullable().optional(),
   span_events: jsonText(eventSchema),
   span_links: jsonText(linkSchema),
   scope_name: z.string().nullable().optional(),
@@ -81,6 +84,10 @@ export interface Span {
   status: StatusCode;
   statusMessage: string | null;
   flags: number;
+  /** What the sender dropped (OTLP's counts; 0 or absent when none). */
+  droppedAttributesCount?: number;
+  droppedEventsCount?: number;
+  droppedLinksCount?: number;
   serviceName: string;
   scopeName: string | null;
   scopeVersion: string | null;
@@ -94,7 +101,7 @@ export interface Span {
 
 /** Columns of a span row that are neither attributes nor span fields: the service's own and the computed ones. */
 const isServiceColumn = (name: string) => name.startsWith('p_') || name.startsWith('@');
-const FIXED = new Set([...Object.keys(spanRowSchema.shape), 'span_kind_description', 'span_status_description', 'span_start_time_unix_nano', 'span_end_time_unix_nano', 'span_duration_ns', 'span_dropped_attributes_count', 'span_dropped_events_count', 'span_dropped_links_count', 'resource_schema_url', 'resource_dropped_attributes_count', 'scope_schema_url', 'scope_dropped_attributes_count']);
+const FIXED = new Set([...Object.keys(spanRowSchema.shape), 'span_kind_description', 'span_status_description', 'span_start_time_unix_nano', 'span_end_time_unix_nano', 'span_duration_ns', 'resource_schema_url', 'resource_dropped_attributes_count', 'scope_schema_url', 'scope_dropped_attributes_count']);
 
 const isLegacyResourceKey = (key: string) => LEGACY_RESOURCE_PREFIXES.some((p) => key.startsWith(p));
 
@@ -134,6 +141,9 @@ export function spanFromRow(row: Record<string, unknown>): Span {
     status: STATUS_NAMES[r.span_status_code ?? 0] ?? 'unset',
     statusMessage: r.span_status_message || null,
     flags: r.span_flags ?? 0,
+    droppedAttributesCount: r.span_dropped_attributes_count ?? 0,
+    droppedEventsCount: r.span_dropped_events_count ?? 0,
+    droppedLinksCount: r.span_dropped_links_count ?? 0,
     serviceName: serviceOf(resource, attributes),
     scopeName: r.scope_name || null,
     scopeVersion: r.scope_version || null,
