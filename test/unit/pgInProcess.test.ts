@@ -278,11 +278,10 @@ describe('PostgreSQL door in process', async () => {
   });
 
   it('closes a connection idle past P_PG_IDLE_TIMEOUT with a FATAL 57P05', async () => {
-    fake.script = { fields: ['x'], rows: [['1']] };
-    await withServer({ P_PG_IDLE_TIMEOUT: '300ms' }, async (connect) => {
+    // Long enough that a login on a loaded machine is not cut by it; the connection then does nothing.
+    await withServer({ P_PG_IDLE_TIMEOUT: '1s' }, async (connect) => {
       const c = await connect();
       const closed = new Promise<string | undefined>((resolve) => c.once('error', (err: { code?: string }) => resolve(err.code)));
-      expect((await c.query('SELECT x FROM app')).rows).toEqual([{ x: '1' }]);
       expect(await closed).toBe('57P05');
     });
   });
