@@ -12,7 +12,7 @@ import protobuf from 'protobufjs';
 import type { Config } from '../../config.ts';
 import { DomainError, listenError } from '../../errors.ts';
 import { encodeOtlpResponse, type OtlpSignal } from '../../ingest/otlp/index.ts';
-import type { IngestService } from '../../ingest/service.ts';
+import type { Ingest, IngestService } from '../../ingest/service.ts';
 import { log } from '../../log.ts';
 import { grpcDuration, grpcRequests } from '../../metrics.ts';
 import { ingestRights, type ApiKeys } from '../shared/auth.ts';
@@ -97,7 +97,8 @@ export interface OtlpGrpcServer {
 
 export interface OtlpGrpcDeps {
   keys: ApiKeys;
-  ingest: IngestService;
+  /** The ingest seam and its in-flight budget (an IngestService; in-process tests: RecordingIngest with a budget). */
+  ingest: Ingest & Pick<IngestService, 'inflight'>;
   connections: ConnectionBudget;
   /** The slow-body bounds of ingestion, applied to a message as it arrives. */
   slowBody: { bodyTimeoutMs: number; minBodyRate: number };
@@ -143,7 +144,7 @@ function recordMethods(server: grpc.Server): string[] {
 }
 
 /** One Export handler: the admitted message goes to the ingest service with its reservation. */
-function exportHandler(signal: OtlpSignal, ingest: IngestService): grpc.handleUnaryCall<AdmittedExport, Buffer> {
+function exportHandler(signal: OtlpSignal, ingest: Ingest): grpc.handleUnaryCall<AdmittedExport, Buffer> {
   const method = `${SERVICE[signal]}/Export`;
   return (call, callback) => {
     const started = performance.now();
