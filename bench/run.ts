@@ -233,12 +233,14 @@ async function main(): Promise<void> {
   }
   if (process.env.BENCH_SKIP_ICEBERG !== '1') {
     console.log('\n## Iceberg lake (docs/lake.md): publish cost on vs off, lake files per commit, ack → pyiceberg; Spark local beside our SQL');
-    // Two tables, separated by an empty row.
-    const rows = await benchIceberg();
-    const cut = rows.findIndex((r) => r.length === 0);
-    table(rows.slice(0, cut));
-    console.log('');
-    table(rows.slice(cut + 1));
+    // Several tables, separated by empty rows.
+    let rows = await benchIceberg();
+    while (rows.length) {
+      const cut = rows.findIndex((r) => r.length === 0);
+      table(cut < 0 ? rows : rows.slice(0, cut));
+      rows = cut < 0 ? [] : rows.slice(cut + 1);
+      if (rows.length) console.log('');
+    }
   }
   if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
   if (process.env.BENCH_SKIP_PG !== '1') {

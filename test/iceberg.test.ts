@@ -1,4 +1,5 @@
 import * as fs from 'node:fs/promises';
+import * as net from 'node:net';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { readerCounts, type ReaderArgs } from './helpers/iceberg.ts';
@@ -12,20 +13,44 @@ import { startServer, type TestServer } from './helpers/server.ts';
  * (test/fixtures/iceberg/readers.py, provisioned by scripts/test-setup.d/70-iceberg-readers.sh). Each
  * reader's count, with and without a time filter, must equal the service's own SQL over the same range
  * and the count of the rows sent, for a JSON dataset, OTLP logs, traces and metrics and a remote-write
- * dataset, on local disk and on S3 (moto); and the catalog door's own contract. The JVM readers are in
+ * dataset, on local disk and on S3 (moto) — there the readers reach the bucket by another address than
+ * the workers (P_ICEBERG_S3_PUBLIC_ENDPOINT: a relay on 127.0.0.2) —; and the catalog door's own contract. The JVM readers are in
  * icebergJvm.test.ts, consistency under compaction, retention, several workers and crashes in
  * icebergConsistency.test.ts.
  */
 
 
+/**
+ * The readers' address of the bucket: a TCP relay on another loopback address (127.0.0.2) to the S3
+ * server the workers reach at 127.0.0.1, counting the connections it relays.
+ */
+async function readersAddress(target: string): Promise<{ endpoint: string; connections: () => number; close: () => Promise<void> }> {
+  const { hostname, port } = new URL(target);
+  let connections = 0;
+  const relay = net.createServer((client) => {
+    connections++;
+    const upstream = net.connect(Number(port), hostname);
+    client.on('error', () => upstream.destroy()).pipe(upstream).on('error', () => client.destroy()).pipe(client);
+  });
+  await new Promise<void>((resolve) => relay.listen(0, '127.0.0.2', resolve));
+  return {
+    endpoint: `http://127.0.0.2:${(relay.address() as net.AddressInfo).port}`,
+    connections: () => connections,
+    close: () => new Promise<void>((r) => relay.close(() => r())),
+  };
+}
+
 describe.each(LAKE_BACKENDS)('Iceberg readers over the REST catalog, %s', (_backend, backend) => {
   let server: TestServer;
   let s3: S3TestServer | undefined;
+  let readers: Awaited<ReturnType<typeof readersAddress>> | undefined;
 
   beforeAll(async () => {
     const b = await backend();
     s3 = b.s3;
-    server = await startServer({ env: { ...b.env, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
+    readers = s3 && (await readersAddress(s3.endpoint));
+    const publicEndpoint: Record<string, string> = readers ? { P_ICEBERG_S3_PUBLIC_ENDPOINT: readers.endpoint } : {};
+    server = await startServer({ env: { ...b.env, ...publicEndpoint, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s' } });
     for (const [kind, sender] of Object.entries(SENDERS)) {
       const res = await sender.send(server, name(kind));
       expect(res.status, await res.text()).toBeLessThan(300);
@@ -34,10 +59,13 @@ describe.each(LAKE_BACKENDS)('Iceberg readers over the REST catalog, %s', (_back
 
   afterAll(async () => {
     await server?.stop();
+    await readers?.close();
     await s3?.close();
   });
 
   const name = (kind: string) => `lake_${kind.replace('-', '_')}`;
+  // pyiceberg takes the endpoint from LoadTable (P_ICEBERG_S3_PUBLIC_ENDPOINT); DuckDB, which vends none, is given the same.
+  const s3Args = () => s3 && { endpoint: readers!.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1' };
 
   it.each(Object.keys(SENDERS))('%s: pyiceberg and DuckDB count what the service counts, with and without a time filter', async (kind) => {
     const args: ReaderArgs = {
@@ -47,13 +75,33 @@ describe.each(LAKE_BACKENDS)('Iceberg readers over the REST catalog, %s', (_back
       timeColumn: SENDERS[kind].timeColumn,
       start: naive(range.start),
       end: naive(range.end),
-      s3: s3 && { endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1' },
+      s3: s3Args(),
     };
     const expected: [number, number] = [times.length, inRange];
     // The service itself first: the reference the readers are compared with.
     await expect.poll(() => serviceCounts(server, name(kind)), { timeout: 30_000 }).toEqual(expected);
     // Flushed and published within P_FLUSH_INTERVAL + P_ICEBERG_INTERVAL.
     await expect.poll(() => readerCounts(args), { timeout: 60_000, interval: 1000 }).toEqual({ pyiceberg: expected, duckdb: expected });
+  }, 120_000);
+
+  it.runIf(_backend.startsWith('S3'))('hands readers P_ICEBERG_S3_PUBLIC_ENDPOINT: they read through it, the workers never use it', async () => {
+    const load = async () =>
+      (await (await fetch(`${server.url}/iceberg/v1/namespaces/lakehouse/tables/lake_json`, { headers: { authorization: `Bearer ${server.apiKey}` } })).json()) as {
+        'metadata-location': string;
+        config: Record<string, string>;
+      };
+    const before = await load();
+    expect(before.config['s3.endpoint']).toBe(readers!.endpoint);
+    // The workers flush and commit a new version (PUTs to the bucket), all by P_S3_URL: none through the readers' address.
+    const relayed = readers!.connections();
+    const more = await server.request('/api/v1/ingest', { method: 'POST', headers: { 'x-p-stream': 'lake_json' }, json: [{ event_time: naive(range.start) + 'Z', n: -1 }] });
+    expect(more.status, await more.text()).toBe(200);
+    await expect.poll(async () => (await load())['metadata-location'], { timeout: 30_000 }).not.toBe(before['metadata-location']);
+    expect(readers!.connections()).toBe(relayed);
+    // pyiceberg, given no endpoint, reads the new snapshot's files through the one LoadTable handed it.
+    const counts = await readerCounts({ uri: `${server.url}/iceberg`, key: server.apiKey, table: 'lake_json', timeColumn: 'event_time', start: naive(range.start), end: naive(range.end), s3: s3Args(), pyicebergOnly: true });
+    expect(counts.pyiceberg).toEqual(await serviceCounts(server, 'lake_json'));
+    expect(readers!.connections()).toBeGreaterThan(relayed);
   }, 120_000);
 });
 

@@ -1,7 +1,7 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { readerCounts, snapshotRows, type ReaderArgs } from './helpers/iceberg.ts';
+import { readerCounts, snapshotRows, startRestFixture, type ReaderArgs, type RestFixture } from './helpers/iceberg.ts';
 import { HOUR, inRange, MIN, naive, range, serviceCounts, times } from './helpers/lakeData.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
@@ -9,8 +9,9 @@ import { query, startServer, type TestServer } from './helpers/server.ts';
 /**
  * The lake stays consistent (docs/lake.md): readers' counts never change while compaction rewrites
  * files, a widened column's files wait for compaction, retention and snapshot expiry never leave a
- * retained snapshot pointing at a missing file, three workers on one bucket commit every file once, and a
- * kill -9 between manifest upload and commit leaves no partial snapshot.
+ * retained snapshot pointing at a missing file, three workers on one bucket commit every file once (and
+ * push every version once to an external catalog, the Iceberg REST fixture), and a kill -9 between
+ * manifest upload and commit leaves no partial snapshot.
  */
 
 describe('snapshots while compaction rewrites files', () => {
@@ -108,15 +109,19 @@ describe('retention, snapshot expiry and the garbage collector', () => {
 
 describe('three workers on one S3 bucket', () => {
   let s3: S3TestServer;
+  let fixture: RestFixture;
   const workers: TestServer[] = [];
   beforeAll(async () => {
     s3 = await startS3Server();
+    // Every worker also pushes to the same external catalog (P_ICEBERG_PUSH_URI): they race there too.
+    fixture = await startRestFixture(s3);
     for (const id of ['w1', 'w2', 'w3']) {
-      workers.push(await startServer({ env: { ...s3Env(s3), P_NODE_ID: id, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_CATALOG_REFRESH: '1s' } }));
+      workers.push(await startServer({ env: { ...s3Env(s3), P_NODE_ID: id, P_FLUSH_INTERVAL: '1s', P_ICEBERG_INTERVAL: '1s', P_CATALOG_REFRESH: '1s', P_ICEBERG_PUSH_URI: fixture.uri } }));
     }
   }, 120_000);
   afterAll(async () => {
     for (const w of workers) await w.stop();
+    fixture?.stop();
     await s3?.close();
   });
 
@@ -152,6 +157,41 @@ describe('three workers on one S3 bucket', () => {
     );
     expect(new Set(locations).size).toBe(1);
   }, 240_000);
+
+  it('push every version to the external catalog exactly once: nothing doubled or lost there', async () => {
+    type Snap = { 'snapshot-id': number; 'sequence-number': number };
+    type Meta = { 'current-snapshot-id'?: number | null; snapshots?: Snap[]; 'snapshot-log'?: { 'snapshot-id': number }[] };
+    const load = async (url: string, key?: string) =>
+      ((await (await fetch(`${url}/namespaces/lakehouse/tables/shared`, { headers: key ? { authorization: `Bearer ${key}` } : {} })).json()) as { metadata: Meta }).metadata;
+    const ours = () => load(`${workers[0].url}/iceberg/v1`, workers[0].apiKey);
+    const theirs = () => load(`${fixture.uri}/v1`);
+    // In step once the catalog's `main` is our current snapshot (after every worker's pushes of this table).
+    await expect.poll(async () => (await theirs())['current-snapshot-id'], { timeout: 60_000, interval: 1000 }).toBe((await ours())['current-snapshot-id']);
+    const [mine, there] = [await ours(), await theirs()];
+    const ids = (m: Meta) => (m.snapshots ?? []).map((s) => s['snapshot-id']);
+    // The same snapshots, each once, in the same order of sequence numbers.
+    expect(new Set(ids(there)).size).toBe(ids(there).length);
+    expect([...ids(there)].sort()).toEqual([...ids(mine)].sort());
+    const sequences = (m: Meta) => (m.snapshots ?? []).map((s) => s['sequence-number']).sort((a, b) => a - b);
+    expect(sequences(there)).toEqual(sequences(mine));
+    const logged = (there['snapshot-log'] ?? []).map((e) => e['snapshot-id']);
+    expect(new Set(logged).size).toBe(logged.length);
+    // And its readers get what the service counts: pyiceberg through that catalog, on the same bucket.
+    const through: ReaderArgs & { pyicebergOnly: boolean } = {
+      uri: fixture.uri,
+      key: '',
+      table: 'shared',
+      timeColumn: 'event_time',
+      start: naive(range.start),
+      end: naive(range.end),
+      s3: { endpoint: s3.endpoint, accessKey: s3.accessKey, secretKey: s3.secretKey, region: 'us-east-1', endpointToPyiceberg: true },
+      pyicebergOnly: true,
+    };
+    const expected = await serviceCounts(workers[0], 'shared');
+    expect((await readerCounts(through)).pyiceberg).toEqual(expected);
+    const pushed = await Promise.all(workers.map(async (w) => Number(/lakehouse_iceberg_pushes_total\{result="committed"\} (\d+)/.exec(await (await w.request('/metrics')).text())?.[1] ?? 0)));
+    expect(pushed.reduce((a, b) => a + b, 0)).toBeGreaterThan(0);
+  }, 120_000);
 });
 
 describe('a crash between the manifest upload and the commit (kill -9 at a failpoint)', () => {

@@ -1,5 +1,4 @@
 import * as http from 'node:http';
-import * as net from 'node:net';
 import { Metadata } from '@grpc/grpc-js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SeverityNumber } from '@opentelemetry/api-logs';
@@ -11,7 +10,7 @@ import { BatchLogRecordProcessor, LoggerProvider } from '@opentelemetry/sdk-logs
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { requestClass, responseClass } from '../src/ingest/otlp/generated.ts';
-import { sleep, waitFor } from './helpers/wait.ts';
+import { waitFor } from './helpers/wait.ts';
 import { RawOtlpClient } from './helpers/otlpGrpc.ts';
 import { ADMIN_KEY, ANY_PORT, query, startServer, type TestServer } from './helpers/server.ts';
 import { otlpLogsProtobuf } from './helpers/wire.ts';
@@ -77,7 +76,8 @@ describe('OTLP over gRPC', () => {
         P_API_KEYS: `${ADMIN_KEY}:admin,${READER_KEY}:reader,${SCOPED_KEY}:writer:grpc_scoped`,
         P_MAX_BODY_BYTES: String(LIMIT),
         P_MAX_INFLIGHT_BYTES: String(LIMIT),
-        P_INFLIGHT_WAIT: '3s',
+        // The wait the full-budget test sits through before UNAVAILABLE (longer than its 500 ms client deadline).
+        P_INFLIGHT_WAIT: '1s',
       },
     });
     target = `127.0.0.1:${server.grpcPort}`;
@@ -197,13 +197,6 @@ describe('OTLP over gRPC', () => {
     expect(count(OK)).toBeGreaterThanOrEqual(1);
   });
 
-  it('grpc.health.v1.Health/Check answers SERVING', async () => {
-    const answer = await raw.call('health', Buffer.alloc(0));
-    expect(answer.code).toBe(OK);
-    // HealthCheckResponse { status = SERVING (1) }.
-    expect([...answer.response!]).toEqual([0x08, 0x01]);
-  });
-
   it('while the in-flight budget is full: UNAVAILABLE with a RetryInfo delay; a client that gives up stores nothing and gives its share back', async () => {
     // An HTTP client holds ~900 KB of the 1 MiB budget while the last bytes of its body are awaited.
     const held = Buffer.from(JSON.stringify(Array.from({ length: 3000 }, (_, i) => ({ i, pad: 'x'.repeat(250) }))));
@@ -251,40 +244,5 @@ describe('OTLP over gRPC', () => {
   });
 });
 
-describe('OTLP/gRPC connections have a maximum age', () => {
-  let server: TestServer;
-  let port: number;
-  beforeAll(async () => {
-    server = await startServer({ env: { P_OTLP_GRPC_ADDR: ANY_PORT, P_OTLP_GRPC_MAX_CONNECTION_AGE: '1s', P_OTLP_GRPC_MAX_CONNECTION_AGE_GRACE: '1s' } });
-    port = server.grpcPort!;
-  }, 60_000);
-  afterAll(async () => server?.stop());
-
-  it('the server closes an old connection and the client reconnects (behind a TCP balancer, to another worker) without a failed call', async () => {
-    // A TCP relay in front of the server counts the client's connections.
-    let connections = 0;
-    const relay = net.createServer((socket) => {
-      connections++;
-      const upstream = net.connect(port, '127.0.0.1');
-      socket.pipe(upstream).pipe(socket);
-      socket.on('error', () => upstream.destroy());
-      upstream.on('error', () => socket.destroy());
-    });
-    await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
-    const client = new RawOtlpClient(`127.0.0.1:${(relay.address() as net.AddressInfo).port}`);
-    try {
-      let calls = 0;
-      await waitFor('a second connection', async () => {
-        const answer = await client.call('logs', logsRequest([{ body: `call ${calls}` }]), { 'x-api-key': ADMIN_KEY, 'x-p-stream': 'grpc_age' });
-        expect(answer.code, answer.details).toBe(OK);
-        calls++;
-        await sleep(200);
-        return connections >= 2;
-      }, 60_000);
-      expect(await query(server, 'SELECT count(*) AS n FROM grpc_age')).toEqual([{ n: calls }]);
-    } finally {
-      client.close();
-      relay.close();
-    }
-  }, 90_000);
-});
+// The connection age (P_OTLP_GRPC_MAX_CONNECTION_AGE: the client reconnects without a failed call), the
+// health service and the status of every error kind are the door's own: test/unit/grpcInProcess.test.ts.

@@ -18,22 +18,32 @@ const run = promisify(execFile);
 const READER_A = 'reader-a-key-0123456789';
 const READER_B = 'reader-b-key-0123456789';
 let server: PgTestServer;
+/** A7's own server (the same settings), so that its wait for the time limit runs beside A1's. */
+let portalServer: PgTestServer;
+
+/** Two keys, few query slots and a time limit: the guards under test. */
+const GUARDED = {
+  P_API_KEYS: `${ADMIN_KEY}:admin,${READER_A}:reader:app,${READER_B}:reader`,
+  // A catalog statement on a freshly started worker (after the memory test killed one) opens the
+  // catalog and classifies first: 6 s was too short at load ~28, 10 s at load ~30 (two suites at once).
+  P_QUERY_TIMEOUT: '20s',
+  P_QUERY_CONCURRENCY: '2',
+  P_QUERY_CONCURRENCY_PER_KEY: '1',
+  P_QUERY_WORKER_MAX_MEMORY: '256MiB',
+  // Rows stay in the WAL for the whole file (issue 36 #1 is about the WAL part of the scan).
+  P_FLUSH_INTERVAL: '10m',
+};
 
 beforeAll(async () => {
-  server = await startPgServer({
-    P_API_KEYS: `${ADMIN_KEY}:admin,${READER_A}:reader:app,${READER_B}:reader`,
-    // A catalog statement on a freshly started worker (after the memory test killed one) opens the
-    // catalog and classifies first: 6 s was too short at load ~28, 10 s at load ~30 (two suites at once).
-    P_QUERY_TIMEOUT: '20s',
-    P_QUERY_CONCURRENCY: '2',
-    P_QUERY_CONCURRENCY_PER_KEY: '1',
-    P_QUERY_WORKER_MAX_MEMORY: '256MiB',
-    P_PG_MAX_PREPARED: '20',
-    P_PG_MAX_SESSION_STATE: '256KiB',
-    P_PG_MAX_KEY_STATE: '400KiB',
-    // Rows stay in the WAL for the whole file (issue 36 #1 is about the WAL part of the scan).
-    P_FLUSH_INTERVAL: '10m',
-  });
+  [server, portalServer] = await Promise.all([startPgServer(GUARDED), startPgServer(GUARDED)]);
+  // A7's server answers one statement first, so that its portal does not wait for a cold worker to open
+  // the catalog (the main server's worker is warmed by the tests before A1 and A7).
+  const warming = (async () => {
+    const c = new pg.Client({ host: '127.0.0.1', port: portalServer.pgPort, user: 'warm', password: READER_B, database: 'd' });
+    await c.connect();
+    await c.query('SELECT 1 AS one');
+    await c.end();
+  })();
   const res = await server.request('/api/v1/ingest', { method: 'POST', json: [{ level: 'info', n: 1 }], headers: { 'X-P-Stream': 'app' } });
   expect(res.status).toBe(200);
   const nowNanos = `${BigInt(Date.now()) * 1_000_000n}`;
@@ -43,10 +53,11 @@ beforeAll(async () => {
     body: JSON.stringify({ resourceLogs: [{ scopeLogs: [{ logRecords: [{ timeUnixNano: nowNanos, body: { stringValue: 'unflushed' } }, { timeUnixNano: nowNanos, body: { stringValue: 'also' } }] }] }] }),
   });
   expect(otlp.status, await otlp.clone().text()).toBe(200);
+  await warming;
 }, 120_000);
 
 afterAll(async () => {
-  await server?.stop();
+  await Promise.all([server?.stop(), portalServer?.stop()]);
 });
 
 const client = (password: string) => new pg.Client({ host: '127.0.0.1', port: server.pgPort, user: 'attacker', password, database: 'd' });
@@ -80,18 +91,6 @@ describe('A1: catalog statements run under the query guards, in a query worker',
     expect(r.message).toMatch(/nested deeper than 16 levels/);
     await serviceAnswers();
   });
-
-  it('holds expensive catalog statements to the key\'s query slots and the time limit', async () => {
-    // Three at once from one key whose limit is one running (and one waiting): one is refused outright.
-    const heavy = 'SELECT version(), count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3';
-    const results = await Promise.all([attempt(READER_A, heavy), attempt(READER_A, heavy), attempt(READER_A, heavy)]);
-    const codes = results.map((r) => r.code).sort();
-    // 53300: the key's limit (P_QUERY_CONCURRENCY_PER_KEY); 57014: the time limit (P_QUERY_TIMEOUT).
-    expect(codes).toContain('53300');
-    expect(codes.filter((c) => c === '57014').length).toBeGreaterThanOrEqual(1);
-    expect(results.find((r) => r.code === '57014')?.message).toMatch(/time limit/);
-    await serviceAnswers();
-  }, 60_000);
 
   it("stops a catalog statement at the worker's memory cap, not the service's memory", async () => {
     const r = await attempt(READER_A, "SELECT version(), len(string_split(repeat('ab,', 30000000), ','))");
@@ -208,70 +207,8 @@ describe('L2: nothing about the engine behind the door', () => {
   });
 });
 
-describe('A4: prepared statements and portals are bounded per session and per key', () => {
-  it('refuses a Parse longer than P_QUERY_MAX_SQL_BYTES before keeping it', async () => {
-    const c = client(READER_A);
-    await c.connect();
-    try {
-      // Within a message's bound (1 MiB), beyond a statement's (64 KiB).
-      const big = `SELECT 1 AS x -- ${'x'.repeat(200_000)}`;
-      await expect(c.query({ name: 'big', text: big })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_QUERY_MAX_SQL_BYTES/) });
-      expect((await c.query('SELECT 2 AS two')).rows).toEqual([{ two: 2 }]);
-    } finally {
-      await c.end();
-    }
-  });
-
-  it('counts statements and portals per session (P_PG_MAX_PREPARED)', async () => {
-    const c = client(READER_A);
-    await c.connect();
-    try {
-      // Each query binds an unnamed portal beside the named statements: 19 statements and a portal fit 20.
-      for (let i = 1; i <= 19; i++) expect((await c.query({ name: `s${i}`, text: `SELECT ${i} AS i` })).rows).toEqual([{ i }]);
-      await expect(c.query({ name: 's20', text: 'SELECT 20 AS i' })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_PG_MAX_PREPARED=20/) });
-      // The connection stays usable (a simple query keeps nothing).
-      expect((await c.query('SELECT 3 AS i')).rows).toEqual([{ i: 3 }]);
-    } finally {
-      await c.end();
-    }
-  });
-
-  it('counts statement bytes per session and per key, and gives them back when a connection closes', async () => {
-    // ~80 KB of state each (40,000 characters, two bytes each), and as much for the portal a query binds
-    // beside it: a session (256 KiB) keeps two and binds a third's portal no more; the key (400 KiB)
-    // holds five such shares across its connections.
-    const statement = (i: number) => `SELECT ${i} AS i -- ${'y'.repeat(40_000)}`;
-    const first = client(READER_B);
-    const second = client(READER_B);
-    await first.connect();
-    await second.connect();
-    try {
-      await first.query({ name: 'a1', text: statement(1) });
-      await first.query({ name: 'a2', text: statement(2) });
-      await expect(first.query({ name: 'a3', text: statement(3) })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_PG_MAX_SESSION_STATE/) });
-      await second.query({ name: 'b1', text: statement(4) });
-      await expect(second.query({ name: 'b2', text: statement(5) })).rejects.toMatchObject({ code: '54000', message: expect.stringMatching(/P_PG_MAX_KEY_STATE/) });
-      // Another key is not affected.
-      expect((await attempt(READER_A, 'SELECT 5 AS five')).rows).toEqual([{ five: 5 }]);
-      // A new connection of the key gets no room while the first holds its share, and gets it once it closed.
-      const prepareAnew = async () => {
-        const c = client(READER_B);
-        await c.connect();
-        try {
-          return await c.query({ name: 'c1', text: statement(6) }).then(() => 'ok', (err: Error) => err.message);
-        } finally {
-          await c.end();
-        }
-      };
-      expect(await prepareAnew()).toMatch(/P_PG_MAX_KEY_STATE/);
-      await first.end();
-      await expect.poll(prepareAnew, { timeout: 10_000 }).toBe('ok');
-    } finally {
-      await first.end().catch(() => undefined);
-      await second.end().catch(() => undefined);
-    }
-  });
-});
+// A4 (prepared statements and portals bounded per session and per key, a Parse by P_QUERY_MAX_SQL_BYTES) is
+// the door's own bookkeeping: test/unit/pgInProcess.test.ts.
 
 /** Raw frontend messages: for a portal left suspended inside a transaction block, as no client library does on purpose. */
 const frame = (type: string, body: Buffer) => {
@@ -293,8 +230,8 @@ const int32 = (v: number) => {
 };
 
 /** A connection that logs in, opens a transaction and leaves a portal suspended after one row. */
-async function holdPortal(password: string): Promise<{ socket: net.Socket; received: () => string }> {
-  const socket = net.connect(server.pgPort, '127.0.0.1');
+async function holdPortal(on: PgTestServer, password: string): Promise<{ socket: net.Socket; received: () => string }> {
+  const socket = net.connect(on.pgPort, '127.0.0.1');
   let text = '';
   socket.on('data', (d: Buffer) => (text += d.toString('latin1')));
   await new Promise<void>((r) => socket.once('connect', () => r()));
@@ -309,21 +246,37 @@ async function holdPortal(password: string): Promise<{ socket: net.Socket; recei
   socket.write(frame('S', Buffer.alloc(0)));
   // PortalSuspended ('s') then ReadyForQuery in a transaction ('Z', status T).
   const suspended = /s\0\0\0\x04Z\0\0\0\x05T/;
-  await expect.poll(() => suspended.test(text) || /Z\0\0\0\x05[IE]$/.test(text), { timeout: 20_000 }).toBe(true);
+  await expect.poll(() => suspended.test(text) || /Z\0\0\0\x05[IE]$/.test(text), { timeout: 60_000 }).toBe(true);
   expect(text).toMatch(suspended);
   return { socket, received: () => text };
 }
 
-describe('A7: a suspended portal holds its slot no longer than the time limit', () => {
-  it("two keys' held portals take every slot only until P_QUERY_TIMEOUT; then others run and the portal reports the time limit", async () => {
-    const a = await holdPortal(READER_A);
-    const b = await holdPortal(READER_B);
+/**
+ * The two tests that wait for P_QUERY_TIMEOUT (20 s each), at once: each on its own server, as both fill
+ * the slots of the query pool.
+ */
+describe('A1 and A7: the time limit ends what holds a slot', () => {
+  it.concurrent('A1: holds expensive catalog statements to the key\'s query slots and the time limit', async ({ expect }) => {
+    // Three at once from one key whose limit is one running (and one waiting): one is refused outright.
+    const heavy = 'SELECT version(), count(*) FROM range(100000000000) AS t(x) WHERE x % 7 = 3';
+    const results = await Promise.all([attempt(READER_A, heavy), attempt(READER_A, heavy), attempt(READER_A, heavy)]);
+    const codes = results.map((r) => r.code).sort();
+    // 53300: the key's limit (P_QUERY_CONCURRENCY_PER_KEY); 57014: the time limit (P_QUERY_TIMEOUT).
+    expect(codes).toContain('53300');
+    expect(codes.filter((c) => c === '57014').length).toBeGreaterThanOrEqual(1);
+    expect(results.find((r) => r.code === '57014')?.message).toMatch(/time limit/);
+    await serviceAnswers();
+  }, 60_000);
+
+  it.concurrent("A7: two keys' held portals take every slot only until P_QUERY_TIMEOUT; then others run and the portal reports the time limit", async ({ expect }) => {
+    const a = await holdPortal(portalServer, READER_A);
+    const b = await holdPortal(portalServer, READER_B);
     try {
       // Both slots are held by the portals; once the time limit ends them, the admin's query runs.
       await expect
         .poll(
           async () => {
-            const res = await server.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT 42 AS answer', startTime: '1970-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
+            const res = await portalServer.request('/api/v1/query', { method: 'POST', json: { query: 'SELECT 42 AS answer', startTime: '1970-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' } });
             return res.status === 200 ? JSON.stringify(await res.json()) : res.status;
           },
           { timeout: 45_000, interval: 500 },
@@ -337,5 +290,5 @@ describe('A7: a suspended portal holds its slot no longer than the time limit', 
       a.socket.destroy();
       b.socket.destroy();
     }
-  }, 90_000);
+  }, 180_000);
 });

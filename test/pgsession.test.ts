@@ -9,9 +9,9 @@ import { psql, startPgServer, type PgTestServer } from './helpers/pg.ts';
 import { startServer, tempDir } from './helpers/server.ts';
 
 /**
- * The PostgreSQL door's connection handling: TLS through SSLRequest and the setting that refuses
- * passwords over plain TCP, CancelRequest stopping a running query, the connection limit, the idle
- * timeout, and a reader that stops reading mid-result.
+ * The PostgreSQL door's connection handling with the real service: TLS through SSLRequest and the
+ * setting that refuses passwords over plain TCP, CancelRequest stopping a query running in a worker,
+ * and a reader that stops reading mid-result.
  */
 
 const run = promisify(execFile);
@@ -22,7 +22,7 @@ beforeAll(async () => {
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
   await run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost']);
-  server = await startPgServer({ P_PG_TLS_CERT: cert, P_PG_TLS_KEY: key, P_PG_REQUIRE_TLS: 'true', P_PG_MAX_CONNECTIONS: '3' });
+  server = await startPgServer({ P_PG_TLS_CERT: cert, P_PG_TLS_KEY: key, P_PG_REQUIRE_TLS: 'true' });
 }, 120_000);
 
 afterAll(async () => {
@@ -88,47 +88,8 @@ describe('CancelRequest', () => {
   });
 });
 
-describe('connection limits', () => {
-  it('refuses connections past P_PG_MAX_CONNECTIONS', async () => {
-    const held = [client(), client(), client()];
-    for (const c of held) await c.connect();
-    try {
-      const extra = client();
-      extra.on('error', () => undefined);
-      await expect(extra.connect()).rejects.toMatchObject({ code: '53300' });
-    } finally {
-      for (const c of held) await c.end();
-    }
-    // Room again once they are gone (the server counts a connection until its socket closes).
-    for (let i = 0; ; i++) {
-      const again = client();
-      again.on('error', () => undefined);
-      try {
-        await again.connect();
-        expect((await again.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
-        await again.end();
-        break;
-      } catch (err) {
-        if (i >= 100) throw err;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    }
-  });
-
-  it('closes connections idle past P_PG_IDLE_TIMEOUT', async () => {
-    const idleServer = await startPgServer({ P_PG_IDLE_TIMEOUT: '1s' });
-    try {
-      const c = new pg.Client({ host: '127.0.0.1', port: idleServer.pgPort, user: 'u', password: idleServer.apiKey, database: 'd' });
-      const closed = new Promise<void>((resolve) => c.on('error', () => resolve()).on('end', () => resolve()));
-      await c.connect();
-      expect((await c.query('SELECT 1 AS one')).rows).toEqual([{ one: 1 }]);
-      // Waited for generously: the server ends the connection on its own.
-      await Promise.race([closed, new Promise((_, reject) => setTimeout(() => reject(new Error('the idle connection was not closed: ' + idleServer.logs().slice(-3000))), 40_000))]);
-    } finally {
-      await idleServer.stop();
-    }
-  });
-});
+// The connection limit (P_PG_MAX_CONNECTIONS) and the idle timeout (P_PG_IDLE_TIMEOUT) are the door's own:
+// test/unit/pgInProcess.test.ts.
 
 describe('a reader that stops reading', () => {
   it('gets every row once it reads again (the worker waited, nothing was cut)', async () => {

@@ -13,10 +13,12 @@ export interface RecordedIngest {
   rights: IngestRequest['rights'];
   /** Shipper requests: the groups the door's own decoder made of the body. */
   groups?: EventGroup[];
+  /** The door's abort signal (the client went away: the service stores nothing). */
+  signal?: AbortSignal;
 }
 
 /** What the next call answers: an error thrown as the service would, or (shipper) per-group errors. */
-export type Script = { throws?: DomainError; groupErrors?: Record<string, DomainError>; count?: number };
+export type Script = { throws?: DomainError; groupErrors?: Record<string, DomainError>; count?: number; info?: IngestResult['info'] };
 
 async function readAll(body: Uint8Array | IngestBody): Promise<Buffer> {
   if (body instanceof Uint8Array) return Buffer.from(body);
@@ -38,9 +40,11 @@ export class RecordingIngest implements Ingest {
 
   async ingest(req: IngestRequest): Promise<IngestResult> {
     const body = await readAll(req.body);
-    this.calls.push({ call: 'ingest', dataset: req.dataset, format: req.format, headers: req.headers, body, rights: req.rights });
+    // The service releases a door's reservation (gRPC takes one before reading the message); so does the fake.
+    req.lease?.release();
+    this.calls.push({ call: 'ingest', dataset: req.dataset, format: req.format, headers: req.headers, body, rights: req.rights, signal: req.signal });
     if (this.script.throws) throw this.script.throws;
-    return { dataset: req.dataset ?? '', count: this.script.count ?? 1, info: {} };
+    return { dataset: req.dataset ?? '', count: this.script.count ?? 1, info: this.script.info ?? {} };
   }
 
   async ingestGroups(req: ShipperRequest): Promise<GroupResult[]> {

@@ -49,6 +49,11 @@ export class Catalog {
     return this.removed.has(key);
   }
 
+  /** How many manifests were applied: it grows whenever the set of files may have changed. */
+  get appliedManifests(): number {
+    return this.seen.size;
+  }
+
   hasManifest(manifestKey: string): boolean {
     return this.seen.has(manifestKey);
   }

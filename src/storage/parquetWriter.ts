@@ -4,6 +4,8 @@ import type { ColumnType } from '../model.ts';
 import { log } from '../log.ts';
 import { columnsStruct, listLiteral, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import { classifyFailure } from '../failures.ts';
+import { parseBytes } from '../settings.ts';
+import { groupSteps, halveStep, splitWalLines, stepBudget, type LineStep } from './walSplit.ts';
 
 export interface WrittenFile {
   path: string;
@@ -222,48 +224,90 @@ export function jsonPointer(name: string): string {
  * × 100 rows needed over 85 MiB with read_json, and flushed at 85 MiB this way; 1,990 × 2,000 at
  * 341 MiB). Strings come out unquoted (`->>`), other types by JSON's cast, as read_json types them.
  */
-export function walLinesSql(segmentPaths: string[], columns: [string, ColumnType][], timeColumn: string, range?: [fromMs: number, toMs: number]): string {
+export function walLinesSql(segmentPaths: string[], columns: [string, ColumnType][], timeColumn: string): string {
   const pointers = `[${columns.map(([n]) => sqlString(jsonPointer(n))).join(', ')}]`;
   const cell = (i: number, type: ColumnType) => (type === 'VARCHAR' ? `__v[${i + 1}] ->> '$'` : `CAST(__v[${i + 1}] AS ${type})`);
   const timeAt = columns.findIndex(([n]) => n === timeColumn);
   const lines = `read_csv(${listLiteral(segmentPaths)}, columns = {'__line': 'VARCHAR'}, delim = '\x01', quote = '', escape = '', header = false, auto_detect = false)`;
   return (
     `SELECT ${columns.map(([n, type], i) => `${cell(i, type)} AS ${sqlIdent(n)}`).join(', ')} ` +
-    `FROM (SELECT json_extract(__line, ${pointers}) AS __v FROM ${lines}) WHERE __v[${timeAt + 1}] IS NOT NULL AND json_type(__v[${timeAt + 1}]) <> 'NULL'` +
-    // A partition's range: a flush of several partitions filters the lines by it. Known limit: that
-    // filter costs memory of its own (303 columns × 100 rows needed over 85 MiB with it, not without).
-    (range ? ` AND epoch_ms(CAST(__v[${timeAt + 1}] AS TIMESTAMP)) >= ${range[0]} AND epoch_ms(CAST(__v[${timeAt + 1}] AS TIMESTAMP)) < ${range[1]}` : '')
+    `FROM (SELECT json_extract(__line, ${pointers}) AS __v FROM ${lines}) WHERE __v[${timeAt + 1}] IS NOT NULL AND json_type(__v[${timeAt + 1}]) <> 'NULL'`
   );
 }
 
+/** The partition (`date=…/hour=…[/minute=…]`) a time falls in at a grain. */
+export function partitionOf(ms: number, grain: Grain): string {
+  const at = new Date(ms).toISOString();
+  return `date=${at.slice(0, 10)}/hour=${at.slice(11, 13)}` + (grain === 'minute' ? `/minute=${at.slice(14, 16)}` : '');
+}
+
 /**
- * The last resort of a flush (see writeParquet): each partition by an unpartitioned COPY (PARTITION_BY
- * and a temporary table each hold a block per column) from the WAL read as lines (walLinesSql).
+ * The last resort of a flush (see writeParquet), for a dataset wider than its memory allows: the WAL
+ * split into per-minute step files in one streaming pass (walSplit.ts), each within the storage
+ * DuckDB's memory; then each partition's steps, a group at a time, by an unpartitioned COPY (PARTITION_BY
+ * and a temporary table each hold a block per column) from the lines (walLinesSql). A group that still
+ * runs out of memory is written again in halves, down to one line.
  */
 async function writeFromLines(instance: DuckDBSource, opts: WriteOptions, names: string): Promise<WrittenFile[]> {
-  const scan = (range?: [number, number]) => `(${walLinesSql(opts.segmentPaths, opts.columns, opts.timeColumn, range)})`;
-  const minuteOf = `epoch_ms(date_trunc('minute', ${sqlIdent(opts.timeColumn)}))`;
   return withConnection(instance, async (conn) => {
-    const minutes = (await conn.runAndReadAll(`SELECT ${minuteOf}, count(*) FROM ${scan()} GROUP BY 1`)).getRows().map(([ms, n]) => ({ startMs: Number(ms), rows: Number(n) }));
-    const { grain, units } = planUnits(minutes);
+    const budget = stepBudget(await memoryLimitOf(conn));
+    const steps = await splitWalLines(opts.segmentPaths, opts.timeColumn, opts.columns.length, budget, `${opts.stagingDir}/lines`);
+    const minutes = new Map<number, number>();
+    for (const s of steps) if (!Number.isNaN(s.minuteMs)) minutes.set(s.minuteMs, (minutes.get(s.minuteMs) ?? 0) + s.rows);
+    const { grain } = planUnits([...minutes].map(([startMs, rows]) => ({ startMs, rows })));
+    // Each partition's steps together (a minute's, or an hour's of minutes); lines of no known time last.
+    const partitionKey = (s: LineStep) => (Number.isNaN(s.minuteMs) ? '~' : partitionOf(s.minuteMs, grain));
+    const byPartition = new Map<string, LineStep[]>();
+    for (const s of steps) byPartition.set(partitionKey(s), [...(byPartition.get(partitionKey(s)) ?? []), s]);
     const written: WrittenFile[] = [];
-    const partitions = units.flat();
-    for (const p of partitions) {
-      opts.beforeUnit?.([p]);
-      const to = p.startMs + (grain === 'minute' ? MINUTE_MS : HOUR_MS);
-      const at = new Date(p.startMs).toISOString();
-      const partition = `date=${at.slice(0, 10)}/hour=${at.slice(11, 13)}` + (grain === 'minute' ? `/minute=${at.slice(14, 16)}` : '');
-      await fs.mkdir(`${opts.stagingDir}/${partition}`, { recursive: true });
-      // `_0` as every flushed file is `_<n>` (layout.ts); this partition is in no other file of the flush.
-      const file = `${opts.stagingDir}/${partition}/${opts.filePrefix}_0.parquet`;
-      const result = await conn.runAndReadAll(
-        `COPY (SELECT ${names + timeShadow(opts.columns, opts.timeColumn)} FROM ${scan(partitions.length > 1 ? [p.startMs, to] : undefined)}) TO ${sqlString(file)} ` +
-          `(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${opts.rowGroupRows}, RETURN_STATS)`,
-      );
-      for (const row of result.getRowObjectsJson()) written.push({ ...fileStatsFromCopy(row, opts.timeColumn), partition });
-    }
+    const fileNumbers = new Map<string, number>();
+    const writeGroup = async (group: LineStep[]): Promise<void> => {
+      try {
+        opts.beforeUnit?.([]);
+        const file = await copyLines(conn, group, grain, fileNumbers, opts, names);
+        if (file) written.push(file);
+      } catch (err) {
+        const kind = classifyFailure(err);
+        const halves = kind === 'memory' ? (group.length > 1 ? [group.slice(0, Math.ceil(group.length / 2)), group.slice(Math.ceil(group.length / 2))] : (await halveStep(group[0]))?.map((s) => [s])) : undefined;
+        if (!halves) throw err;
+        log.warn('flush: a step of lines ran out of memory; writing it in halves', { rows: group.reduce((n, s) => n + s.rows, 0), error: (err as Error).message });
+        for (const h of halves) await writeGroup(h);
+      }
+    };
+    for (const partSteps of byPartition.values()) for (const group of groupSteps(partSteps, budget)) await writeGroup(group);
     return written;
   });
+}
+
+/** The storage DuckDB's memory limit in bytes ('85.0 MiB' as DuckDB shows it); 48 MiB, its smallest sized default, when unreadable. */
+async function memoryLimitOf(conn: DuckDBConnection): Promise<number> {
+  const text = String((await conn.runAndReadAll("SELECT current_setting('memory_limit')")).getRows()[0]?.[0]);
+  try {
+    return parseBytes(text);
+  } catch {
+    return 48 * 1024 * 1024;
+  }
+}
+
+/** One Parquet file from a group of step files; its partition from the rows' written times. */
+async function copyLines(conn: DuckDBConnection, group: LineStep[], grain: Grain, fileNumbers: Map<string, number>, opts: WriteOptions, names: string): Promise<WrittenFile | undefined> {
+  const rows = group.reduce((n, s) => n + s.rows, 0);
+  const tmp = `${opts.stagingDir}/lines/out-${group[0].path.split('/').pop()}.parquet`;
+  const result = await conn.runAndReadAll(
+    `COPY (SELECT ${names + timeShadow(opts.columns, opts.timeColumn)} FROM (${walLinesSql(group.map((s) => s.path), opts.columns, opts.timeColumn)})) TO ${sqlString(tmp)} ` +
+      `(FORMAT parquet, COMPRESSION zstd, COMPRESSION_LEVEL ${opts.zstdLevel}, ROW_GROUP_SIZE ${Math.max(1, Math.min(opts.rowGroupRows, rows))}, RETURN_STATS)`,
+  );
+  const [row] = result.getRowObjectsJson();
+  if (!row || Number(row.count) === 0) return undefined;
+  const stats = fileStatsFromCopy(row, opts.timeColumn);
+  const partition = partitionOf(stats.minMs, grain);
+  // `_<n>` as every flushed file (layout.ts); numbered within the partition's directory.
+  const n = fileNumbers.get(partition) ?? 0;
+  fileNumbers.set(partition, n + 1);
+  await fs.mkdir(`${opts.stagingDir}/${partition}`, { recursive: true });
+  const file = `${opts.stagingDir}/${partition}/${opts.filePrefix}_${n}.parquet`;
+  await fs.rename(tmp, file);
+  return { ...stats, path: file, partition };
 }
 
 /** Writes the rows of `source` (the whole of it, or the partitions of `unit`) with one partitioned COPY. */

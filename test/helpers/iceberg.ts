@@ -58,7 +58,8 @@ export interface ReaderArgs {
   /** ISO timestamps without zone (UTC), start inclusive, end exclusive. */
   start: string;
   end: string;
-  s3?: { endpoint: string; accessKey: string; secretKey: string; region: string };
+  /** endpointToPyiceberg: pyiceberg is given the endpoint (otherwise it takes LoadTable's, as users' pyiceberg does). */
+  s3?: { endpoint: string; accessKey: string; secretKey: string; region: string; endpointToPyiceberg?: boolean };
 }
 
 /** Each retained snapshot of a table and its rows, read by pyiceberg (fails if a file a snapshot lists is gone). */
@@ -101,13 +102,19 @@ export interface RestFixture {
  * 73-iceberg-rest-fixture.sh) over in-memory SQLite, in a child JVM. It binds a port of the kernel's
  * choice (`rest.port=0`) and the port is read from Jetty's "Started ServerConnector…{0.0.0.0:PORT}" log
  * line: no port is picked and released. It exits with the test (its stdin closes when the test ends).
+ * With `s3`, its FileIO is S3FileIO (iceberg-aws-bundle) on that server, for tables whose locations
+ * are s3:// (catalog properties from CATALOG_* variables, as the server reads them).
  */
-export async function startRestFixture(): Promise<RestFixture> {
+export async function startRestFixture(s3?: { endpoint: string; accessKey: string; secretKey: string }): Promise<RestFixture> {
   const classpath = await fs.readFile(path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache', 'lakehouse-test'), 'iceberg-rest-fixture-classpath'), 'utf8').catch(() => {
     throw new Error('iceberg-rest-fixture-classpath is missing: run `bash scripts/test-setup.sh` (npm test runs it first)');
   });
   const warehouse = await fs.mkdtemp(path.join(os.tmpdir(), 'iceberg-rest-fixture-'));
-  const env = { ...process.env, CATALOG_REST_PORT: '0', CATALOG_WAREHOUSE: warehouse };
+  // CATALOG_A_B__C is the catalog property a.b-c.
+  const io = s3
+    ? { CATALOG_IO__IMPL: 'org.apache.iceberg.aws.s3.S3FileIO', CATALOG_S3_ENDPOINT: s3.endpoint, CATALOG_S3_PATH__STYLE__ACCESS: 'true', CATALOG_S3_ACCESS__KEY__ID: s3.accessKey, CATALOG_S3_SECRET__ACCESS__KEY: s3.secretKey, CATALOG_CLIENT_REGION: 'us-east-1' }
+    : {};
+  const env = { ...process.env, CATALOG_REST_PORT: '0', CATALOG_WAREHOUSE: warehouse, ...io };
   const child = spawn('java', ['-Xmx256m', '-cp', classpath.trim(), 'org.apache.iceberg.rest.RESTCatalogServer'], { env, stdio: ['pipe', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise<number>((resolve, reject) => {

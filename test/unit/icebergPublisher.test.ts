@@ -1,13 +1,14 @@
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDuckDB, withConnection, type DuckDBSource } from '../../src/duckdb.ts';
 import { Catalog, type FileEntry } from '../../src/storage/catalog.ts';
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import { decodeAvroFile, type ManifestEntry, type ManifestFile } from '../../src/storage/iceberg/avro.ts';
 import { decodeTableMetadata } from '../../src/storage/iceberg/metadata.ts';
 import { IcebergPublisher } from '../../src/storage/iceberg/publisher.ts';
-import { icebergMetadataPrefix, parseIcebergMetadataVersion } from '../../src/storage/layout.ts';
+import { TableReader } from '../../src/storage/iceberg/table.ts';
+import { icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../../src/storage/layout.ts';
 import { LocalObjectStore, type ObjectStore } from '../../src/storage/objectStore.ts';
 import { Quarantine } from '../../src/storage/quarantine.ts';
 import { tempDir } from '../helpers/server.ts';
@@ -16,7 +17,8 @@ import { tempDir } from '../helpers/server.ts';
  * The publisher's commit rules, with several publishers (workers) over one local store: versions only by
  * conditional creation, strictly increasing; every file published exactly once whoever wins; a worker
  * that has not read another's manifests never removes that worker's files; a failure between the Avro
- * uploads and the commit leaves the table as it was; the GC guard follows retained snapshots.
+ * uploads and the commit leaves the table as it was; the GC guard follows retained snapshots; an idle
+ * dataset costs no store request until it changes or its recheck is due (reads counted: LIST and GET).
  */
 
 const NAME = 'ds';
@@ -70,6 +72,27 @@ async function table() {
   }
   return { versions, latest, files: files.sort() };
 }
+
+describe('the newest metadata version', () => {
+  it.each([
+    // [versions in the store, the version the worker knows, requests: LIST, GET]
+    [[1, 2, 3], 3, 0, 1],
+    [[1, 2, 3], 1, 1, 1],
+    [[1, 2, 3], undefined, 1, 0],
+    [[], undefined, 1, 0],
+  ])('versions %j, known %s: LIST %i, GET %i', async (versions, known, lists, gets) => {
+    const own = new LocalObjectStore(path.join(dir, `versions-${versions.length}-${known}`));
+    for (const v of versions) await own.putIfAbsent(icebergMetadataKey('t', 'g', v), '{}');
+    const seen = { list: 0, get: 0 };
+    const counting: ObjectStore = Object.assign(Object.create(Object.getPrototypeOf(own)), own, {
+      list: (prefix: string) => (seen.list++, own.list(prefix)),
+      getBytes: (key: string) => (seen.get++, own.getBytes(key)),
+    });
+    const reader = new TableReader(counting, (u) => u);
+    expect(await reader.latestVersion('t', 'g', known)).toBe(Math.max(0, ...versions));
+    expect(seen).toEqual({ list: lists, get: gets });
+  });
+});
 
 describe('Iceberg publisher', () => {
   it('three workers racing commit every file exactly once, in strictly increasing versions', async () => {
@@ -138,5 +161,44 @@ describe('Iceberg publisher', () => {
     const merged = (await parquet(0)).key;
     expect(after.files).not.toContain(merged);
     expect(w.publisher.referenced(merged)).toBe(false);
+  });
+
+  it('skips idle rounds: no store request while the catalog and schema are unchanged, until a change or the recheck', async () => {
+    let lists = 0;
+    const counting: ObjectStore = Object.assign(Object.create(Object.getPrototypeOf(store)), store, {
+      list: (prefix: string) => {
+        lists++;
+        return store.list(prefix);
+      },
+      getBytes: (key: string) => {
+        lists++;
+        return store.getBytes(key);
+      },
+    });
+    const w = worker(counting);
+    for (const f of (await table()).files) w.apply([{ ...(await parquet(0)), key: f }]);
+    await w.publisher.publishAll([w.ds]);
+    const inStep = lists;
+    expect(inStep).toBeGreaterThan(0);
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBe(inStep);
+    // A new file in the catalog: the next round lists, plans and commits it.
+    const added = await parquet(43);
+    w.apply([added]);
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBeGreaterThan(inStep);
+    expect((await table()).files).toContain(added.key);
+    const committed = lists;
+    await w.publisher.publishAll([w.ds]);
+    expect(lists).toBe(committed);
+    // Ten intervals later it looks again (other workers' versions, snapshot expiry).
+    const now = Date.now();
+    const clock = vi.spyOn(Date, 'now').mockReturnValue(now + 10_001);
+    try {
+      await w.publisher.publishAll([w.ds]);
+    } finally {
+      clock.mockRestore();
+    }
+    expect(lists).toBeGreaterThan(committed);
   });
 });

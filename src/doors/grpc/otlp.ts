@@ -12,7 +12,7 @@ import protobuf from 'protobufjs';
 import type { Config } from '../../config.ts';
 import { DomainError, listenError } from '../../errors.ts';
 import { encodeOtlpResponse, type OtlpSignal } from '../../ingest/otlp/index.ts';
-import type { IngestService } from '../../ingest/service.ts';
+import type { Ingest, IngestService } from '../../ingest/service.ts';
 import { log } from '../../log.ts';
 import { grpcDuration, grpcRequests } from '../../metrics.ts';
 import { ingestRights, type ApiKeys } from '../shared/auth.ts';
@@ -90,12 +90,15 @@ export interface OtlpGrpcServer {
   addr: string;
   /** The port bound (P_OTLP_GRPC_ADDR may ask for port 0: any free one). */
   port: number;
+  /** The paths of every method registered (`/package.Service/Method`); any other path is UNIMPLEMENTED. */
+  methods: string[];
   close(): Promise<void>;
 }
 
 export interface OtlpGrpcDeps {
   keys: ApiKeys;
-  ingest: IngestService;
+  /** The ingest seam and its in-flight budget (an IngestService; in-process tests: RecordingIngest with a budget). */
+  ingest: Ingest & Pick<IngestService, 'inflight'>;
   connections: ConnectionBudget;
   /** The slow-body bounds of ingestion, applied to a message as it arrives. */
   slowBody: { bodyTimeoutMs: number; minBodyRate: number };
@@ -129,8 +132,19 @@ function newServer(settings: Config['otlpGrpc'], deps: OtlpGrpcDeps, connectionO
   });
 }
 
+/** The paths of every method `server` gets from here on, whoever adds the service (grpc-js has no public list). */
+function recordMethods(server: grpc.Server): string[] {
+  const methods: string[] = [];
+  const addService = server.addService.bind(server);
+  server.addService = (service, implementation) => {
+    methods.push(...Object.values(service).map((m) => m.path));
+    addService(service, implementation);
+  };
+  return methods;
+}
+
 /** One Export handler: the admitted message goes to the ingest service with its reservation. */
-function exportHandler(signal: OtlpSignal, ingest: IngestService): grpc.handleUnaryCall<AdmittedExport, Buffer> {
+function exportHandler(signal: OtlpSignal, ingest: Ingest): grpc.handleUnaryCall<AdmittedExport, Buffer> {
   const method = `${SERVICE[signal]}/Export`;
   return (call, callback) => {
     const started = performance.now();
@@ -170,6 +184,7 @@ export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: strin
   const host = m[1].replace(/^\[(.*)\]$/, '$1') || '0.0.0.0';
   const peers = new Map<string, Connection>();
   const server = newServer(settings, deps, (peer) => peers.get(peer));
+  const methods = recordMethods(server);
   for (const signal of ['logs', 'traces', 'metrics'] as const) {
     server.addService(exportDefinition(signal), { Export: exportHandler(signal, deps.ingest) });
   }
@@ -191,10 +206,13 @@ export async function startOtlpGrpc(settings: Config['otlpGrpc'] & { addr: strin
     listener.once('error', (err) => reject(listenError('OTLP/gRPC', addr, 'P_OTLP_GRPC_ADDR', err, true)));
     listener.listen(Number(m[2]), host, () => resolve((listener.address() as net.AddressInfo).port));
   });
-  log.info('OTLP/gRPC listening', { addr, port });
+  // Every method the server answers: the door contract (docs/security.md) has no statements row for
+  // this door because none of them carries one; test/doorContract.test.ts reads this list.
+  log.info('OTLP/gRPC listening', { addr, port, methods });
   return {
     addr,
     port,
+    methods,
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of ['', ...Object.values(SERVICE)]) health.setStatus(s, 'NOT_SERVING');

@@ -3,7 +3,7 @@ import type * as net from 'node:net';
 import * as tls from 'node:tls';
 import { log } from '../../log.ts';
 import { DomainError } from '../../errors.ts';
-import type { QueryExecutor } from '../../query/sql/executor.ts';
+import type { PgQueries } from '../../query/sql/executor.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader } from './messages.ts';
@@ -16,7 +16,7 @@ export { QueryCancelled };
 /** What a session needs from the service. */
 export interface SessionDeps {
   keys: ApiKeys;
-  queries: QueryExecutor;
+  queries: PgQueries;
   /** The datasets a key may read, with their columns: all its catalog statements may see. */
   datasets: (principal: Principal) => DatasetSchema[];
   tls?: tls.SecureContext;

@@ -58,6 +58,17 @@ export interface SqlQueries {
   execute(req: QueryRequest): Promise<QueryAnswer>;
 }
 
+/**
+ * What the PostgreSQL door's session calls of the SQL executor and its catalog: the seam its in-process
+ * tests replace with RecordingPgQueries (src/query/sql/fake.ts).
+ */
+export interface PgQueries {
+  plan(sql: string): Promise<unknown>;
+  timeRange(sql: string): Promise<TimeRange>;
+  executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer>;
+  readonly catalog: Pick<CatalogQueries, 'classify' | 'describe' | 'run'>;
+}
+
 /** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
 export interface PgAnswer {
   fields: string[];
@@ -142,7 +153,7 @@ interface Started {
   setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
 }
 
-export class QueryExecutor implements SqlQueries {
+export class QueryExecutor implements SqlQueries, PgQueries {
   private readonly plans: PlanCache;
   /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
   readonly catalog: CatalogQueries;

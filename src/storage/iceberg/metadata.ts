@@ -140,10 +140,13 @@ export function nameMapping(fields: IcebergField[], hidden: HiddenColumn[]): str
   return JSON.stringify([...shown, ...hidden.map((h) => ({ 'field-id': h.id, names: [h.name] }))]);
 }
 
+/** A table's name mapping (built once: zod compiles a schema's checks at its first parse). */
+const NameMappingZ = z.array(z.object({ 'field-id': z.number().int(), names: z.array(z.string()) }));
+
 /** The hidden columns of a table, read back from its name mapping (ids of mapped names not in the schema). */
 export function hiddenColumns(m: TableMetadata): HiddenColumn[] {
   const inSchema = new Set(m.schemas.flatMap((s) => s.fields.map((f) => f.id)));
-  const mapping = z.array(z.object({ 'field-id': z.number().int(), names: z.array(z.string()) })).parse(JSON.parse(m.properties['schema.name-mapping.default'] ?? '[]'));
+  const mapping = NameMappingZ.parse(JSON.parse(m.properties['schema.name-mapping.default'] ?? '[]'));
   return mapping.filter((e) => !inSchema.has(e['field-id'])).map((e) => ({ name: e.names[0], id: e['field-id'] }));
 }
 

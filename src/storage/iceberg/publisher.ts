@@ -26,6 +26,21 @@ export interface IcebergSettings {
 const METADATA_VERSIONS_KEPT = 20;
 /** Commit attempts of one round: a lost race reloads the winner's version and plans again. */
 const COMMIT_ATTEMPTS = 5;
+/**
+ * An idle dataset (its catalog and schema unchanged since its last round that found nothing more to
+ * publish) is looked at again after this many intervals anyway: to learn the versions other workers
+ * committed (the garbage collector's guard) and to expire snapshots.
+ */
+const IDLE_RECHECK_INTERVALS = 10;
+
+/** What a dataset's table is published from: when it is unchanged, a round has nothing to do. */
+interface Published {
+  catalog: Dataset['catalog'];
+  manifests: number;
+  schema: string;
+  /** Look again from this time on (recheck, or the next snapshot expiry). */
+  until: number;
+}
 
 const isColumnType = (t: string): t is ColumnType => (COLUMN_TYPES as readonly string[]).includes(t);
 
@@ -53,6 +68,8 @@ export class IcebergPublisher {
   private readonly dropped = new Set<string>();
   /** Files of nanosecond-timed datasets written without the microsecond copy: compaction rewrites them. */
   private readonly withoutTimeCopy = new Set<string>();
+  /** Per dataset generation: what its last complete round published from (idle rounds are skipped). */
+  private readonly published = new Map<string, Published>();
 
   constructor(
     private readonly ctx: StorageContext,
@@ -98,10 +115,39 @@ export class IcebergPublisher {
         await this.dropPushed(ds);
         continue;
       }
-      await this.publish(ds).catch((err) => log.warn('iceberg publish failed; will retry', { dataset: ds.meta.name, error: (err as Error).message }));
+      // Nothing changed since a round found nothing more to publish: no LIST, no planning.
+      if (this.idle(ds)) continue;
+      const from = this.source(ds);
+      const done = await this.publish(ds).then(
+        () => true,
+        (err) => log.warn('iceberg publish failed; will retry', { dataset: ds.meta.name, error: (err as Error).message }),
+      );
+      if (done) this.published.set(`${ds.meta.name}/${ds.meta.generation}`, { ...from, until: this.recheckAt(ds) });
       // After our own commit, whatever its outcome: the external catalog gets the table as it now is.
       await this.pushTable(ds);
     }
+  }
+
+  /** What the table is published from now (read before planning: a change meanwhile makes the next round work). */
+  private source(ds: Dataset): Omit<Published, 'until'> {
+    return { catalog: ds.catalog, manifests: ds.catalog.appliedManifests, schema: JSON.stringify(ds.schema) };
+  }
+
+  /** Whether the dataset is unchanged since its last complete round, before its recheck time, and in step with any external catalog. */
+  private idle(ds: Dataset): boolean {
+    const last = this.published.get(`${ds.meta.name}/${ds.meta.generation}`);
+    if (!last || Date.now() >= last.until || (this.push && this.push.lagSeconds(ds.meta.name) > 0)) return false;
+    const now = this.source(ds);
+    return last.catalog === now.catalog && last.manifests === now.manifests && last.schema === now.schema;
+  }
+
+  /** The next time an idle table must be looked at: the recheck, or sooner when a snapshot is due to expire. */
+  private recheckAt(ds: Dataset): number {
+    const now = Date.now();
+    let at = now + IDLE_RECHECK_INTERVALS * this.settings.intervalMs;
+    const m = this.states.get(`${ds.meta.name}/${ds.meta.generation}`)?.metadata;
+    for (const s of m?.snapshots ?? []) if (s['snapshot-id'] !== m!['current-snapshot-id']) at = Math.min(at, s['timestamp-ms'] + this.settings.snapshotRetentionMs + 1);
+    return Math.max(at, now);
   }
 
   /** Commits the table's current version to the external catalog too (see push.ts); never throws. */
@@ -123,7 +169,7 @@ export class IcebergPublisher {
   /** The table's current metadata, as readers load it (the newest version in the store). */
   async current(ds: Dataset): Promise<{ location: string; metadata: TableMetadata } | undefined> {
     const { name, generation } = ds.meta;
-    let version = await this.reader.latestVersion(name, generation);
+    let version = await this.reader.latestVersion(name, generation, this.states.get(`${name}/${generation}`)?.version);
     if (version === 0) {
       await this.publish(ds);
       version = await this.reader.latestVersion(name, generation);
@@ -132,11 +178,11 @@ export class IcebergPublisher {
     return metadata && { location: this.uri(icebergMetadataKey(name, generation, version)), metadata };
   }
 
-  /** Publishes what the dataset's catalog holds that the table does not; returns whether a version was committed. */
+  /** Publishes what the dataset's catalog holds that the table does not; returns whether a version was committed (throws when every attempt lost a race). */
   async publish(ds: Dataset): Promise<boolean> {
     const { name, generation } = ds.meta;
     for (let attempt = 0; attempt < COMMIT_ATTEMPTS; attempt++) {
-      const version = await this.reader.latestVersion(name, generation);
+      const version = await this.reader.latestVersion(name, generation, this.states.get(`${name}/${generation}`)?.version);
       // Keyed by generation too: a dataset deleted and created again is another table.
       const state = version ? await this.reader.load(name, generation, version, this.states.get(`${name}/${generation}`)) : undefined;
       if (state) await this.remember(name, generation, state);
@@ -154,8 +200,8 @@ export class IcebergPublisher {
       icebergCommits.inc({ result: 'conflict' });
       log.debug('iceberg commit lost a race; reloading', { dataset: name, version: version + 1 });
     }
-    log.warn('iceberg commit lost every race of this round; will retry', { dataset: name });
-    return false;
+    // Thrown, not returned: the round is not complete (publishAll logs it and tries again next interval).
+    throw new Error('iceberg commit lost every race of this round');
   }
 
   /** The metadata of the next version, or undefined when the table already shows the catalog. */
@@ -282,12 +328,11 @@ export class IcebergPublisher {
   /** Keeps the table state, and what its retained snapshots list (for the GC guard). */
   private async remember(name: string, generation: string, state: TableState): Promise<void> {
     this.states.set(`${name}/${generation}`, state);
+    // Snapshots share most manifests (a fast append adds one): each distinct manifest is read once.
+    const manifests = new Set<string>();
+    for (const s of state.metadata.snapshots) for (const mf of await this.reader.manifestList(s['manifest-list'])) manifests.add(mf.manifest_path);
     const files = new Set<string>();
-    for (const s of state.metadata.snapshots) {
-      for (const mf of await this.reader.manifestList(s['manifest-list'])) {
-        for (const e of await this.reader.manifestEntries(mf.manifest_path)) files.add(this.keyOf(e.data_file.file_path));
-      }
-    }
+    for (const m of manifests) for (const e of await this.reader.manifestEntries(m)) files.add(this.keyOf(e.data_file.file_path));
     this.referencedFiles.set(name, files);
   }
 

@@ -28,8 +28,15 @@ export class TableReader {
     private readonly keyOf: (uri: string) => string,
   ) {}
 
-  /** The highest metadata version of a table generation, or 0 when it has none yet. */
-  async latestVersion(name: string, generation: string): Promise<number> {
+  /**
+   * The highest metadata version of a table generation, or 0 when it has none yet. With `known` (a
+   * version this worker has seen), one GET of the next version answers it when no worker committed
+   * since — the usual case: versions are only ever created as the next number, so without `known + 1`
+   * `known` is the newest — where a LIST of the metadata folder would (on local disk) stat every Avro
+   * file in it. When `known + 1` exists, the LIST finds how far the others went.
+   */
+  async latestVersion(name: string, generation: string, known?: number): Promise<number> {
+    if (known && !(await this.store.getBytes(icebergMetadataKey(name, generation, known + 1)))) return known;
     let max = 0;
     for (const { key } of await this.store.list(icebergMetadataPrefix(name, generation))) {
       const v = parseIcebergMetadataVersion(key);
