@@ -111,6 +111,7 @@ async function startStorage(config: Config, tmp: string, id: string) {
     queryMemoryLimit: config.queryPool.memoryLimit,
     maxInflightBytes: config.ingest.maxInflightBytes,
     flushBytes: config.engine.flushBytes,
+    ingestWorkerYoungGenerationMb: config.ingest.workerYoungGenerationMb,
     maxColumns: config.engine.maxColumns,
   });
   await storage.init(reserved);
@@ -143,7 +144,7 @@ async function startQueries(config: Config, tmp: string, duck: IdleClosingDuckDB
 
 /** The ingest worker threads and the one ingest service of every door. */
 function startIngest(config: Config, storage: StorageEngine) {
-  const ingestPool = new IngestPool(config.ingest.workers, config.ingest.workerIdleMs);
+  const ingestPool = new IngestPool(config.ingest.workers, config.ingest.workerIdleMs, config.ingest.workerYoungGenerationMb);
   const ingest = new IngestService(ingestPool, storage, config.ingest);
   stateGauge('lakehouse_ingest_inflight_bytes', 'Bytes of ingest request bodies being received, decoded and stored (P_MAX_INFLIGHT_BYTES).', [], () => [{ labels: {}, value: ingest.inflight.inUse }]);
   stateGauge('lakehouse_ingest_inflight_peak_bytes', 'The most ingest request bytes in flight at once since start.', [], () => [{ labels: {}, value: ingest.inflight.peak }]);
