@@ -8,10 +8,11 @@
  * BENCH_CONTAINER_EVENTS, BENCH_CONTAINER_MEMORY (MiB; 0: no cgroup) change the defaults; BENCH_CONTAINER_ENV, JSON,
  * adds settings).
  */
+import * as os from 'node:os';
 import { memoryCgroup } from '../test/helpers/cgroup.ts';
 import { jsonParseRate } from './limits.ts';
 import { makeLogEvents } from './logs.ts';
-import { api, fmt, runIfMain, sendAll, settle, startService, treeUsage, waitFlushed, watchTree } from './lib.ts';
+import { api, fmt, runIfMain, sendAll, settle, startService, threadCpu, treeUsage, waitFlushed, watchTree } from './lib.ts';
 
 const MiB = 1024 * 1024;
 
@@ -29,6 +30,8 @@ export interface ContainerRun {
   idlePssMb: number;
   peakPssMb: number;
   oomKills: number;
+  /** CPU seconds of the whole service tree per million events, from the first request until flushed: less affected by load than the rate. */
+  cpuPerMillion: number;
 }
 
 /** One run: a fresh cgroup and service, idle PSS, then the events. */
@@ -46,7 +49,9 @@ async function containerRun(bodies: Buffer[], events: number, limitBytes: number
       const seconds = await sendAll(server.port, '/api/v1/logstream/container', bodies, 8);
       await waitFlushed(server.port, 'container');
       const peak = await watch.stop();
-      return { perSec: events / seconds, parsePerSec, idlePssMb: Math.round(idle.pssBytes / 1e6), peakPssMb: Math.round(peak.peakTreePss / 1e6), oomKills: await cgroup.oomKills() };
+      // Where the CPU went (BENCH_CONTAINER_THREADS=1): the main thread, each ingest thread, DuckDB's.
+      if (process.env.BENCH_CONTAINER_THREADS) console.error(threadCpu(peak.byThread));
+      return { perSec: events / seconds, parsePerSec, idlePssMb: Math.round(idle.pssBytes / 1e6), peakPssMb: Math.round(peak.peakTreePss / 1e6), oomKills: await cgroup.oomKills(), cpuPerMillion: (peak.cpuSec / events) * 1e6 };
     } finally {
       await server.stop();
     }
@@ -62,10 +67,12 @@ export async function benchContainer(
   env: Record<string, string> = {},
 ): Promise<string[][]> {
   const bodies = jsonBodies(events);
-  const rows = [['run', 'events/s', 'JSON.parse events/s', 'ratio', 'idle PSS MB', 'peak PSS MB', 'OOM kills']];
+  const rows = [['run', 'events/s', 'JSON.parse events/s', 'ratio', 'service CPU s / 1M events', 'idle PSS MB', 'peak PSS MB', 'OOM kills', 'load average']];
   for (let i = 1; i <= runs; i++) {
     const r = await containerRun(bodies, events, limitBytes, env);
-    rows.push([String(i), fmt(r.perSec), fmt(r.parsePerSec), `${fmt(r.perSec / r.parsePerSec, 3)}×`, String(r.idlePssMb), String(r.peakPssMb), String(r.oomKills)]);
+        // The 1-minute load average as the run ends: the machine may be shared.
+    const load = os.loadavg()[0].toFixed(2);
+    rows.push([String(i), fmt(r.perSec), fmt(r.parsePerSec), `${fmt(r.perSec / r.parsePerSec, 3)}×`, fmt(r.cpuPerMillion, 1), String(r.idlePssMb), String(r.peakPssMb), String(r.oomKills), load]);
   }
   return rows;
 }

@@ -189,6 +189,8 @@ function ingestGroup(e: Env, sized: Sized) {
     // with 2 / 1 / 0 threads), ~100 MB of peak RSS under load; threads run only while used.
     workers: e.P_INGEST_WORKERS ?? Math.max(1, Math.min(4, os.availableParallelism())),
     workerIdleMs: e.P_INGEST_WORKER_IDLE,
+    /** Each ingest thread's V8 young generation, whole MiB (at least 1). */
+    workerYoungGenerationMb: Math.max(1, Math.floor((e.P_INGEST_WORKER_YOUNG_GENERATION ?? sized.ingestYoungGenerationBytes) / 1024 / 1024)),
   };
 }
 

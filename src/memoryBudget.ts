@@ -45,7 +45,8 @@ const clamp = (v: number, lo: number, hi: number) => Math.max(lo, Math.min(hi, M
  * group commits; the storage DuckDB (flush, compaction) gets 1/6; the query workers share 1/3, each
  * worker capped (RSS) at its share, DuckDB inside it at 1/2 of that (list and string intermediates
  * are not in DuckDB's accounting, so the rest is the margin). At 512 MiB: 85 MiB storage, one query
- * worker of 170 MiB (DuckDB 85 MiB), 16 MiB in flight; at 8 GiB and more, today's fixed defaults.
+ * worker of 170 MiB (DuckDB 85 MiB), 16 MiB in flight, ingest threads with a 12 MiB young generation;
+ * at 8 GiB and more, today's fixed defaults.
  */
 export function sizedDefaults(budget: number) {
   const queryShare = budget / 3;
@@ -62,6 +63,14 @@ export function sizedDefaults(budget: number) {
     inflightBytes: clamp(budget / 32, 16 * MiB, 64 * MiB),
     flushBytes: clamp(budget / 32, 4 * MiB, 16 * MiB),
     metricMetadataBytes: clamp(budget / 64, 4 * MiB, 32 * MiB),
+    // Node sizes every isolate's heap from the cgroup limit: at 512 MiB a young generation of 3 MiB
+    // (1 MiB semi-spaces) against 48 MiB on a large machine, so the ingest threads, which allocate
+    // every decoded value, scavenged ~16× as often and promoted short-lived values into the old
+    // generation: 16.4–18.3 s of CPU per million JSON events in a 512 MiB cgroup against 11.8–13.0
+    // without (bench/container.ts, docs/performance.md). Semi-spaces of 1/128 of the budget, 4–16 MiB
+    // (the young generation is three of them): 12 MiB at 512 MiB, which took 14 s; 48 MiB added
+    // ~60 MB to the peak for no further gain.
+    ingestYoungGenerationBytes: 3 * clamp(budget / 128, 4 * MiB, 16 * MiB),
   };
 }
 

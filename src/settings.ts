@@ -132,6 +132,9 @@ const ingestSettings = {
   ),
   P_MAX_VALUES_PER_REQUEST: int(4_000_000).describe('Most JSON values or protobuf messages in one request (413 above), counted while decoding.'),
   P_INGEST_WORKERS: z.coerce.number().int().min(0).max(64).optional().describe('Most threads that decode, flatten and serialise request bodies (`0`: on the event loop), started as concurrent requests need them. Unset: one per core, 1–4; each holds ~21 MB PSS idle.'),
+  P_INGEST_WORKER_YOUNG_GENERATION: sizedBytes().describe(
+    "V8 young generation of each ingest worker thread (its `resourceLimits.maxYoungGenerationSizeMb`, whole MiB), where the values a body decodes into live and die. Default: 3 × 1/128 of the memory budget, 12–48 MiB; Node's own default, sized from a container's limit, is 3 MiB at 512 MiB, which cost a third more CPU per event in garbage collection (docs/memory.md).",
+  ),
   P_INGEST_WORKER_IDLE: duration('30s').describe(
     'An ingest worker thread with no request body to decode for this long stops; the next bodies start one again (`0`: kept once started). Default 30s: an idle service holds no thread, and a thread starts in well under a second.',
   ),

@@ -14,7 +14,7 @@ export class IngestWorkers implements Component {
 
   constructor(settings: Config['ingest']) {
     // Threads start on demand, so this start has nothing to wait for.
-    this.pool = new IngestPool(settings.workers, settings.workerIdleMs);
+    this.pool = new IngestPool(settings.workers, settings.workerIdleMs, settings.workerYoungGenerationMb);
   }
 
   start(): void {}

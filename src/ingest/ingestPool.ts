@@ -1,4 +1,4 @@
-import { Worker } from 'node:worker_threads';
+import { Worker, type ResourceLimits } from 'node:worker_threads';
 import { DomainError } from '../errors.ts';
 import { entryBeside, fromSource } from '../entrypoints.ts';
 import { DecodeBudgetExceeded } from './compression.ts';
@@ -62,11 +62,21 @@ export class IngestPool {
   private closed = false;
   private failures = 0;
 
-  /** `size`: most threads at once; `idleMs`: quiet period after which a thread stops (0: kept). */
+  /**
+   * `size`: most threads at once; `idleMs`: quiet period after which a thread stops (0: kept);
+   * `youngGenerationMb`: each thread's V8 young generation (P_INGEST_WORKER_YOUNG_GENERATION; unset:
+   * Node's default, sized from the cgroup limit and far too small for decoding inside a container).
+   */
   constructor(
     private readonly size: number,
     private readonly idleMs = 0,
+    private readonly youngGenerationMb?: number,
   ) {}
+
+  /** The heap limits each running thread got (what `resourceLimits` gives inside it). */
+  heapLimits(): ResourceLimits[] {
+    return this.workers.map((w) => w.worker.resourceLimits ?? {});
+  }
 
   /** Threads running (ready or starting). */
   get threads(): number {
@@ -82,9 +92,10 @@ export class IngestPool {
     const entry = entryBeside(import.meta.url, 'ingestWorker');
     // Node 20 does not pass `--import tsx` loader hooks on to worker threads: run from source, the
     // worker registers tsx itself before importing the TypeScript module.
+    const options = this.youngGenerationMb ? { resourceLimits: { maxYoungGenerationSizeMb: this.youngGenerationMb } } : {};
     const worker = fromSource
-      ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((api) => { api.register(); return import(${JSON.stringify(entry.href)}); });`, { eval: true })
-      : new Worker(entry);
+      ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((api) => { api.register(); return import(${JSON.stringify(entry.href)}); });`, { eval: true, ...options })
+      : new Worker(entry, options);
     const slot: Slot = { worker, busy: 0, ready: false, idleSince: performance.now(), retired: false };
     worker.on('message', (result: JobResult | typeof WORKER_READY) => {
       if (result === WORKER_READY) {

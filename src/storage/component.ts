@@ -52,6 +52,7 @@ export class StorageComponent implements Component {
       queryMemoryLimit: config.queryPool.memoryLimit,
       maxInflightBytes: config.ingest.maxInflightBytes,
       flushBytes: config.engine.flushBytes,
+      ingestWorkerYoungGenerationMb: config.ingest.workerYoungGenerationMb,
       maxColumns: config.engine.maxColumns,
     });
     await storage.init(reserved);

@@ -1,3 +1,4 @@
+import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
 import { IngestPool, INLINE_BELOW_BYTES, pickWorker, type WorkerState } from '../../src/ingest/ingestPool.ts';
 import { runJob } from '../../src/ingest/ingestWorker.ts';
@@ -40,6 +41,15 @@ function jsonJob(events: number, tag: string): IngestJob {
   };
 }
 const target: PlacementTarget = { schema: emptySchema(), maxColumns: 100 };
+
+/** The young generation Node gives a thread started without resource limits. */
+async function bareThreadYoungMb(): Promise<number | undefined> {
+  const w = new Worker('setInterval(() => {}, 1000)', { eval: true });
+  await new Promise((r) => w.once('online', r));
+  const mb = w.resourceLimits?.maxYoungGenerationSizeMb;
+  await w.terminate();
+  return mb;
+}
 
 async function until(what: string, cond: () => boolean): Promise<void> {
   for (const deadline = Date.now() + 30_000; !cond(); ) {
@@ -104,5 +114,19 @@ describe('IngestPool: threads start on demand and stop after a quiet period', ()
     }
     expect(most).toBe(2);
     expect(pool.readyThreads).toBe(2);
+  });
+
+  it.each([
+    // Unset: Node's default, which a memory cgroup shrinks (3 MiB at 512 MiB): whatever this process's own is.
+    [undefined, undefined],
+    [12, 12],
+    [48, 48],
+  ])('a thread gets the young generation it is given (%s MiB)', async (young, expected) => {
+    pool = new IngestPool(1, 0, young);
+    await pool.serialize(jsonJob(500, 'y'), target);
+    await until('the thread to be ready', () => pool!.readyThreads === 1);
+    const [limits] = pool.heapLimits();
+    // Node reports the young generation it applied; unset, Node's own sizing: a bare thread's.
+    expect(limits.maxYoungGenerationSizeMb).toBe(expected ?? (await bareThreadYoungMb()));
   });
 });

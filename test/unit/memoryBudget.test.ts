@@ -39,6 +39,11 @@ describe('defaults sized from the budget; the parts stay under it', () => {
     expect(d.queryMemoryBytes).toBeLessThan(d.queryWorkerMaxBytes);
     expect(d.inflightBytes).toBeGreaterThanOrEqual(10 * MiB); // a largest body (P_MAX_BODY_BYTES) fits
     expect(d.queryConcurrency).toBeGreaterThanOrEqual(1);
+    // Never below what cost a third more CPU per event (Node's 3 MiB at 512 MiB: under 12), never above
+    // Node's own default on a large machine (48 MiB), and a multiple of the three semi-spaces.
+    expect(d.ingestYoungGenerationBytes).toBeGreaterThanOrEqual(12 * MiB);
+    expect(d.ingestYoungGenerationBytes).toBeLessThanOrEqual(48 * MiB);
+    expect(d.ingestYoungGenerationBytes % 3).toBe(0);
   });
 
   it('at 512 MiB', () => {
@@ -51,6 +56,8 @@ describe('defaults sized from the budget; the parts stay under it', () => {
       inflightBytes: 16 * MiB,
       flushBytes: 16 * MiB,
       metricMetadataBytes: 8 * MiB,
+      // Three semi-spaces of 4 MiB (a 512 MiB budget / 128).
+      ingestYoungGenerationBytes: 12 * MiB,
     });
   });
 
@@ -65,6 +72,8 @@ describe('defaults sized from the budget; the parts stay under it', () => {
       engine: { flushBytes: MiB },
       ingest: { maxInflightBytes: 32 * MiB },
     });
+    expect(sized.ingest.workerYoungGenerationMb).toBe(12);
+    expect(loadConfig({ P_MEMORY_BUDGET: '512MiB', P_INGEST_WORKER_YOUNG_GENERATION: '24MiB' }).ingest.workerYoungGenerationMb).toBe(24);
   });
 });
 
