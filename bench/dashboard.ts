@@ -98,7 +98,7 @@ function prometheusSeries(n: number): Series[] {
 export const dashboardSeries = (): Series[] => [...Array.from({ length: NODES }, (_, n) => nodeSeries(n)).flat(), ...Array.from({ length: PROMS }, (_, n) => prometheusSeries(n)).flat()];
 
 /** The remote-write body of scrapes [first, first + n) of every series. */
-function body(set: Series[], startMs: number, first: number, n: number): Buffer {
+export function body(set: Series[], startMs: number, first: number, n: number): Buffer {
   const timeseries = set.map((s) => ({
     labels: Object.entries(s.labels).map(([name, value]) => ({ name, value })),
     samples: Array.from({ length: n }, (_, k) => ({ timestamp: startMs + (first + k) * SCRAPE_MS, value: s.value(first + k) })),

@@ -1,4 +1,4 @@
-import { encodeLabels, mayMatch, type CachedFile, type SampleCache } from './sampleCache.ts';
+import { encodeLabels, mayMatch, type CachedFile, type SampleCache, type Series } from './sampleCache.ts';
 import type { SeriesRequest } from './storage.ts';
 
 /*
@@ -40,6 +40,7 @@ const PRESENT = '1';
 export function selectProjected(cache: SampleCache, files: CachedFile[], req: SeriesRequest, p: Projection): { count: number; parts: Uint8Array[] } {
   const keep = new Set(req.matchers.map((m) => m.name));
   if (p.name) keep.add(p.name);
+  const signature = `${p.op}\u0000${[...keep].sort().join('\u0000')}`;
   // Each label set is looked at once, however many files hold it.
   const seen = new Uint8Array(cache.idLimit);
   const reduced = new Map<string, [string, string][]>();
@@ -52,13 +53,7 @@ export function selectProjected(cache: SampleCache, files: CachedFile[], req: Se
       if (!mayMatch(s, req.matchers)) continue;
       // label values: a set without the label adds no value.
       if (p.name && !s.labels.get(p.name)) continue;
-      const pairs: [string, string][] = [];
-      for (const [k, v] of s.labels) {
-        if (!v) continue;
-        if (keep.has(k)) pairs.push([k, v]);
-        else if (p.op === 'labels') pairs.push([k, PRESENT]);
-      }
-      const key = pairs.map(([k, v]) => `${k}\u0000${v}`).join('\u0001');
+      const [key, pairs] = reduce(s, keep, p, signature);
       if (!reduced.has(key)) reduced.set(key, pairs);
     }
   }
@@ -67,3 +62,22 @@ export function selectProjected(cache: SampleCache, files: CachedFile[], req: Se
   for (const pairs of reduced.values()) parts.push(encodeLabels(pairs), new Uint8Array(4));
   return { count: reduced.size, parts: [Buffer.concat(parts)] };
 }
+
+/** A label set reduced for a projection (the labels `keep` with their values; for labels, the other names), memoised on the set for the next call alike. */
+function reduce(s: Series, keep: Set<string>, p: Projection, signature: string): [string, [string, string][]] {
+  const memo = reducedMemo.get(s);
+  if (memo?.signature === signature) return memo.reduced;
+  const pairs: [string, string][] = [];
+  for (const [k, v] of s.labels) {
+    if (!v) continue;
+    if (keep.has(k)) pairs.push([k, v]);
+    else if (p.op === 'labels') pairs.push([k, PRESENT]);
+  }
+  const reduced: [string, [string, string][]] = [pairs.map(([k, v]) => `${k}\u0000${v}`).join('\u0001'), pairs];
+  // One projection per label set: a dashboard's labels and label values calls repeat theirs.
+  reducedMemo.set(s, { signature, reduced });
+  return reduced;
+}
+
+/** Weak: a label set the cache dropped takes its reduction with it. */
+const reducedMemo = new WeakMap<Series, { signature: string; reduced: [string, [string, string][]] }>();
