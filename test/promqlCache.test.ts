@@ -82,6 +82,14 @@ describe('PromQL sample cache: exact over another worker\'s files, its own WAL, 
       }
       expect(await promql(w, `series?match[]=only_b&start=${T0 / 1000}&end=${END / 1000}`)).toEqual([{ __name__: 'only_b', job: 'b' }]);
       expect(await promql(w, `label/instance/values?start=${T0 / 1000}&end=${END / 1000}`)).toEqual(['i0', 'i1', 'i2', 'i3']);
+      // labels and label values (reduced label sets from the cache, whole ones from the WAL), with match[] and a range.
+      expect(await promql(w, `labels?start=${T0 / 1000}&end=${END / 1000}`)).toEqual(['__name__', 'instance', 'job']);
+      expect(await promql(w, `label/__name__/values?start=${T0 / 1000}&end=${END / 1000}`)).toEqual(['cache_test_total', 'only_b']);
+      expect(await promql(w, `labels?match[]=${encodeURIComponent('{instance=~"i[12]"}')}&start=${T0 / 1000}&end=${END / 1000}`)).toEqual(['__name__', 'instance']);
+      // Only A's WAL holds samples after SPLIT; only B's file holds only_b (at T0).
+      const late = `start=${(T0 + (SPLIT + 1) * STEP) / 1000}&end=${END / 1000}`;
+      expect(await promql(w, `label/__name__/values?${late}`)).toEqual(['cache_test_total']);
+      expect(await promql(w, `label/job/values?start=${T0 / 1000}&end=${T0 / 1000}`)).toEqual(['b']);
     }
   }
 

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PATH_PLACEHOLDER, SampleCache, selectCached, type CacheColumns } from '../../src/query/promql/sampleCache.ts';
+import { selectProjected, type Projection } from '../../src/query/promql/labelProjection.ts';
 import { encodeSeries, seriesSql, type Matcher, type SeriesRequest } from '../../src/query/promql/storage.ts';
 
 /*
@@ -148,6 +149,39 @@ describe('PromQL sample cache', () => {
     // Cold (decoded now) and warm (held) alike.
     expect(await cached(cache, req, names)).toEqual(want);
     expect(await cached(cache, req, names)).toEqual(want);
+  });
+
+  // labels and label values from reduced label sets (labelProjection.ts): the engine's answer (union of
+  // names, of the label's non-empty values, after every matcher) equals the one from whole label sets.
+  const answer = (sets: Decoded[], p: Projection) => {
+    const out = new Set<string>();
+    for (const s of sets)
+      for (const pair of s.labels.split(',')) {
+        const [k, v] = pair.split('=');
+        if (p.op === 'labels' && v) out.add(k);
+        else if (k === p.name && v) out.add(v);
+      }
+    return [...out].sort();
+  };
+  const projected: [string, Projection, Partial<SeriesRequest>][] = [
+    ['labels, every series', { op: 'labels' }, { matchers: [{ type: '=~', name: '__name__', value: '.*' }] }],
+    ['labels of one metric', { op: 'labels' }, { matchers: [{ type: '=', name: '__name__', value: 'mem_bytes' }] }],
+    ['labels, a regular expression on a label', { op: 'labels' }, { matchers: [{ type: '=~', name: 'code', value: '20[01]' }] }],
+    ['labels of a range', { op: 'labels' }, { matchers: [{ type: '=', name: '__name__', value: 'mem_bytes' }], start: T0 + 310_000, end: T0 + 320_000 }],
+    ['values of __name__', { op: 'label_values', name: '__name__' }, { matchers: [{ type: '=~', name: '__name__', value: '.*' }] }],
+    ['values of code (absent, empty, set)', { op: 'label_values', name: 'code' }, { matchers: [{ type: '=~', name: '__name__', value: '.*' }] }],
+    ['values of code where instance != i0', { op: 'label_values', name: 'code' }, { matchers: [{ type: '!=', name: 'instance', value: 'i0' }] }],
+    ['values of instance where code =~ 2.*', { op: 'label_values', name: 'instance' }, { matchers: [{ type: '=~', name: 'code', value: '2.*' }] }],
+    ['values of a label no series has', { op: 'label_values', name: 'nope' }, { matchers: [{ type: '=~', name: '__name__', value: '.*' }] }],
+  ];
+  it.each(projected)('%s: the same answer from reduced label sets as from whole ones', async (_name, p, partial) => {
+    const req: SeriesRequest = { matchers: [], ...all, ...partial, labelsOnly: true };
+    const want = answer(await reference(req, files), p);
+    const got = await cache.get(conn, [{ sql: relation(PATH_PLACEHOLDER), paths: files }], dir, COLUMNS, true, 1e9);
+    const { count, parts } = selectProjected(cache, got, req, p);
+    const head = new Uint8Array(4);
+    new DataView(head.buffer).setUint32(0, count, true);
+    expect(answer(decode([head, ...parts], req.matchers), p)).toEqual(want);
   });
 
   it('past its budget the least recently used files go, and answers stay exact', async () => {

@@ -110,7 +110,8 @@ export class PromqlExecutor {
     // A remote-write dataset's files small enough are read through the worker's sample cache; the view
     // reads the rest (larger files, the WAL).
     const cacheable = isMetrics && snap.schema[OTLP_MARKER_COLUMN] === undefined ? this.cacheable(snap) : [];
-    const rest: Snapshot = cacheable.length ? { ...snap, files: snap.files.filter((f) => !cacheable.includes(f)) } : snap;
+    const inCache = new Set(cacheable);
+    const rest: Snapshot = cacheable.length ? { ...snap, files: snap.files.filter((f) => !inCache.has(f)) } : snap;
     const cached = this.cachedGroups(rest, cacheable, labelsOnly, pathFor);
     const scan = isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined;
     const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
@@ -171,14 +172,29 @@ export class PromqlExecutor {
     return budget > 0 ? snap.files.filter((f) => f.rows * SAMPLE_BYTES <= budget / 4) : [];
   }
 
+  /**
+   * A file's SELECT template by what it depends on (rows or label sets, the dataset's schema and time
+   * column, the file's path: a path's content never changes). Building the 120 templates of an hour of
+   * minute files cost 1–2 ms of every selector's grant (measured; docs/performance.md).
+   */
+  private readonly templates = new Map<string, Map<string, string>>();
+
   /** Each cached file's whole content as a SELECT (its path a placeholder), grouped by that SQL. */
   private cachedGroups(rest: Snapshot, files: Snapshot['files'], labelsOnly: boolean, pathFor: (file: string) => string): CachedGroup[] {
     const groups = new Map<string, string[]>();
+    const context = `${labelsOnly ? 'L' : 'S'}\u0000${rest.meta.timeColumn}\u0000${JSON.stringify(rest.schema)}\u0000`;
+    // Bounded: past it (schemas changing, files replaced by compaction), built again as needed.
+    if (this.templates.size > 64) this.templates.clear();
+    let byPath = this.templates.get(context);
+    if (!byPath || byPath.size > 5_000) this.templates.set(context, (byPath = new Map()));
     for (const f of files) {
-      const one = { ...rest, files: [f], segments: [] };
-      const sql = labelsOnly
-        ? seriesRelationSql({ schema: rest.schema, timeColumn: rest.meta.timeColumn, files: [{ ...f, index: f.index === true }], segments: [] }, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER)
-        : scanSql(one, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER);
+      let sql = byPath.get(f.path);
+      if (sql === undefined) {
+        sql = labelsOnly
+          ? seriesRelationSql({ schema: rest.schema, timeColumn: rest.meta.timeColumn, files: [{ ...f, index: f.index === true }], segments: [] }, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER)
+          : scanSql({ ...rest, files: [f], segments: [] }, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER);
+        byPath.set(f.path, sql);
+      }
       const name = pathFor(f.path).split('/').pop()!;
       const list = groups.get(sql);
       if (list) list.push(name);

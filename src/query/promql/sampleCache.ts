@@ -18,7 +18,7 @@ import { SERIES_MAX_TIME, SERIES_MIN_TIME } from '../../storage/scan.ts';
  */
 
 /** A label set, held once for every file that has it. */
-interface Series {
+export interface Series {
   id: number;
   key: string;
   labels: Map<string, string>;
@@ -32,7 +32,7 @@ interface Series {
  * One file, decoded: per series of it (local index i) its id, its samples [off[i], off[i+1]) of t, v, k
  * in time order, and its first and last time (a label set's span in the file, for series calls).
  */
-interface CachedFile {
+export interface CachedFile {
   bytes: number;
   ids: Int32Array;
   off: Int32Array;
@@ -121,6 +121,11 @@ export class SampleCache {
     return out;
   }
 
+  /** One past the largest id given (ids are dense: an array indexed by id covers every label set). */
+  get idLimit(): number {
+    return this.nextId;
+  }
+
   /** The label set of an id (held while a file that has it is). */
   labelSet(id: number): Series {
     return this.byId.get(id)!;
@@ -177,7 +182,7 @@ export class SampleCache {
   }
 }
 
-function encodeLabels(pairs: [string, string][]): Uint8Array {
+export function encodeLabels(pairs: [string, string][]): Uint8Array {
   const encoded = pairs.map(([k, v]) => [encoder.encode(k), encoder.encode(v)]);
   const head = new Uint8Array(4 + encoded.reduce((a, [k, v]) => a + 8 + k.length + v.length, 0));
   const dv = new DataView(head.buffer);
@@ -287,7 +292,7 @@ function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile
 }
 
 /** Whether a series may match: equality matchers exactly (an absent label is ''), regular expressions left to the engine. */
-function mayMatch(s: Series, matchers: Matcher[]): boolean {
+export function mayMatch(s: Series, matchers: Matcher[]): boolean {
   for (const m of matchers) {
     if (m.type === '=' && (s.labels.get(m.name) ?? '') !== m.value) return false;
     if (m.type === '!=' && (s.labels.get(m.name) ?? '') === m.value) return false;

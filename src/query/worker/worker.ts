@@ -31,6 +31,7 @@ import { RANGE_VARIABLES, STREAM_WINDOW, type FromWorker, type PromqlGrant, type
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
 import { SampleCache, selectCached } from '../promql/sampleCache.ts';
+import { projectionOf, selectProjected, type Projection } from '../promql/labelProjection.ts';
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
@@ -312,7 +313,7 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 }
 
 /** The PromQL job under way: the files it was granted, and the grant it waits for. */
-let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void } | undefined;
+let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void; projection?: Projection } | undefined;
 
 /**
  * A PromQL job: the engine (Go, a child process of this one, promqlEngine.ts) evaluates it and calls back
@@ -322,7 +323,7 @@ let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant)
  * connection.
  */
 async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> {
-  const state: NonNullable<typeof promqlCurrent> = (promqlCurrent = { id: job.id });
+  const state: NonNullable<typeof promqlCurrent> = (promqlCurrent = { id: job.id, projection: projectionOf(job.request) });
   try {
     // The pool counts the engine's memory with this process's, and kills it with this process.
     const evaluate = promqlEngine((pid) => send({ type: 'engine', pid }));
@@ -397,7 +398,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const fromView = result ? encodeSeries(grant.labels.map((l) => l.label), result, req.labelsOnly) : undefined;
   if (!cached) return fromView ?? [new Uint8Array(4)]; // no series
   // The cache's series and the view's, in one answer (a label set in both is merged by the engine).
-  const fromCache = selectCached(sampleCache, cached, req);
+  const fromCache = state.projection && req.labelsOnly ? selectProjected(sampleCache, cached, req, state.projection) : selectCached(sampleCache, cached, req);
   const viewCount = fromView ? new DataView(fromView[0].buffer, fromView[0].byteOffset, 4).getUint32(0, true) : 0;
   const count = new Uint8Array(4);
   new DataView(count.buffer).setUint32(0, fromCache.count + viewCount, true);
