@@ -12,7 +12,8 @@
  * One query at a time, on one long-lived connection: a dataset's temporary view is created only when
  * its SQL (files, and which of them straddle the range's bounds) differs from the previous query's, and
  * views the query was not granted are dropped before it runs. An SQL job's range is not in its views'
- * text but in two session variables set before the statement (RANGE_VARIABLES), so "the last 15
+ * text but in two session variables set before the statement (RANGE_VARIABLES; in the statement's
+ * own native call when it runs whole over unchanged views, session.ts), so "the last 15
  * minutes" asked again keeps the view. (Creating a view binds its Parquet scan, on top of the user
  * query's own bind: a fresh range's setup took 1.4–1.7 ms over 15 minute files, 0.8–1 ms with the
  * variables, docs/performance.md.) Only SELECT reaches here (sandbox.ts), so no query leaves anything
