@@ -12,7 +12,8 @@
  * One query at a time, on one long-lived connection: a dataset's temporary view is created only when
  * its SQL (files, and which of them straddle the range's bounds) differs from the previous query's, and
  * views the query was not granted are dropped before it runs. An SQL job's range is not in its views'
- * text but in two session variables set before the statement (RANGE_VARIABLES), so "the last 15
+ * text but in two session variables set before the statement (RANGE_VARIABLES; in the statement's
+ * own native call when it runs whole over unchanged views, session.ts), so "the last 15
  * minutes" asked again keeps the view. (Creating a view binds its Parquet scan, on top of the user
  * query's own bind: a fresh range's setup took 1.4–1.7 ms over 15 minute files, 0.8–1 ms with the
  * variables, docs/performance.md.) Only SELECT reaches here (sandbox.ts), so no query leaves anything
@@ -27,7 +28,7 @@ import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../../errors.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
-import { RANGE_VARIABLES, STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
 import { SampleCache, selectCached } from '../promql/sampleCache.ts';
@@ -35,6 +36,7 @@ import { projectionOf, selectProjected, type Projection } from '../promql/labelP
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
+import { RangeSession, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
 
 const dir = process.env.QW_DIR!;
@@ -117,6 +119,11 @@ async function syncLinks(links: RunJob['links']): Promise<void> {
 /** The connection's temporary views, by quoted name → the SQL they were created with. */
 const views = new Map<string, string>();
 
+/** Whether the connection's temporary views are exactly these already. */
+function viewsAre(wanted: RunJob['views']): boolean {
+  return wanted.length === views.size && wanted.every((v) => views.get(v.name) === v.sql);
+}
+
 /** Makes the connection's temporary views exactly the job's: dropped, created or kept as they are. */
 async function syncViews(conn: DuckDBConnection, wanted: RunJob['views']): Promise<void> {
   const want = new Map(wanted.map((v) => [v.name, v.sql]));
@@ -133,21 +140,8 @@ async function syncViews(conn: DuckDBConnection, wanted: RunJob['views']): Promi
   }
 }
 
-/** The range the connection's RANGE_VARIABLES hold now. */
-let rangeSet: string | undefined;
-
-/**
- * Sets the job's range as the variables its views read (one statement; skipped when unchanged). Before
- * the views, since creating a view binds it.
- */
-async function syncRange(conn: DuckDBConnection, range: RunJob['range']): Promise<void> {
-  if (!range) return;
-  const key = `${range.start} ${range.end}`;
-  if (key === rangeSet) return;
-  rangeSet = undefined;
-  await conn.run(`SET VARIABLE ${RANGE_VARIABLES.start} = ${range.start}; SET VARIABLE ${RANGE_VARIABLES.end} = ${range.end}`);
-  rangeSet = key;
-}
+/** The connection's range variables (one connection per worker). */
+const session = new RangeSession();
 
 /** DuckDB messages name files by their link path: show neither the data directory nor link names. */
 function cleanMessage(message: string): string {
@@ -196,7 +190,9 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   try {
     await syncLinks(job.links);
-    await syncRange(conn, job.range);
+    // A statement run whole with its views as they are sets its range in its own call (runWhole).
+    const rangeLater = job.materialize && viewsAre(job.views);
+    if (!rangeLater) await session.set(conn, job.range);
     await syncViews(conn, job.views);
     if (job.pgFormats) await runPgRows(conn, job, job.pgFormats, state);
     else if (job.materialize) await runMaterialized(conn, job);
@@ -225,7 +221,7 @@ const tooManyBytes = (job: RunJob) =>
  * outside DuckDB's memory limit, hence only for bounded ones. One message carries the whole answer.
  */
 async function runMaterialized(conn: DuckDBConnection, job: RunJob): Promise<void> {
-  const result = (await conn.run(job.sql)) as DuckDBMaterializedResult;
+  const result = await session.runWhole(conn, job.sql, job.range);
   if (result.rowCount > job.maxRows) throw tooManyRows(job);
   const fields = result.columnNames().map(clientColumnName);
   const write = rowWriter(fields, job.sendNull);
@@ -247,7 +243,7 @@ async function runMaterialized(conn: DuckDBConnection, job: RunJob): Promise<voi
  * cost a wake-up of both processes each (measured ~0.3 ms per small query).
  */
 async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullable<typeof current>): Promise<void> {
-  const result = await conn.stream(job.sql);
+  const result = await streamOne(conn, job.sql);
   const fields = result.columnNames().map(clientColumnName);
   const types = result.columnTypes().map((t) => t.toString());
   if (job.streaming) send({ type: 'fields', id: job.id, fields, types });
@@ -285,7 +281,7 @@ async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullab
 async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[], state: NonNullable<typeof current>): Promise<void> {
   if (job.materialize) {
     // A result the parse tree proves small (as for HTTP, see runMaterialized): run whole, one message.
-    const whole = (await conn.run(job.sql)) as DuckDBMaterializedResult;
+    const whole = await session.runWhole(conn, job.sql, job.range);
     const wholeTypes = whole.columnTypes();
     const encodeAll = dataRowEncoder(wholeTypes, formats);
     const w = new RowWriter();
@@ -293,7 +289,7 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
     send({ type: 'answer', id: job.id, fields: whole.columnNames(), types: wholeTypes.map((t) => t.toString()), pgTypes: wholeTypes.map(pgTypeOf), text: '', data: w.take(), rows: whole.rowCount });
     return;
   }
-  const result = await conn.stream(job.sql);
+  const result = await streamOne(conn, job.sql);
   const columnTypes = result.columnTypes();
   send({ type: 'fields', id: job.id, fields: result.columnNames(), types: columnTypes.map((t) => t.toString()), pgTypes: columnTypes.map(pgTypeOf) });
   const encode = dataRowEncoder(columnTypes, formats);
