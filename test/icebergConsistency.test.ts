@@ -66,7 +66,10 @@ describe('snapshots while compaction rewrites files', () => {
     await expect.poll(async () => (await readerCounts(args('widened'))).pyiceberg[0], { timeout: 90_000, interval: 1000 }).toBe(2);
     const { metadata } = await table('widened');
     expect(metadata.schemas.at(-1)!.fields.find((f) => f.name === 'v')!.type).toBe('double');
-    expect(await operations('widened')).toContain('overwrite');
+    // The old file leaves the table by a commit that removes files: the compaction's `overwrite` when the
+    // publisher saw the widened file and the merge at once, or a `delete` then an `append` when a round ran
+    // between them (a loaded machine) — either way never a version listing a file read with the wrong type.
+    expect((await operations('widened')).some((op) => op === 'overwrite' || op === 'delete')).toBe(true);
   }, 180_000);
 });
 

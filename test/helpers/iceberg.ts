@@ -99,7 +99,7 @@ export interface RestFixture {
 
 /**
  * The Iceberg project's REST catalog server (iceberg-open-api test fixtures, scripts/test-setup.d/
- * 73-iceberg-rest-fixture.sh) over in-memory SQLite, in a child JVM. It binds a port of the kernel's
+ * 73-iceberg-rest-fixture.sh) over SQLite (a file in its warehouse dir), in a child JVM. It binds a port of the kernel's
  * choice (`rest.port=0`) and the port is read from Jetty's "Started ServerConnector…{0.0.0.0:PORT}" log
  * line: no port is picked and released. It exits with the test (its stdin closes when the test ends).
  * With `s3`, its FileIO is S3FileIO (iceberg-aws-bundle) on that server, for tables whose locations
@@ -114,7 +114,9 @@ export async function startRestFixture(s3?: { endpoint: string; accessKey: strin
   const io = s3
     ? { CATALOG_IO__IMPL: 'org.apache.iceberg.aws.s3.S3FileIO', CATALOG_S3_ENDPOINT: s3.endpoint, CATALOG_S3_PATH__STYLE__ACCESS: 'true', CATALOG_S3_ACCESS__KEY__ID: s3.accessKey, CATALOG_S3_SECRET__ACCESS__KEY: s3.secretKey, CATALOG_CLIENT_REGION: 'us-east-1' }
     : {};
-  const env = { ...process.env, CATALOG_REST_PORT: '0', CATALOG_WAREHOUSE: warehouse, ...io };
+  // Its default `jdbc:sqlite::memory:` is one empty database per pooled connection: under concurrent loads a
+  // second connection answered every request with 500 ("Failed to get table"). One file, one connection.
+  const env = { ...process.env, CATALOG_REST_PORT: '0', CATALOG_WAREHOUSE: warehouse, CATALOG_URI: `jdbc:sqlite:${path.join(warehouse, 'catalog.db')}`, CATALOG_CLIENTS: '1', ...io };
   const child = spawn('java', ['-Xmx256m', '-cp', classpath.trim(), 'org.apache.iceberg.rest.RESTCatalogServer'], { env, stdio: ['pipe', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise<number>((resolve, reject) => {
