@@ -6,6 +6,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PG_CLIENTS, psql, requireTool, startPgServer, type PgTestServer } from './helpers/pg.ts';
 import { ADMIN_KEY } from './helpers/server.ts';
+import { frame, cstr, int16, int32 } from './helpers/pgFrames.ts';
 
 /**
  * The PostgreSQL door behind the same guards as HTTP (issue 30: A1, A4, A7, L2), with the attacker's
@@ -209,25 +210,6 @@ describe('L2: nothing about the engine behind the door', () => {
 
 // A4 (prepared statements and portals bounded per session and per key, a Parse by P_QUERY_MAX_SQL_BYTES) is
 // the door's own bookkeeping: test/unit/pgInProcess.test.ts.
-
-/** Raw frontend messages: for a portal left suspended inside a transaction block, as no client library does on purpose. */
-const frame = (type: string, body: Buffer) => {
-  const head = Buffer.alloc(5);
-  head[0] = type.charCodeAt(0);
-  head.writeInt32BE(body.length + 4, 1);
-  return Buffer.concat([head, body]);
-};
-const cstr = (s: string) => Buffer.from(`${s}\0`);
-const int16 = (v: number) => {
-  const b = Buffer.alloc(2);
-  b.writeInt16BE(v);
-  return b;
-};
-const int32 = (v: number) => {
-  const b = Buffer.alloc(4);
-  b.writeInt32BE(v);
-  return b;
-};
 
 /** A connection that logs in, opens a transaction and leaves a portal suspended after one row. */
 async function holdPortal(on: PgTestServer, password: string): Promise<{ socket: net.Socket; received: () => string }> {

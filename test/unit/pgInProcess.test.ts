@@ -12,6 +12,7 @@ import { PG } from '../../src/query/results/pg.ts';
 import type { PgQueries } from '../../src/query/sql/executor.ts';
 import { RecordingPgQueries } from '../../src/query/sql/fake.ts';
 import { tempDir } from '../helpers/server.ts';
+import { frame, cstr, int32 } from '../helpers/pgFrames.ts';
 
 /**
  * The PostgreSQL door in process (test/README.md "Where a test goes"): src/doors/pg's server and
@@ -24,18 +25,6 @@ import { tempDir } from '../helpers/server.ts';
  */
 const MAX_PREPARED = 6;
 
-const frame = (type: string, body: Buffer) => {
-  const head = Buffer.alloc(5);
-  head[0] = type.charCodeAt(0);
-  head.writeInt32BE(body.length + 4, 1);
-  return Buffer.concat([head, body]);
-};
-const cstr = (s: string) => Buffer.from(`${s}\0`);
-const int32 = (v: number) => {
-  const b = Buffer.alloc(4);
-  b.writeInt32BE(v);
-  return b;
-};
 const startup = () => {
   const body = Buffer.concat([int32(196608), cstr('user'), cstr('u'), Buffer.from([0])]);
   return Buffer.concat([int32(body.length + 4), body]);
