@@ -13,7 +13,7 @@ import { writeParquet, writtenTypes } from './parquetWriter.ts';
 import { uploadSeriesIndex } from './seriesIndex.ts';
 import { traceBloomOf } from './traceIndex.ts';
 import { flushDuration, flushes } from '../metrics.ts';
-import { splitByRows } from './stats.ts';
+import { consecutiveGroups, splitByRows } from './stats.ts';
 import { salvageSegments } from './walSalvage.ts';
 import { classifyFailure } from '../failures.ts';
 import type { Segment } from './wal.ts';
@@ -97,19 +97,7 @@ export function fewMinutes(segments: Pick<Segment, 'firstAppendMs' | 'lastAppend
 
 /** Consecutive segments in groups of at most `maxBytes` (a larger segment is a group of its own). */
 export function segmentGroups<S extends { bytes: number }>(segments: S[], maxBytes: number): S[][] {
-  const groups: S[][] = [];
-  let bytes = 0;
-  for (const s of segments) {
-    const last = groups[groups.length - 1];
-    if (last && bytes + s.bytes <= maxBytes) {
-      last.push(s);
-      bytes += s.bytes;
-    } else {
-      groups.push([s]);
-      bytes = s.bytes;
-    }
-  }
-  return groups;
+  return consecutiveGroups(segments, (s) => s.bytes, maxBytes);
 }
 
 /** The worker's own schema object, when a flush added columns to it (written before the manifest names them). */

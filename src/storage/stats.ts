@@ -69,3 +69,24 @@ export function dateTotals(ds: Dataset, date: string, now = Date.now()): Totals 
   const wal = today ? ds.wal.size : { rows: 0, rawBytes: 0 };
   return { rows: files.rows + wal.rows, rawBytes: files.rawBytes + wal.rawBytes, storageBytes: files.bytes, files: files.files };
 }
+
+/**
+ * Consecutive items in groups whose weights together stay within `max` (an item heavier than `max` is a
+ * group of its own): WAL segments per flush unit, a partition's line steps per Parquet file.
+ */
+export function consecutiveGroups<T>(items: T[], weight: (item: T) => number, max: number): T[][] {
+  const groups: T[][] = [];
+  let total = 0;
+  for (const item of items) {
+    const last = groups[groups.length - 1];
+    const w = weight(item);
+    if (last && total + w <= max) {
+      last.push(item);
+      total += w;
+    } else {
+      groups.push([item]);
+      total = w;
+    }
+  }
+  return groups;
+}

@@ -2,6 +2,7 @@ import { createReadStream } from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { createInterface } from 'node:readline';
+import { consecutiveGroups } from './stats.ts';
 
 /**
  * The WAL of a wide dataset split into per-minute line sets in one streaming pass (issue 30 A11, the
@@ -142,19 +143,7 @@ export async function splitWalLines(segmentPaths: string[], timeColumn: string, 
  * cost together stays within `budget` (a group holds at least one step).
  */
 export function groupSteps(steps: LineStep[], budget: number): LineStep[][] {
-  const groups: LineStep[][] = [];
-  let cost = 0;
-  for (const s of steps) {
-    const last = groups[groups.length - 1];
-    if (last && cost + s.cost <= budget) {
-      last.push(s);
-      cost += s.cost;
-    } else {
-      groups.push([s]);
-      cost = s.cost;
-    }
-  }
-  return groups;
+  return consecutiveGroups(steps, (s) => s.cost, budget);
 }
 
 /** A step file's lines in two new step files (a step that still ran out of memory), or undefined for a single line. */
