@@ -112,7 +112,9 @@ export async function benchOtel(): Promise<string[][]> {
     const spansJson = Array.from({ length: REQUESTS }, (_, i) => spansRequest(PER_REQUEST, i, base + i * PER_REQUEST));
     await run('OTLP spans, protobuf', '/v1/traces', 'otel_spans_pb', spansJson.map((j) => toProtobuf('traces', j)), { 'content-type': 'application/x-protobuf' }, PER_REQUEST);
     await run('OTLP spans, JSON', '/v1/traces', 'otel_spans_json', spansJson.map((j) => Buffer.from(JSON.stringify(j))), { 'content-type': 'application/json' }, PER_REQUEST);
-    const rw = Array.from({ length: REQUESTS }, (_, i) => remoteWriteRequest(500, 4, i, base + i * 60_000));
+    // A request a minute of samples, ending before now: samples over P_EVENT_TIME_FUTURE_LIMIT ahead are refused.
+    const rwBase = Date.now() - (REQUESTS + 1) * 60_000;
+    const rw = Array.from({ length: REQUESTS }, (_, i) => remoteWriteRequest(500, 4, i, rwBase + i * 60_000));
     await run('remote write 1.0 (2,000 samples/request)', '/v1/prometheus/write', 'prom_rw', rw, { 'content-type': 'application/x-protobuf', 'content-encoding': 'snappy' }, 2000);
   } finally {
     await server.stop();

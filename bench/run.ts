@@ -215,66 +215,61 @@ async function main(): Promise<void> {
     await server.stop();
   }
 
-  if (process.env.BENCH_SKIP_OTEL !== '1') {
-    console.log('\n## OTLP and Prometheus remote write through HTTP (8 clients, 1,000 records per request)');
-    table(await benchOtel());
-    console.log('\n## OTLP over gRPC beside OTLP/HTTP protobuf (8 in flight, 1,000 records per request)');
-    table(await benchOtlpGrpc());
-    console.log('\n## OTLP/JSON logs: CPU per record (flush included), in rounds, beside JSON.parse and DuckDB on the same data');
-    table(await benchOtlpLogs());
+  await runPhases(bodies);
+}
+
+/** Prints a bench's rows: several tables when separated by empty rows. */
+function tables(rows: string[][]): void {
+  while (rows.length) {
+    const cut = rows.findIndex((r) => r.length === 0);
+    table(cut < 0 ? rows : rows.slice(0, cut));
+    rows = cut < 0 ? [] : rows.slice(cut + 1);
+    if (rows.length) console.log('');
   }
-  if (process.env.BENCH_SKIP_SHIPPERS !== '1') {
-    console.log('\n## Log shippers\' doors beside the JSON endpoint on the same events (8 clients, 1,000 events per request)');
-    table(await benchShippers());
-  }
-  if (process.env.BENCH_SKIP_TIME !== '1') {
-    console.log('\n## JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)');
-    table(await benchTimeField());
-  }
-  if (process.env.BENCH_SKIP_ICEBERG !== '1') {
-    console.log('\n## Iceberg lake (docs/lake.md): publish cost on vs off, lake files per commit, ack → pyiceberg; Spark local beside our SQL');
-    // Several tables, separated by empty rows.
-    let rows = await benchIceberg();
-    while (rows.length) {
-      const cut = rows.findIndex((r) => r.length === 0);
-      table(cut < 0 ? rows : rows.slice(0, cut));
-      rows = cut < 0 ? [] : rows.slice(cut + 1);
-      if (rows.length) console.log('');
+}
+
+/**
+ * The phases after the JSON ones, each skippable with BENCH_SKIP_<name>=1: [name, title (printed
+ * before; none when the phase prints its own), run]. A phase that fails is reported and the others
+ * still run, so that one run gives every figure it can; the run then exits 1.
+ */
+function phases(bodies: string[]): [string, string, () => Promise<string[][] | void>][] {
+  return [
+    ['OTEL', 'OTLP and Prometheus remote write through HTTP (8 clients, 1,000 records per request)', benchOtel],
+    ['OTEL', 'OTLP over gRPC beside OTLP/HTTP protobuf (8 in flight, 1,000 records per request)', benchOtlpGrpc],
+    ['OTEL', 'OTLP/JSON logs: CPU per record (flush included), in rounds, beside JSON.parse and DuckDB on the same data', benchOtlpLogs],
+    ['SHIPPERS', "Log shippers' doors beside the JSON endpoint on the same events (8 clients, 1,000 events per request)", benchShippers],
+    ['TIME', 'JSON ingestion with event time: a time field, times inferred in strings, against neither (docs/time.md)', benchTimeField],
+    ['ICEBERG', 'Iceberg lake (docs/lake.md): publish cost on vs off, lake files per commit, ack → pyiceberg; Spark local beside our SQL', benchIceberg],
+    ['S3', '', () => benchS3(bodies, EVENTS, QUERIES)],
+    ['PG', 'PostgreSQL wire protocol vs HTTP streaming vs DuckDB on the same files', benchPgWire],
+    ['MEMORY', '', async () => void (await benchMemory())],
+    ['CONTAINER', 'JSON ingestion inside a 512 MiB memory cgroup (the whole process tree; defaults sized from it), beside JSON.parse of the same bodies; three runs', benchContainer],
+    ['FIRST_QUERY', 'The first query after a quiet period (query workers start on first use) vs a running worker', benchFirstQuery],
+    ['SMALL_SQL', 'Small SQL on an idle worker (issue 37): a count and the console histogram over the last 15 minutes, beside DuckDB on the same files', benchSmallSql],
+    ['PROMQL', 'PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples', benchPromql],
+    ['TRACEQL', 'TraceQL search and trace by id through the Tempo API, beside DuckDB running the same SQL on the same files (BENCH_TRACEQL_SPANS)', benchTraceql],
+    ['DASHBOARD', 'PromQL dashboards on a small install (issue 37), beside Prometheus 2.42 holding the same samples', benchDashboard],
+    ['TRACES', 'Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory', benchTraces],
+  ];
+}
+
+async function runPhases(bodies: string[]): Promise<void> {
+  const failed: string[] = [];
+  for (const [name, title, run] of phases(bodies)) {
+    if (process.env[`BENCH_SKIP_${name}`] === '1') continue;
+    if (title) console.log(`\n## ${title}`);
+    try {
+      const rows = await run();
+      if (rows) tables(rows);
+    } catch (err) {
+      console.error(`phase ${name} failed:`, err);
+      failed.push(`${name}${title ? ` (${title.split(':')[0]})` : ''}`);
     }
   }
-  if (process.env.BENCH_SKIP_S3 !== '1') await benchS3(bodies, EVENTS, QUERIES);
-  if (process.env.BENCH_SKIP_PG !== '1') {
-    console.log('\n## PostgreSQL wire protocol vs HTTP streaming vs DuckDB on the same files');
-    table(await benchPgWire());
-  }
-  if (process.env.BENCH_SKIP_MEMORY !== '1') await benchMemory();
-  if (process.env.BENCH_SKIP_CONTAINER !== '1') {
-    console.log('\n## JSON ingestion inside a 512 MiB memory cgroup (the whole process tree; defaults sized from it), beside JSON.parse of the same bodies; three runs');
-    table(await benchContainer());
-  }
-  if (process.env.BENCH_SKIP_FIRST_QUERY !== '1') {
-    console.log('\n## The first query after a quiet period (query workers start on first use) vs a running worker');
-    table(await benchFirstQuery());
-  }
-  if (process.env.BENCH_SKIP_SMALL_SQL !== '1') {
-    console.log('\n## Small SQL on an idle worker (issue 37): a count and the console histogram over the last 15 minutes, beside DuckDB on the same files');
-    table(await benchSmallSql());
-  }
-  if (process.env.BENCH_SKIP_PROMQL !== '1') {
-    console.log('\n## PromQL query_range and labels/series, beside Prometheus 2.42 holding the same samples');
-    table(await benchPromql());
-  }
-  if (process.env.BENCH_SKIP_TRACEQL !== '1') {
-    console.log('\n## TraceQL search and trace by id through the Tempo API, beside DuckDB running the same SQL on the same files (BENCH_TRACEQL_SPANS)');
-    table(await benchTraceql());
-  }
-  if (process.env.BENCH_SKIP_DASHBOARD !== '1') {
-    console.log('\n## PromQL dashboards on a small install (issue 37), beside Prometheus 2.42 holding the same samples');
-    table(await benchDashboard());
-  }
-  if (process.env.BENCH_SKIP_TRACES !== '1') {
-    console.log('\n## Trace by id (Jaeger API) beside SQL without the index, DuckDB on the same files, and Jaeger v1.76 in memory');
-    table(await benchTraces());
+  if (failed.length) {
+    console.error(`\n${failed.length} phase(s) failed: ${failed.join('; ')}`);
+    process.exitCode = 1;
   }
 }
 
