@@ -1,3 +1,4 @@
+import type { DuckDBMaterializedResult } from '@duckdb/node-api';
 import { sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import { log } from '../log.ts';
 
@@ -38,10 +39,16 @@ function* probes(id: string, bits: number): Generator<number> {
 
 /** The filter of these ids, as stored (base64). */
 export function buildTraceBloom(ids: string[]): string {
-  const bytes = new Uint8Array(Math.max(8, Math.ceil((ids.length * BITS_PER_ID) / 8)));
-  const bits = bytes.length * 8;
-  for (const id of ids) for (const p of probes(id.toLowerCase(), bits)) bytes[p >> 3] |= 1 << (p & 7);
-  return Buffer.from(bytes).toString('base64');
+  const filter = emptyFilter(ids.length);
+  for (const id of ids) addId(filter, id);
+  return Buffer.from(filter).toString('base64');
+}
+
+/** The bit array of a filter for `count` distinct ids (at least 8 bytes). */
+const emptyFilter = (count: number) => new Uint8Array(Math.max(8, Math.ceil((count * BITS_PER_ID) / 8)));
+
+function addId(filter: Uint8Array, id: string): void {
+  for (const p of probes(id.toLowerCase(), filter.length * 8)) filter[p >> 3] |= 1 << (p & 7);
 }
 
 /** Decoded filters, by their text: a lookup decodes each file's filter once. */
@@ -67,8 +74,19 @@ export async function traceBloomOf(duck: DuckDBSource, dataKey: string, dataPath
   try {
     return await withConnection(duck, async (conn) => {
       const sql = `SELECT DISTINCT span_trace_id FROM read_parquet(${sqlString(dataPath)}) WHERE span_trace_id IS NOT NULL LIMIT ${MAX_IDS + 1}`;
-      const ids = (await conn.runAndReadAll(sql)).getRows().map(([id]) => String(id));
-      return ids.length > MAX_IDS ? undefined : buildTraceBloom(ids);
+      // The ids stay in DuckDB's result and become JavaScript strings one chunk (2,048) at a time: read
+      // as rows at once, the 100,000 distinct ids of a compacted hour of spans held ~29 MB of the main
+      // process's heap, once per traces dataset merged, at the flush phase's peak of issue 18's
+      // workload (docs/memory.md).
+      const result = (await conn.run(sql)) as DuckDBMaterializedResult;
+      if (result.rowCount > MAX_IDS) return undefined;
+      const filter = emptyFilter(result.rowCount);
+      for (let c = 0; c < result.chunkCount; c++) {
+        const chunk = result.getChunk(c);
+        const ids = chunk.getColumnVector(0);
+        for (let r = 0; r < chunk.rowCount; r++) addId(filter, String(ids.getItem(r)));
+      }
+      return Buffer.from(filter).toString('base64');
     });
   } catch (err) {
     log.warn('could not build a trace-id index; the file goes without one', { key: dataKey, error: (err as Error).message });

@@ -58,6 +58,13 @@ async function openSandboxed(): Promise<DuckDBInstance> {
     await conn.run('SET autoload_known_extensions = false');
     // The same link name always points at the same immutable file, so footers may be cached.
     await conn.run('SET parquet_metadata_cache = true');
+    // Memory goes back after a job, as in the storage DuckDB (src/duckdb.ts): DuckDB hands its
+    // allocator's free memory to the OS after any task that peaked over 16 MiB (default 128 MiB). A
+    // PromQL job's sample-cache load kept ~20 MB of freed memory in the allocator otherwise, held until
+    // the worker exited (docs/memory.md, issue 18's workload).
+    await conn.run(`SET allocator_flush_threshold = '16MiB'`);
+    await conn.run(`SET allocator_bulk_deallocation_flush_threshold = '16MiB'`);
+    await conn.run('SET allocator_background_threads = true');
     await conn.run('SET lock_configuration = true');
   } finally {
     conn.closeSync();
