@@ -350,8 +350,11 @@ export class QueryExecutor implements SqlQueries, PgQueries {
         }
         return true;
       };
-      const materialize = (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS);
-      const build = (filesDir: string) => runJob(req, snapshots, sql, filesDir, { ...this.limits, materialize, pgFormats });
+      const wholeRows = Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS);
+      const materialize = (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= wholeRows;
+      // A buffered answer the parse tree does not bound is still run whole when it turns out that small.
+      const wholeUpTo = !materialize && !req.streaming && pgFormats === undefined ? wholeRows : undefined;
+      const build = (filesDir: string) => runJob(req, snapshots, sql, filesDir, { ...this.limits, materialize, wholeUpTo, pgFormats });
       const exec = await this.pool.run(req.principalId, build);
       const release = holdToLimits(exec, { timeoutMs: this.limits.timeoutMs - preparedMs, timeoutMessage: timeLimitMessage(this.limits.timeoutMs), signal: req.signal });
       const cleanup = () => {
@@ -390,7 +393,7 @@ function runJob(
   snapshots: Snapshot[],
   sql: string,
   filesDir: string,
-  o: { maxRows: number; maxBytes: number; materialize: boolean; pgFormats?: number[] },
+  o: { maxRows: number; maxBytes: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
 ): Omit<RunJob, 'id'> {
   const links = new Map<string, string>();
   const pathFor = (file: string) => {
@@ -413,6 +416,7 @@ function runJob(
     maxBytes: o.maxBytes,
     streaming: req.streaming,
     materialize: o.materialize,
+    ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
     ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
   };
 }

@@ -34,6 +34,11 @@ export interface RunJob {
   /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
   materialize: boolean;
   /**
+   * A buffered statement the parse tree does not bound: run whole when it has at most this many rows
+   * (session.ts runBounded), else streamed. Unset: streamed.
+   */
+  wholeUpTo?: number;
+  /**
    * Rows as PostgreSQL DataRow messages (the PostgreSQL front door) instead of JSON: the format code of
    * each result column, as the client's Bind gave them. Always streamed.
    */
