@@ -124,6 +124,7 @@ describe('runBounded', () => {
     ['exactly the limit', 'SELECT i FROM ds ORDER BY i', 0, 20, 20],
     ['one more than the limit', 'SELECT i FROM ds ORDER BY i', 0, 21, 20],
     ['a trailing line comment', 'SELECT count(*) AS n FROM ds -- the count', 5, 6, 1],
+    ['a closing semicolon', 'SELECT count(*) AS n FROM ds ; \n', 5, 9, 1],
     ['a CTE and a UNION', 'WITH x AS (SELECT i FROM ds) SELECT i FROM x UNION ALL SELECT -1 ORDER BY 1 DESC', 0, 30, 31],
     ['no rows', 'SELECT i FROM ds WHERE i < 0', 0, 60, 5],
   ])('%s', async (_name, sql, from, to, limit) => {

@@ -69,11 +69,15 @@ export class RangeSession {
 
 /**
  * The statement with at most `limit` + 1 rows (one more than may be answered whole, so that more is
- * seen). The newline ends a trailing `--` comment of the statement; DuckDB keeps a subquery's ORDER BY
- * through the outer LIMIT. A text that is not one SELECT fails here and takes the streamed path.
+ * seen). The newline ends a trailing `--` comment of the statement, and a statement's closing `;` (a
+ * text cannot end inside a literal) goes; DuckDB keeps a subquery's ORDER BY through the outer LIMIT.
+ * A text that is not one SELECT fails here and takes the streamed path.
  */
 export function boundedSql(sql: string, limit: number): string {
-  return `SELECT * FROM (${sql}\n) AS p_bounded LIMIT ${limit + 1}`;
+  // A loop, not a regular expression: /[\s;]+$/ is quadratic on a long run of spaces inside the text.
+  let end = sql.length;
+  while (end > 0 && (sql[end - 1] === ';' || /\s/.test(sql[end - 1]))) end--;
+  return `SELECT * FROM (${sql.slice(0, end)}\n) AS p_bounded LIMIT ${limit + 1}`;
 }
 
 /**
