@@ -250,7 +250,7 @@ async function benchInstall(install: Install): Promise<string[][]> {
       const [a, b] = await compareCounted(service.port, prom.url, `/prometheus/dash/api/v1/${params}`, `/api/v1/${params}`);
       ratios.push(a / b);
       if (panel) panels = [panels[0] + a, panels[1] + b];
-      if (!install.panelsOnly) rows.push([name, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
+      rows.push([name, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
     };
     if (ONLY !== 'meta') await askQueries(ask, end, install.panelsOnly);
     const sorted = [...ratios].sort((x, y) => x - y);
