@@ -45,6 +45,7 @@ const CLASSIFIED_MAX_SQL = 16_384;
 
 export class CatalogQueries {
   private classified = new Map<string, Statement>();
+  private described = new Map<string, Described>();
 
   /**
    * `parse`: the service's parse of a statement text (executor.ts `parsePg`), sent with each job so the
@@ -70,10 +71,20 @@ export class CatalogQueries {
     return m.statement;
   }
 
-  /** A statement's parameter and column types, from preparing it in the worker (nothing runs). */
+  /**
+   * A statement's parameter and column types, from preparing it in the worker (nothing runs).
+   * Remembered like classifications: a client re-sending an unnamed statement (node-postgres sends
+   * Parse before every Bind) would otherwise cost DuckDB's prepare, in a worker, each time.
+   */
   async describe(req: CatalogRequest, sql: string): Promise<Described> {
+    // A description depends on the datasets' columns and their types.
+    const key = `${JSON.stringify(req.datasets)}\u0000${sql}`;
+    const known = this.described.get(key);
+    if (known) return known;
     const m = await this.job(req, { op: 'describe', sql, tree: await this.parse?.(pgSyntax(sql)) });
     if (m.type !== 'catalog' || !m.described) throw new DomainError('storage', 'the query worker gave no description');
+    if (this.described.size >= CLASSIFIED_MAX) this.described.delete(this.described.keys().next().value!);
+    if (sql.length <= CLASSIFIED_MAX_SQL) this.described.set(key, m.described);
     return m.described;
   }
 

@@ -35,9 +35,10 @@ const addToTally = (site: keyof ParseTally, n = 1) => void (tally[site] = (tally
 /** Runs one catalog job and sends its one answer (or error), with the parses it made. */
 export async function runCatalog(job: CatalogJob, reply: (m: FromWorker) => void): Promise<void> {
   tally = {};
-  // Set per job, not at load: another module of the worker (sql/executor.ts) may set the service's counter.
-  countParsesWith(addToTally);
-  const send = (m: FromWorker) => reply(m.type === 'catalog' || m.type === 'answer' || m.type === 'error' ? { ...m, parses: tally } : m);
+  // Set per job, not at load: another module of the worker (sql/executor.ts) may set the service's
+  // counter; put back after (a test runs catalog jobs in the service's process).
+  const previous = countParsesWith(addToTally);
+  const send = (m: Extract<FromWorker, { type: 'catalog' | 'answer' | 'error' }>) => reply({ ...m, parses: { ...tally } });
   current = { datasets: job.datasets.map((d) => ({ name: d.name, schema: d.schema as Record<string, ColumnType> })), maxRows: job.maxRows, maxDepth: job.maxDepth };
   try {
     const catalog = await catalogDb();
@@ -58,5 +59,7 @@ export async function runCatalog(job: CatalogJob, reply: (m: FromWorker) => void
   } catch (err) {
     const e = err instanceof DomainError ? err : new DomainError('invalid', (err as Error).message);
     send({ type: 'error', id: job.id, kind: e.kind, message: e.message });
+  } finally {
+    countParsesWith(previous);
   }
 }

@@ -57,9 +57,13 @@ export type ParseSite = 'sandbox' | 'pg' | 'catalog' | 'prepare' | 'execute' | '
  * Told of every parse. The service sets it to its metric (executor.ts); a query worker to a tally it
  * sends back with a catalog job's answer (catalog/inWorker.ts), so the service's metric counts both.
  */
-let parseCounter: (site: ParseSite, n?: number) => void = () => undefined;
-export function countParsesWith(count: (site: ParseSite, n?: number) => void): void {
+type ParseCounter = (site: ParseSite, n?: number) => void;
+let parseCounter: ParseCounter = () => undefined;
+/** Sets the counter; returns the one it replaces (a catalog job run in process puts it back). */
+export function countParsesWith(count: ParseCounter): ParseCounter {
+  const previous = parseCounter;
   parseCounter = count;
+  return previous;
 }
 
 /** Counts parses done elsewhere: by DuckDB's own prepare, or reported by a query worker. */
