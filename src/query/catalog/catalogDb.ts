@@ -38,6 +38,11 @@ export interface Statement {
    * its UTC wall-clock time (see nsComparableWithTimestamptz).
    */
   utcParams?: number[];
+  /**
+   * A catalog statement whose rewritten form (as it will run, in withTypedColumns' wrapper) passed the
+   * nesting and size checks here: its run needs no parse for them (issue 35).
+   */
+  checked?: boolean;
 }
 
 export interface DatasetSchema {
@@ -163,7 +168,9 @@ export class CatalogDb {
       const named = applyColumnNames(names);
       const columns = answerColumns(ast, types);
       const text = named || found.rewritten || columns ? await deparse(conn, ast) : sql;
-      return { kind: 'catalog', sql: columns ? withTypedColumns(text, columns) : text };
+      // The checks its run would make, on the statement as it will run: no parse needed then.
+      await checkStatement(columns ? asSubquery((ast.statements as Node[])[0]) : (ast.statements as Node[])[0], this.limits.maxDepth);
+      return { kind: 'catalog', sql: columns ? withTypedColumns(text, columns) : text, checked: true };
     });
   }
 
@@ -216,10 +223,10 @@ export class CatalogDb {
   }
 
   /** Runs a catalog statement; its (small) answer is whole before the first row is sent. */
-  async run(sql: string, formats: number[], tree?: string): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
+  async run(sql: string, formats: number[], tree?: string, checked = false): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
     const result = await this.withConn(async (conn) => {
       try {
-        await parse(conn, sql, this.limits.maxDepth, tree);
+        if (!checked) await parse(conn, sql, this.limits.maxDepth, tree);
         countParses('prepare');
         return (await conn.run(sql)) as DuckDBMaterializedResult;
       } catch (err) {
@@ -261,12 +268,21 @@ async function parse(conn: DuckDBConnection, sql: string, maxDepth: number, tree
   // The service's tree of exactly `sql` when it sent one (the statement's one parse), else DuckDB's here.
   const ast = parseTree(tree ?? (await serializeSql(conn, sql, 'catalog')));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
-  const statement = (ast.statements as Node[])[0];
+  await checkStatement((ast.statements as Node[])[0], maxDepth);
+  return ast;
+}
+
+/** The sandbox's checks of size: nesting depth, and size once macros are expanded. */
+async function checkStatement(statement: Node, maxDepth: number): Promise<void> {
   checkNesting(statement, maxDepth);
   if (expandedSize(statement, await macroCosts(), MAX_EXPANDED_EXPRESSIONS) > MAX_EXPANDED_EXPRESSIONS) {
     throw invalidInput(`the statement is too large once its macros are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions`);
   }
-  return ast;
+}
+
+/** A statement as withTypedColumns runs it: the FROM of `SELECT * FROM (statement) AS __pg_answer(…)`. */
+function asSubquery(statement: Node): Node {
+  return { node: { type: 'SELECT_NODE', select_list: [{ class: 'STAR', type: 'STAR' }], from_table: { type: 'SUBQUERY', subquery: statement } } };
 }
 
 async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {

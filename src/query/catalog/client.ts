@@ -46,6 +46,8 @@ const CLASSIFIED_MAX_SQL = 16_384;
 export class CatalogQueries {
   private classified = new Map<string, Statement>();
   private described = new Map<string, Described>();
+  /** Catalog statements as classifications returned them, checked as they will run (no parse to run). */
+  private checked = new Set<string>();
 
   /**
    * `parse`: the service's parse of a statement text (executor.ts `parsePg`), sent with each job so the
@@ -68,6 +70,10 @@ export class CatalogQueries {
     // Bounded: a client sending ever new statements (literals inlined) must not grow it.
     if (this.classified.size >= CLASSIFIED_MAX) this.classified.delete(this.classified.keys().next().value!);
     if (sql.length <= CLASSIFIED_MAX_SQL) this.classified.set(key, m.statement);
+    if (m.statement.checked) {
+      if (this.checked.size >= CLASSIFIED_MAX) this.checked.delete(this.checked.values().next().value!);
+      this.checked.add(m.statement.sql);
+    }
     return m.statement;
   }
 
@@ -90,7 +96,9 @@ export class CatalogQueries {
 
   /** Runs a catalog statement; its (small, at most P_QUERY_MAX_ROWS rows) answer comes whole. */
   async run(req: CatalogRequest, sql: string, formats: number[]): Promise<CatalogAnswer> {
-    const m = await this.job(req, { op: 'run', sql, pgFormats: formats, tree: await this.parse?.(sql) });
+    // A statement a classification checked as it runs needs no tree; any other is checked from one.
+    const checked = this.checked.has(sql);
+    const m = await this.job(req, { op: 'run', sql, pgFormats: formats, ...(checked ? { checked } : { tree: await this.parse?.(sql) }) });
     if (m.type !== 'answer' || !m.pgTypes || !m.data) throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
     const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
     const types = m.pgTypes;
@@ -102,7 +110,7 @@ export class CatalogQueries {
   }
 
   /** One job on a worker under the key's admission and the time limit: its one answer message. */
-  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats' | 'tree'>): Promise<WorkerAnswer> {
+  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats' | 'tree' | 'checked'>): Promise<WorkerAnswer> {
     checkSqlText(op.sql, this.limits);
     const datasets = req.datasets.map((d) => ({ name: d.name, schema: d.schema as Record<string, string> }));
     const exec = await this.pool.run(req.principalId, () => ({ type: 'catalog', ...op, datasets, maxRows: this.limits.maxRows, maxDepth: this.limits.maxDepth }));

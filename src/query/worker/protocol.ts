@@ -100,6 +100,8 @@ export interface CatalogJob {
    * worker checks, classifies and rewrites from it rather than parse the statement again (issue 35).
    */
   tree?: string;
+  /** For `run`: a catalog statement a classification returned as checked (catalogDb.ts `Statement`). */
+  checked?: boolean;
   /** For `run`: the result format code of each column. */
   pgFormats?: number[];
   maxRows: number;
@@ -138,7 +140,7 @@ export type FromWorker =
    */
   | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
   /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
-  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[] }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }; parses?: ParseTally }
+  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[]; checked?: boolean }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }; parses?: ParseTally }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
   | { type: 'promql'; id: number; json: string }
   /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */
