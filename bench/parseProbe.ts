@@ -2,8 +2,8 @@
  * Parses per statement (issue 35) and statements/s over the PostgreSQL door: the service's
  * lakehouse_sql_parses_total (query workers' parses reported back) around one new statement sent each
  * way (simple query, extended protocol Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query),
- * then distinct simple-query statements
- * (each a new text, so no cache helps) one after another for a fixed count.
+ * then distinct simple-query statements (each a new text, so no cache helps) one after another for a
+ * fixed count.
  * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
  */
 import pg from 'pg';
