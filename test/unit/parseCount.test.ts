@@ -122,3 +122,39 @@ describe('parses per statement', async () => {
     expect(await parsesOf(run)).toEqual(expected);
   });
 });
+
+/**
+ * The door contract (docs/security.md) unchanged by checking a catalog statement as it will run when it
+ * is classified: around the nesting limit, the statements refused before (at the run's own parse, of the
+ * rewritten text) are refused now (at the classification), with the same message; the others run.
+ * "Before" is reproduced with the same code: the rewritten text from a catalog database with room to
+ * spare, run unchecked (parsed and checked in the worker) on one with the limit.
+ */
+describe('catalog statements checked as they will run', async () => {
+  const { CatalogDb } = await import('../../src/query/catalog/catalogDb.ts');
+  const datasets = () => [{ name: 'app', schema: { ...SCHEMA } }];
+  const MAX = 6;
+  const limited = await CatalogDb.open(datasets, { timeoutMs: 30_000, maxRows: 1000, maxDepth: MAX });
+  const roomy = await CatalogDb.open(datasets, { timeoutMs: 30_000, maxRows: 1000, maxDepth: MAX + 10 });
+  afterAll(() => {
+    limited.close();
+    roomy.close();
+  });
+  const seen = new Set<string>();
+  const outcome = (p: Promise<unknown>) => p.then(() => 'runs', (e: Error) => e.message);
+  /** Scalar subqueries nested `depth` deep around a catalog lookup (typed columns: a wrapper when run). */
+  const nested = (depth: number) => {
+    let q = "SELECT relname FROM pg_class WHERE relname = 'app'";
+    for (let i = 1; i < depth; i++) q = `SELECT (${q}) AS relname`;
+    return q;
+  };
+  it.each([MAX - 2, MAX - 1, MAX, MAX + 1].map((depth) => ({ depth })))('nested $depth deep', async ({ depth }) => {
+    const sql = nested(depth);
+    const before = await outcome(roomy.classify(sql).then((st) => limited.run(st.sql, [], undefined, false)));
+    const now = await outcome(limited.classify(sql).then((st) => limited.run(st.sql, [], undefined, st.checked)));
+    expect(now).toBe(before);
+    seen.add(now === 'runs' ? 'runs' : 'refused');
+  });
+  // MAX deep as written passes the classification's own check; only the wrapper it runs in refuses it.
+  it('covers both sides of the limit', () => expect([...seen].sort()).toEqual(['refused', 'runs']));
+});
