@@ -6,7 +6,10 @@
  * typical node/Prometheus dashboard and its alert rules, the last 1 h and 6 h at a 15 s step — and the
  * series/labels/label values calls are each asked of the service and of Debian's Prometheus 2.42 holding
  * the same samples, in turn, median of BENCH_DASH_RUNS after a warm-up. Each answer's series count is
- * compared with Prometheus' (a mismatch fails the bench). Run alone: `npx tsx bench/dashboard.ts`.
+ * compared with Prometheus' (a mismatch fails the bench). Then the issue's own install, 6 targets
+ * (BENCH_DASH_SMALL_NODES node + 2 Prometheus, BENCH_DASH_SMALL_HOURS), in a service and a Prometheus of
+ * its own: only its 20-panel refresh. BENCH_DASH_NODES sizes the full set (default 30).
+ * Run alone: `npx tsx bench/dashboard.ts`.
  */
 import snappy from 'snappy';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
@@ -19,8 +22,15 @@ const RUNS = Number(process.env.BENCH_DASH_RUNS ?? 7);
 /** `meta`: only the series, labels and label values calls (profiling them without the 50 queries). */
 const ONLY = process.env.BENCH_DASH_ONLY ?? '';
 const SCRAPE_MS = 15_000;
-const NODES = 30;
+/** Node-exporter targets of the full set (88 series each); 2 Prometheus targets beside them (133 each). */
+const NODES = Number(process.env.BENCH_DASH_NODES ?? 30);
 const PROMS = 2;
+/**
+ * The issue's own install, 6 targets (BENCH_DASH_SMALL_NODES node + 2 Prometheus), over
+ * BENCH_DASH_SMALL_HOURS: only its 20-panel refresh is timed (0 nodes: not run).
+ */
+const SMALL_NODES = Number(process.env.BENCH_DASH_SMALL_NODES ?? 4);
+const SMALL_HOURS = Number(process.env.BENCH_DASH_SMALL_HOURS ?? 2);
 
 interface Series {
   labels: Record<string, string>;
@@ -31,7 +41,7 @@ interface Series {
 /** A deterministic wander in [0, 1) for gauge `k` at scrape i. */
 const wander = (k: number, i: number) => 0.5 + 0.25 * Math.sin(i / 37 + k) + 0.2 * Math.sin(i / 5.3 + 2 * k) + 0.04 * (((i * 7919 + k * 104729) % 1000) / 1000);
 
-function nodeSeries(n: number): Series[] {
+function nodeSeries(n: number, nodes: number, hours: number): Series[] {
   const instance = `node-${n}:9100`;
   const base = { job: 'node', instance };
   const out: Series[] = [];
@@ -41,7 +51,7 @@ function nodeSeries(n: number): Series[] {
     out.push({ labels: { __name__: name, ...base, ...extra }, value: (i) => lo + (hi - lo) * wander(k, i) });
   };
   // The last target goes down for the last 20 minutes (alerts, absent, up == 0).
-  const downFrom = n === NODES - 1 ? Math.floor((HOURS * 3600 - 1200) / 15) : Infinity;
+  const downFrom = n === nodes - 1 ? Math.floor((hours * 3600 - 1200) / 15) : Infinity;
   out.push({ labels: { __name__: 'up', ...base }, value: (i) => (i >= downFrom ? 0 : 1) });
   const modes = ['idle', 'user', 'system', 'iowait', 'irq', 'softirq', 'steal', 'nice'];
   for (let cpu = 0; cpu < 4; cpu++) modes.forEach((mode, m) => counter('node_cpu_seconds_total', { cpu: String(cpu), mode }, m === 0 ? 0.6 + n / 100 : (0.4 - n / 200) / (m + 1)));
@@ -95,7 +105,10 @@ function prometheusSeries(n: number): Series[] {
   return out;
 }
 
-export const dashboardSeries = (): Series[] => [...Array.from({ length: NODES }, (_, n) => nodeSeries(n)).flat(), ...Array.from({ length: PROMS }, (_, n) => prometheusSeries(n)).flat()];
+export const dashboardSeries = (nodes = NODES, hours = HOURS): Series[] => [
+  ...Array.from({ length: nodes }, (_, n) => nodeSeries(n, nodes, hours)).flat(),
+  ...Array.from({ length: PROMS }, (_, n) => prometheusSeries(n)).flat(),
+];
 
 /** The remote-write body of scrapes [first, first + n) of every series. */
 export function body(set: Series[], startMs: number, first: number, n: number): Buffer {
@@ -169,8 +182,7 @@ export const RANGE_6H: string[] = [
 ];
 
 /** Loads the same samples into both: the older hours in big bodies, then the last hour a minute at a time, each flushed. */
-async function load(port: number, promUrl: string, startMs: number, scrapes: number): Promise<number> {
-  const set = dashboardSeries();
+async function load(port: number, promUrl: string, set: Series[], startMs: number, scrapes: number): Promise<number> {
   const send = async (b: Buffer) => {
     const res = await post(port, '/v1/prometheus/write?stream=dash', b, { 'content-encoding': 'snappy', 'content-type': 'application/x-protobuf' });
     if (res.status !== 200) throw new Error(`remote write to the service: ${res.status} ${res.body}`);
@@ -204,18 +216,34 @@ function compareCounted(port: number, promUrl: string, servicePath: string, prom
 
 const ratioText = (r: number) => `${fmt(r, 1)}×`;
 
+interface Install {
+  nodes: number;
+  hours: number;
+  /** Only the 20-panel refresh (the issue's small install), not the whole set and the label calls. */
+  panelsOnly: boolean;
+}
+
+/** The full set on NODES + 2 targets, then the 20-panel refresh on the issue's 6 targets, each beside Prometheus. */
 export async function benchDashboard(): Promise<string[][]> {
-  const end = Math.floor(Date.now() / 60_000) * 60_000 - 60_000;
-  const start = end - HOURS * 3_600_000;
-  const scrapes = Math.floor((end - start) / SCRAPE_MS) + 1;
   buildPromql();
+  const rows = await benchInstall({ nodes: NODES, hours: HOURS, panelsOnly: false });
+  if (SMALL_NODES > 0 && ONLY !== 'meta') rows.push(...(await benchInstall({ nodes: SMALL_NODES, hours: SMALL_HOURS, panelsOnly: true })));
+  return rows;
+}
+
+/** One install in a service and a Prometheus of its own: loaded alike, then asked the same queries in turn. */
+async function benchInstall(install: Install): Promise<string[][]> {
+  const end = Math.floor(Date.now() / 60_000) * 60_000 - 60_000;
+  const start = end - install.hours * 3_600_000;
+  const scrapes = Math.floor((end - start) / SCRAPE_MS) + 1;
   // No compaction: the recent hour stays in the per-minute files flushes wrote (the issue's install).
   const service = await startService({ P_FLUSH_INTERVAL: '1s', P_COMPACTION_INTERVAL: '24h' });
   const prom = await startPrometheus();
   try {
-    const series = await load(service.port, prom.url, start, scrapes);
+    const series = await load(service.port, prom.url, dashboardSeries(install.nodes, install.hours), start, scrapes);
     const files = ((await (await fetch(`http://127.0.0.1:${service.port}/api/v1/logstream/dash/stats`, { headers: { 'X-API-Key': BENCH_KEY } })).json()) as { storage: { files: number } }).storage.files;
-    const rows: string[][] = [[`dashboard set (${fmt(series)} series × ${HOURS} h at 15 s, ${fmt(files)} files, median of ${RUNS})`, 'service ms', 'Prometheus 2.42 ms', 'ratio']];
+    const what = `${install.nodes} node + ${PROMS} Prometheus targets, ${fmt(series)} series × ${install.hours} h at 15 s, ${fmt(files)} files, median of ${RUNS}`;
+    const rows: string[][] = [[`${install.panelsOnly ? 'small install' : 'dashboard set'} (${what})`, 'service ms', 'Prometheus 2.42 ms', 'ratio']];
     const ratios: number[] = [];
     let panels = [0, 0];
     const ask = async (name: string, params: string, panel: boolean) => {
@@ -224,18 +252,15 @@ export async function benchDashboard(): Promise<string[][]> {
       if (panel) panels = [panels[0] + a, panels[1] + b];
       rows.push([name, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
     };
-    if (ONLY !== 'meta') await askQueries(ask, end);
+    if (ONLY !== 'meta') await askQueries(ask, end, install.panelsOnly);
     const sorted = [...ratios].sort((x, y) => x - y);
-    if (sorted.length) {
+    if (sorted.length && !install.panelsOnly) {
       rows.push([`median ratio over ${ratios.length} queries`, '', '', ratioText(median(sorted))]);
       rows.push([`max ratio`, '', '', ratioText(sorted[sorted.length - 1])]);
-      rows.push(['20-panel dashboard refresh (the first 20 1 h panels, total)', fmt(panels[0], 1), fmt(panels[1], 1), ratioText(panels[0] / panels[1])]);
     }
-    const last = `start=${(end - 3_600_000) / 1000}&end=${end / 1000}`;
-    for (const p of [`labels?${last}`, `label/__name__/values?${last}`, `label/instance/values?${last}`, `series?match[]=up&${last}`, `series?match[]=node_cpu_seconds_total{mode="idle"}&${last}`]) {
-      const [a, b] = await compareCounted(service.port, prom.url, `/prometheus/dash/api/v1/${p}`, `/api/v1/${p}`);
-      rows.push([`${p.split('?')[0]} ${p.includes('match') ? decodeURIComponent(p.split('match[]=')[1].split('&')[0]) : ''} (last hour)`, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
-    }
+    const targets = install.nodes + PROMS;
+    if (sorted.length) rows.push([`20-panel dashboard refresh, ${targets} targets (the first 20 1 h panels, total)`, fmt(panels[0], 1), fmt(panels[1], 1), ratioText(panels[0] / panels[1])]);
+    if (!install.panelsOnly) rows.push(...(await askMeta(service.port, prom.url, end)));
     return rows;
   } finally {
     await prom.stop();
@@ -243,11 +268,26 @@ export async function benchDashboard(): Promise<string[][]> {
   }
 }
 
-/** The 50 dashboard queries, instant then 1 h then 6 h panels, each asked of both. */
-async function askQueries(ask: (name: string, params: string, panel: boolean) => Promise<void>, end: number): Promise<void> {
+/** `labels`, `label values` and `series` of the last hour, asked of both. */
+async function askMeta(port: number, promUrl: string, end: number): Promise<string[][]> {
+  const rows: string[][] = [];
+  const last = `start=${(end - 3_600_000) / 1000}&end=${end / 1000}`;
+  for (const p of [`labels?${last}`, `label/__name__/values?${last}`, `label/instance/values?${last}`, `series?match[]=up&${last}`, `series?match[]=node_cpu_seconds_total{mode="idle"}&${last}`]) {
+    const [a, b] = await compareCounted(port, promUrl, `/prometheus/dash/api/v1/${p}`, `/api/v1/${p}`);
+    rows.push([`${p.split('?')[0]} ${p.includes('match') ? decodeURIComponent(p.split('match[]=')[1].split('&')[0]) : ''} (last hour)`, fmt(a, 1), fmt(b, 2), ratioText(a / b)]);
+  }
+  return rows;
+}
+
+/** The 50 dashboard queries, instant then 1 h then 6 h panels, each asked of both (`panelsOnly`: the first 20 1 h panels). */
+async function askQueries(ask: (name: string, params: string, panel: boolean) => Promise<void>, end: number, panelsOnly: boolean): Promise<void> {
   const q = (s: string) => encodeURIComponent(s);
-  for (const e of INSTANT) await ask(`instant: ${e}`, `query?query=${q(e)}&time=${end / 1000}`, false);
   const lastHour = `start=${(end - 3_600_000) / 1000}&end=${end / 1000}&step=15`;
+  if (panelsOnly) {
+    for (const e of RANGE.slice(0, 20)) await ask(`1 h: ${e}`, `query_range?query=${q(e)}&${lastHour}`, true);
+    return;
+  }
+  for (const e of INSTANT) await ask(`instant: ${e}`, `query?query=${q(e)}&time=${end / 1000}`, false);
   for (const [i, e] of RANGE.entries()) await ask(`1 h: ${e}`, `query_range?query=${q(e)}&${lastHour}`, i < 20);
   const sixHours = `start=${(end - 6 * 3_600_000) / 1000}&end=${end / 1000}&step=15`;
   for (const e of RANGE_6H) await ask(`6 h: ${e}`, `query_range?query=${q(e)}&${sixHours}`, false);

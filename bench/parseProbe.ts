@@ -1,8 +1,9 @@
 /**
  * Parses per statement (issue 35) and statements/s over the PostgreSQL door: the service's
- * lakehouse_sql_parses_total around one new statement sent each way (simple query, extended protocol
- * Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query), then distinct simple-query statements
- * (each a new text, so no cache helps) one after another for a fixed count.
+ * lakehouse_sql_parses_total (query workers' parses reported back) around one new statement sent each
+ * way (simple query, extended protocol Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query),
+ * then distinct simple-query statements (each a new text, so no cache helps) one after another for a
+ * fixed count.
  * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
  */
 import pg from 'pg';
@@ -39,7 +40,7 @@ export async function parseProbe(): Promise<string[][]> {
     if (res.status >= 300) throw new Error(`ingest ${res.status}: ${res.body}`);
     await client.connect();
     const where = (k: number) => `FROM probe WHERE p_timestamp >= '2026-01-01T00:${String(k % 60).padStart(2, '0')}:00Z' AND n >= ${k}`;
-    const rows = [['statement', 'DuckDB parses in the service (by site)']];
+    const rows = [['statement', 'DuckDB parses (by site)']];
     rows.push(['PG simple query (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG simple query (the same text again)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG extended Parse/Bind/Execute (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['info']))]);

@@ -10,7 +10,6 @@ import * as path from 'node:path';
 import snappy from 'snappy';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
 import { api, BENCH_KEY, fmt, median, post, root, runIfMain, startService, waitFlushed } from './lib.ts';
-import { freePort } from '../test/helpers/server.ts';
 import { buildPromql } from '../scripts/build-promql.ts';
 
 const HOURS = Number(process.env.BENCH_PROMQL_HOURS ?? 24);
@@ -55,30 +54,57 @@ function bodies(startMs: number, scrapes: number, perBody: number): Buffer[] {
   return out;
 }
 
+/** Prometheus' log line naming the address it bound (exporter-toolkit's `msg="Listening on" address=…`). */
+const LISTENING = /msg="Listening on" address=(\S+)/;
+
+/**
+ * Debian's Prometheus on a port it picks itself (`--web.listen-address=127.0.0.1:0`), read back from its
+ * log: a port picked here, released and bound later could be taken in between (test/README.md).
+ */
 export async function startPrometheus(): Promise<{ url: string; stop: () => Promise<void> }> {
   const binary = execFileSync('bash', [path.join(root, 'scripts/ensure-deb.sh'), 'prometheus', 'prometheus'], { encoding: 'utf8' }).trim();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bench-prometheus-'));
-  const port = await freePort();
   await fs.writeFile(path.join(dir, 'prometheus.yml'), 'global:\n  scrape_interval: 1h\n');
   // At the query workers' priority (nice 10, src/query/worker/pool.ts), so that whatever else runs on the
   // machine weighs on both alike (at nice 0 it would get ~9× a worker's share of a busy core).
-  const args = [`--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, `--web.listen-address=127.0.0.1:${port}`, '--web.enable-remote-write-receiver'];
-  const child = spawn('nice', ['-n', '10', binary, ...args], { stdio: 'ignore' });
+  const args = [`--config.file=${dir}/prometheus.yml`, `--storage.tsdb.path=${dir}/data`, '--web.listen-address=127.0.0.1:0', '--web.enable-remote-write-receiver'];
+  const child = spawn('nice', ['-n', '10', binary, ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  const url = `http://127.0.0.1:${port}`;
-  for (let i = 0; ; i++) {
-    if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;
-    if (i > 300) throw new Error('prometheus did not start');
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return {
-    url,
-    stop: async () => {
-      child.kill('SIGKILL');
-      await exited;
-      await fs.rm(dir, { recursive: true, force: true });
-    },
+  const stop = async () => {
+    child.kill('SIGKILL');
+    await exited;
+    await fs.rm(dir, { recursive: true, force: true });
   };
+  try {
+    const url = `http://${await listenAddress(child.stderr!, exited)}`;
+    for (let i = 0; ; i++) {
+      if (await fetch(`${url}/-/ready`).then((r) => r.ok, () => false)) break;
+      if (i > 300) throw new Error('prometheus did not become ready');
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    return { url, stop };
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+}
+
+/** The address in Prometheus' "Listening on" log line (its log is drained after, so that it never blocks). */
+function listenAddress(log: NodeJS.ReadableStream, exited: Promise<void>): Promise<string> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const onData = (b: Buffer) => {
+      text = (text + b.toString('utf8')).slice(-65_536);
+      const m = LISTENING.exec(text);
+      if (!m) return;
+      log.off('data', onData);
+      log.resume();
+      resolve(m[1]);
+    };
+    log.on('data', onData);
+    void exited.then(() => reject(new Error(`prometheus exited before listening: ${text.slice(-2000)}`)));
+    setTimeout(() => reject(new Error(`prometheus named no listen address in 30 s: ${text.slice(-2000)}`)), 30_000).unref();
+  });
 }
 
 /** Waits until compaction has merged the dataset's files down to about one an hour. */

@@ -149,7 +149,7 @@ export const icebergCommits = new Counter({
 
 export const sqlParses = new Counter({
   name: 'lakehouse_sql_parses_total',
-  help: "Statements parsed by DuckDB's parser (json_serialize_sql) in the service's process, by what asked: sandbox (checking and planning a statement; time-range extraction reuses its tree), setup (the dialect's macros, once). Catalog parses of PostgreSQL statements happen in query workers and are not counted here.",
+  help: "Statements parsed by DuckDB's parser, by what asked (parseTree.ts ParseSite): sandbox (an HTTP statement checked and planned; time-range extraction reuses its tree), pg (a PostgreSQL statement, parsed once in the service; the worker classifies it and the sandbox plans it from that tree), catalog (a parse in a query worker's catalog database, reported back: only when the service sent no tree), prepare (DuckDB's prepare of a catalog statement described or run in a worker), execute (the worker's DuckDB parsing the text of a data statement it runs), setup (the dialect's macros, once).",
   labelNames: ['site'] as const,
   registers: [registry],
 });

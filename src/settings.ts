@@ -198,7 +198,7 @@ const querySettings = {
   P_QUERY_MAX_RESULT_BYTES: bytes('64MiB').describe('Largest non-streamed answer (413: add a LIMIT or stream).'),
   P_QUERY_MAX_SQL_BYTES: bytes('64KiB').describe('Largest SQL statement (413).'),
   P_QUERY_MAX_DEPTH: int(16).describe("Deepest nesting of queries (subqueries, CTE bodies, set operations; bracket depth 4× that): DuckDB's optimiser is exponential in it (400 above)."),
-  P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB').describe('Checked statements kept by SQL text (least recently used out).'),
+  P_QUERY_PLAN_CACHE_BYTES: bytes('8MiB').describe('Checked statements kept by SQL text (least recently used out); PostgreSQL statements\' parse trees are kept beside them in a quarter of this (at least 1 MiB).'),
   P_QUERY_WORKER_HEAP: bytes('512MiB').describe('JS heap of each query worker process (at least 64 MiB).'),
   P_PROMQL_MAX_SAMPLES: int(50_000_000).describe(
     "Most samples one PromQL query may hold in memory at once (Prometheus' --query.max-samples and its default); past it the query fails with 422. Bounds the memory of the query worker's PromQL engine process.",

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { otlpLogsJson } from './helpers/wire.ts';
@@ -24,8 +24,9 @@ async function stats(server: TestServer, name: string) {
 
 describe('compaction and retention (local storage)', () => {
   const servers: TestServer[] = [];
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  // A test's servers go with it, so idle ones (flushing, compacting, refreshing) do not slow later tests.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
   });
 
   it('merges small files into one per hour while queries see every row exactly once', async () => {
@@ -203,8 +204,9 @@ describe('compaction and retention (local storage)', () => {
 describe('crash at each step of a flush and of a compaction (kill -9 at a failpoint)', () => {
   const base = { P_FLUSH_INTERVAL: '100ms', P_COMPACTION_INTERVAL: '1h', P_QUERY_TIMEOUT: '3s', P_CATALOG_REFRESH: '200ms', ...SHORT_SNAPSHOTS };
   const servers: TestServer[] = [];
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  // A test's servers go with it, so idle ones (flushing, compacting, refreshing) do not slow later tests.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
   });
   const start = async (dataDir: string, env: Record<string, string> = {}) => {
     const s = await startServer({ dataDir, env: { ...base, ...env } });

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { listFiles } from './helpers/files.ts';
 import { query, startServer, type TestServer } from './helpers/server.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -15,8 +15,9 @@ type Stats = { wal: { count: number }; storage: { files: number }; quarantined: 
  */
 describe('damaged stored objects', () => {
   const servers: TestServer[] = [];
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  // A test's servers go with it, so idle ones (flushing, compacting, refreshing) do not slow later tests.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
   });
   const start = async (dataDir: string | undefined, env: Record<string, string>) => {
     const s = await startServer({ dataDir, env: { P_CATALOG_REFRESH: '300ms', ...env } });

@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { listFiles } from './helpers/files.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { sleep } from './helpers/wait.ts';
@@ -33,8 +33,9 @@ function loadUntilDead(server: TestServer, clients: number, round: number) {
 
 describe('durability', () => {
   const servers: TestServer[] = [];
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  // A test's servers go with it, so idle ones (flushing, compacting, refreshing) do not slow later tests.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
   });
 
   it('every acknowledged event survives kill -9 and restart, none twice, no partial batch', async () => {

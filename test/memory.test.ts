@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import * as path from 'node:path';
 import { listFiles } from './helpers/files.ts';
 import { waitFor } from './helpers/wait.ts';
@@ -10,8 +10,9 @@ type Stats = { wal: { count: number }; storage: { files: number } };
 /** Spread data (issue 18): records far apart in time must not make a dataset's flush unbounded. */
 describe('a flush is bounded whatever the data\'s times', () => {
   const servers: TestServer[] = [];
-  afterAll(async () => {
-    for (const s of servers) await s.kill();
+  // A test's servers go with it, so idle ones (flushing, compacting, refreshing) do not slow later tests.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
   });
 
   it('an OTLP/protobuf request and a remote write whose 5,000 records are one minute apart flush, and every row is queryable', async () => {

@@ -193,6 +193,20 @@ describe('query', () => {
     expect(await query(server, 'SELECT count(*) AS n FROM users')).toEqual([{ n: 2 }]);
   });
 
+  it('answers a buffered statement the parse tree does not bound alike run whole (small) or streamed (past 10,000 rows)', async () => {
+    // Small: run whole in the worker (one DuckDB call); its rows against an independent count.
+    const groups = await query(server, 'SELECT i % 7 AS g, count(*) AS n FROM range(30000) t(i) GROUP BY g ORDER BY g DESC');
+    expect(groups).toEqual(Array.from({ length: 7 }, (_, k) => 6 - k).map((g) => ({ g, n: Math.floor(30000 / 7) + (g < 30000 % 7 ? 1 : 0) })));
+    // Past the whole-run bound: streamed within DuckDB's memory limit, every row, in the statement's order.
+    const many = await query(server, "SELECT i, repeat('x', 100) AS pad FROM range(30000) t(i) ORDER BY i DESC");
+    expect(many.length).toBe(30000);
+    expect(many.every((r, k) => r.i === 29999 - k && r.pad === 'x'.repeat(100))).toBe(true);
+    // A failing statement keeps its own message (the line context of the statement, not of the bounded wrapper).
+    const bad = await rawQuery(server, { query: 'SELECT i\nFROM range(3) t(i) GROUP BY nosuch' });
+    expect(bad.status).toBe(400);
+    expect((bad.body as { error: string }).error).toMatch(/LINE 2: FROM range\(3\) t\(i\) GROUP BY nosuch/);
+  });
+
   it('opens only the Parquet files whose time range overlaps the query', async () => {
     await ingest(server, 'pruned', [{ batch: 'old', n: 1 }]);
     await waitFlushed(server, 'pruned');

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { s3Env, startS3Server } from './helpers/s3server.ts';
 import { query, startServer, tempDir, type TestServer } from './helpers/server.ts';
 import { sleep, waitFor } from './helpers/wait.ts';
@@ -29,8 +29,12 @@ describe('S3 storage and several stateless workers', () => {
       P_QUERY_TIMEOUT: '20s',
     };
   });
+  // A test's workers go with it: left running, each refreshed its catalog from moto every 300 ms until
+  // the file ended, a load that slowed every later test.
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.kill();
+  });
   afterAll(async () => {
-    for (const s of servers) await s.kill();
     await s3?.close();
   });
 

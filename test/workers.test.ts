@@ -22,6 +22,19 @@ describe('several workers on one bucket', () => {
     servers.push(s);
     return s;
   };
+  // Workers with the default settings are shared by the tests (each test uses datasets of its own): a
+  // worker's cold start is the cost here, and the dataset under test is new to every worker either way.
+  let sharedWorkers: Promise<TestServer[]> | undefined;
+  const shared = () => (sharedWorkers ??= (async () => [await worker({ P_NODE_ID: 'w0' }), await worker({ P_NODE_ID: 'w1' }), await worker({ P_NODE_ID: 'w2' })])());
+  // Workers whose catalog refresh is an hour away, to be the ones that have not heard of a dataset.
+  let coldWorkers: Promise<TestServer[]> | undefined;
+  const cold = () =>
+    (coldWorkers ??= (async () => {
+      const out: TestServer[] = [];
+      // One after the other: several cold starts at once take longer than a test should on 2 busy cores.
+      for (let i = 0; i < 4; i++) out.push(await worker({ P_NODE_ID: `cold-${i}`, P_CATALOG_REFRESH: '1h' }));
+      return out;
+    })());
 
   /** Every key in the bucket under a prefix. */
   const keys = async (prefix: string): Promise<string[]> => {
@@ -88,7 +101,7 @@ describe('several workers on one bucket', () => {
 
   for (const count of [2, 3]) {
     it(`${count} workers creating one dataset at once through X-P-Stream: every acknowledged event stored exactly once`, async () => {
-      const ws = await Promise.all(Array.from({ length: count }, (_, i) => worker({ P_NODE_ID: `json${count}-${i}` })));
+      const ws = (await shared()).slice(0, count);
       const name = `race_json_${count}`;
       await burst(ws, 30, (w, i) => w.request('/api/v1/ingest', { method: 'POST', headers: { 'X-P-Stream': name }, json: { i, from: w.url } }));
       await expectExactlyOnce(ws, `SELECT count(*) AS n, count(DISTINCT i) AS d FROM ${name}`, 30);
@@ -98,7 +111,7 @@ describe('several workers on one bucket', () => {
     }, 120_000);
 
     it(`${count} workers creating one dataset at once through OTLP /v1/logs: every acknowledged record stored exactly once`, async () => {
-      const ws = await Promise.all(Array.from({ length: count }, (_, i) => worker({ P_NODE_ID: `otlp${count}-${i}` })));
+      const ws = (await shared()).slice(0, count);
       const name = `race_otlp_${count}`;
       const now = BigInt(Date.now()) * 1_000_000n;
       await burst(ws, 30, (w, i) =>
@@ -120,13 +133,9 @@ describe('several workers on one bucket', () => {
   }
 
   it('a worker that has not seen a dataset yet looks in the store before answering 404', async () => {
-    // B–E know of no dataset yet, and their refresh is an hour away. Started one after the other:
-    // five cold starts at once take longer than a test should on a busy 2-core machine.
-    const a = await worker({ P_NODE_ID: 'miss-a' });
-    const b = await worker({ P_NODE_ID: 'miss-b', P_CATALOG_REFRESH: '1h' });
-    const c = await worker({ P_NODE_ID: 'miss-c', P_CATALOG_REFRESH: '1h' });
-    const d = await worker({ P_NODE_ID: 'miss-d', P_CATALOG_REFRESH: '1h' });
-    const e = await worker({ P_NODE_ID: 'miss-e', P_CATALOG_REFRESH: '1h' });
+    // B–E know of no dataset yet, and their refresh is an hour away.
+    const [a] = await shared();
+    const [b, c, d, e] = await cold();
     expect((await a.request('/api/v1/logstream/fresh', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/fresh', { method: 'POST', json: [{ n: 2 }] })).status).toBe(200);
@@ -142,7 +151,7 @@ describe('several workers on one bucket', () => {
   }, 240_000);
 
   it('delete, then ingest on a worker that has not heard of it: those events go with the dataset, and no object of the old generation stays behind', async () => {
-    const a = await worker({ P_NODE_ID: 'del-a' });
+    const [a] = await shared();
     const b = await worker({ P_NODE_ID: 'del-b', P_FLUSH_INTERVAL: '300ms', P_CATALOG_REFRESH: '3s' });
     expect((await a.request('/api/v1/logstream/gone', { method: 'PUT' })).status).toBe(200);
     expect((await b.request('/api/v1/logstream/gone', { method: 'POST', json: [{ before: true }] })).status).toBe(200);
@@ -172,8 +181,8 @@ describe('several workers on one bucket', () => {
   }, 90_000);
 
   it('a query on another worker after a delete is 404, not 500', async () => {
-    const a = await worker({ P_NODE_ID: 'q-a' });
-    const b = await worker({ P_NODE_ID: 'q-b', P_CATALOG_REFRESH: '1h' });
+    const [a] = await shared();
+    const [b] = await cold(); // has not heard of `vanish`
     expect((await a.request('/api/v1/logstream/vanish', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/vanish', { method: 'POST', json: [{ n: 1 }] })).status).toBe(200);
     await waitFor('flushed on A', async () => (await stats(a, 'vanish')).storage.files > 0);
@@ -185,8 +194,8 @@ describe('several workers on one bucket', () => {
   }, 120_000);
 
   it('a bucket outage while a query must download a file: 503 with Retry-After, and the query works once the bucket is back', async () => {
-    const a = await worker({ P_NODE_ID: 'o-a' });
-    const b = await worker({ P_NODE_ID: 'o-b', P_CATALOG_REFRESH: '1h' });
+    const [a] = await shared();
+    const [, b] = await cold(); // has not heard of `dark`
     expect((await a.request('/api/v1/logstream/dark', { method: 'PUT' })).status).toBe(200);
     expect((await a.request('/api/v1/logstream/dark', { method: 'POST', json: [{ n: 1 }, { n: 2 }] })).status).toBe(200);
     await waitFor('flushed on A', async () => (await stats(a, 'dark')).storage.files > 0);
@@ -203,8 +212,7 @@ describe('several workers on one bucket', () => {
   }, 120_000);
 
   it('remote-write metric metadata sent to either worker is seen by both; concurrent requests lose none; it goes with the dataset', async () => {
-    const a = await worker({ P_NODE_ID: 'meta-a' });
-    const b = await worker({ P_NODE_ID: 'meta-b' });
+    const [a, b] = await shared();
     const send = (w: TestServer, metadata: Parameters<typeof remoteWriteV1>[1]) =>
       w.request('/v1/prometheus/write?stream=shared_meta', {
         method: 'POST',
@@ -241,7 +249,7 @@ describe('several workers on one bucket', () => {
     expect(await typesOn(b)).toEqual(want);
     // One object per worker, under the dataset's generation.
     const objects = await keys('shared_meta/.metric-metadata/');
-    expect(objects.map((k) => k.split('/').pop()).sort()).toEqual(['meta-a.json', 'meta-b.json']);
+    expect(objects.map((k) => k.split('/').pop()).sort()).toEqual(['w0.json', 'w1.json']);
     expect((await a.request('/api/v1/logstream/shared_meta', { method: 'DELETE' })).status).toBe(200);
     expect(await keys('shared_meta/.metric-metadata/')).toEqual([]);
   }, 120_000);

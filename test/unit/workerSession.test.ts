@@ -1,6 +1,6 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RangeSession, rangeStatements, streamOne } from '../../src/query/worker/session.ts';
+import { boundedSql, RangeSession, rangeStatements, renamedColumns, runBounded, streamOne } from '../../src/query/worker/session.ts';
 import { timestampLiteral } from '../../src/storage/scan.ts';
 
 /**
@@ -93,5 +93,55 @@ describe('streamOne', () => {
 
   it('refuses more than one statement', async () => {
     await expect(streamOne(conn, 'SELECT 1; SELECT 2')).rejects.toThrow();
+  });
+});
+
+describe('renamedColumns', () => {
+  it.each([
+    [['a', 'b'], false],
+    [['a', 'a_1'], true],
+    [['A', 'a_2'], true],
+    [['a_1', 'b'], false],
+    [['n', 'n_x'], false],
+    [['x_1', 'x_1_1'], true],
+  ])('%j → %s', (names, expected) => {
+    expect(renamedColumns(names)).toBe(expected);
+  });
+
+  it('matches what DuckDB does to a subquery\'s duplicate names', async () => {
+    const sql = 'SELECT 1 AS a, 2 AS a, 3 AS b';
+    expect(renamedColumns((await conn.run(sql)).columnNames())).toBe(false);
+    expect(renamedColumns((await conn.run(boundedSql(sql, 10))).columnNames())).toBe(true);
+  });
+});
+
+describe('runBounded', () => {
+  const session = new RangeSession();
+  // The statement's own rows (through the literal range) when they are at most `limit`, else undefined.
+  it.each([
+    ['histogram, 10–40', `SELECT time_bucket(INTERVAL 5 MINUTE, t) AS b, count(*) AS n FROM ds GROUP BY b ORDER BY b`, 10, 40, 100],
+    ['rows in descending order', 'SELECT i, t FROM ds ORDER BY i DESC', 0, 60, 60],
+    ['exactly the limit', 'SELECT i FROM ds ORDER BY i', 0, 20, 20],
+    ['one more than the limit', 'SELECT i FROM ds ORDER BY i', 0, 21, 20],
+    ['a trailing line comment', 'SELECT count(*) AS n FROM ds -- the count', 5, 6, 1],
+    ['a closing semicolon', 'SELECT count(*) AS n FROM ds ; \n', 5, 9, 1],
+    ['a CTE and a UNION', 'WITH x AS (SELECT i FROM ds) SELECT i FROM x UNION ALL SELECT -1 ORDER BY 1 DESC', 0, 30, 31],
+    ['no rows', 'SELECT i FROM ds WHERE i < 0', 0, 60, 5],
+  ])('%s', async (_name, sql, from, to, limit) => {
+    const want = await reference(sql, from, to);
+    const got = await runBounded(session, conn, sql, range(from, to), limit);
+    if (want.length > limit) expect(got).toBeUndefined();
+    else expect(await got!.getRowObjectsJson()).toEqual(want);
+  });
+
+  it.each([
+    ['duplicate column names', 'SELECT i, i FROM ds'],
+    ['a bind error', 'SELECT nosuch FROM ds'],
+    ['a runtime error', `SELECT error('boom') FROM ds`],
+    ['two statements', 'SELECT 1; SELECT 2'],
+  ])('leaves %s to the streamed path, with the range right afterwards', async (_name, sql) => {
+    expect(await runBounded(session, conn, sql, range(30, 35), 100)).toBeUndefined();
+    await session.set(conn, range(30, 35));
+    expect((await conn.runAndReadAll('SELECT count(*) AS n FROM ds')).getRowObjectsJson()).toEqual(await reference('SELECT count(*) AS n FROM ds', 30, 35));
   });
 });

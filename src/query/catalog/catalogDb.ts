@@ -7,7 +7,7 @@ import { answerColumns, applyColumnNames, pgColumnNames, pgColumnTypes, untagCol
 import { announcedAs, dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
-import { parseTree, serializeSql, treeJson } from '../sql/parseTree.ts';
+import { countParses, parseTree, serializeSql, treeJson } from '../sql/parseTree.ts';
 import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
 /**
@@ -38,6 +38,11 @@ export interface Statement {
    * its UTC wall-clock time (see nsComparableWithTimestamptz).
    */
   utcParams?: number[];
+  /**
+   * A catalog statement whose rewritten form (as it will run, in withTypedColumns' wrapper) passed the
+   * nesting and size checks here: its run needs no parse for them (issue 35).
+   */
+  checked?: boolean;
 }
 
 export interface DatasetSchema {
@@ -131,7 +136,7 @@ export class CatalogDb {
   private classifiedFor = '';
 
   /** Catalog or data, and the statement rewritten as it will run (remembered: clients repeat statements). */
-  async classify(original: string): Promise<Statement> {
+  async classify(original: string, tree?: string): Promise<Statement> {
     const names = `${this.datasets()
       .map((d) => d.name)
       .join('\n')}\u0000${[...nsColumns(this.datasets())].join(',')}`;
@@ -141,17 +146,18 @@ export class CatalogDb {
     }
     const known = this.classified.get(original);
     if (known) return known;
-    const statement = await this.classifyUncached(original);
+    const statement = await this.classifyUncached(original, tree);
     // Bounded: a client sending ever new statements (literals inlined) must not grow it.
     if (this.classified.size >= 2000) this.classified.delete(this.classified.keys().next().value!);
     if (original.length <= 16_384) this.classified.set(original, statement);
     return statement;
   }
 
-  private async classifyUncached(original: string): Promise<Statement> {
+  /** `tree`: the service's parse of `pgSyntax(original)`, used instead of parsing it here. */
+  private async classifyUncached(original: string, tree?: string): Promise<Statement> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql, this.limits.maxDepth);
+      const ast = await parse(conn, sql, this.limits.maxDepth, tree);
       if (!ast) return { kind: 'data', sql };
       const datasets = new Set(this.datasets().map((d) => d.name.toLowerCase()));
       const names = pgColumnNames(ast, sql);
@@ -162,7 +168,9 @@ export class CatalogDb {
       const named = applyColumnNames(names);
       const columns = answerColumns(ast, types);
       const text = named || found.rewritten || columns ? await deparse(conn, ast) : sql;
-      return { kind: 'catalog', sql: columns ? withTypedColumns(text, columns) : text };
+      // The checks its run would make, on the statement as it will run: no parse needed then.
+      await checkStatement(columns ? asSubquery((ast.statements as Node[])[0]) : (ast.statements as Node[])[0], this.limits.maxDepth);
+      return { kind: 'catalog', sql: columns ? withTypedColumns(text, columns) : text, checked: true };
     });
   }
 
@@ -181,10 +189,10 @@ export class CatalogDb {
   }
 
   /** A statement's parameter and column types, from preparing it here (nothing runs). */
-  async describe(original: string): Promise<{ params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }> {
+  async describe(original: string, tree?: string): Promise<{ params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }> {
     const sql = pgSyntax(original);
     return this.withConn(async (conn) => {
-      const ast = await parse(conn, sql, this.limits.maxDepth);
+      const ast = await parse(conn, sql, this.limits.maxDepth, tree);
       const names = ast ? pgColumnNames(ast, sql) : new Map();
       const types = ast ? pgColumnTypes(ast) : undefined;
       const found = ast && inspect(ast, new Set(this.datasets().map((d) => d.name.toLowerCase())), this.database, allColumns(this.datasets()));
@@ -193,6 +201,7 @@ export class CatalogDb {
       const typed = found && found.catalog ? answerColumns(ast, types) : undefined;
       const deparsed = ast && (found?.rewritten || named || typed) ? await deparse(conn, ast) : sql;
       const text = typed ? withTypedColumns(deparsed, typed) : deparsed;
+      countParses('prepare');
       const prepared = await conn.prepare(text);
       try {
         const params: string[] = [];
@@ -214,10 +223,11 @@ export class CatalogDb {
   }
 
   /** Runs a catalog statement; its (small) answer is whole before the first row is sent. */
-  async run(sql: string, formats: number[]): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
+  async run(sql: string, formats: number[], tree?: string, checked = false): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
     const result = await this.withConn(async (conn) => {
       try {
-        await parse(conn, sql, this.limits.maxDepth);
+        if (!checked) await parse(conn, sql, this.limits.maxDepth, tree);
+        countParses('prepare');
         return (await conn.run(sql)) as DuckDBMaterializedResult;
       } catch (err) {
         const message = (err as Error).message;
@@ -254,15 +264,25 @@ export class CatalogDb {
  * error), after the sandbox's checks of size: nesting depth and size once macros are expanded (deep
  * scalar subqueries take DuckDB's optimiser minutes, nested macros millions of expressions).
  */
-async function parse(conn: DuckDBConnection, sql: string, maxDepth: number): Promise<Node | undefined> {
-  const ast = parseTree(await serializeSql(conn, sql, 'catalog'));
+async function parse(conn: DuckDBConnection, sql: string, maxDepth: number, tree?: string): Promise<Node | undefined> {
+  // The service's tree of exactly `sql` when it sent one (the statement's one parse), else DuckDB's here.
+  const ast = parseTree(tree ?? (await serializeSql(conn, sql, 'catalog')));
   if (ast.error || (ast.statements as Node[] | undefined)?.length !== 1) return undefined;
-  const statement = (ast.statements as Node[])[0];
+  await checkStatement((ast.statements as Node[])[0], maxDepth);
+  return ast;
+}
+
+/** The sandbox's checks of size: nesting depth, and size once macros are expanded. */
+async function checkStatement(statement: Node, maxDepth: number): Promise<void> {
   checkNesting(statement, maxDepth);
   if (expandedSize(statement, await macroCosts(), MAX_EXPANDED_EXPRESSIONS) > MAX_EXPANDED_EXPRESSIONS) {
     throw invalidInput(`the statement is too large once its macros are expanded: over ${MAX_EXPANDED_EXPRESSIONS} expressions`);
   }
-  return ast;
+}
+
+/** A statement as withTypedColumns runs it: the FROM of `SELECT * FROM (statement) AS __pg_answer(…)`. */
+function asSubquery(statement: Node): Node {
+  return { node: { type: 'SELECT_NODE', select_list: [{ class: 'STAR', type: 'STAR' }], from_table: { type: 'SUBQUERY', subquery: statement } } };
 }
 
 async function deparse(conn: DuckDBConnection, ast: Node): Promise<string> {

@@ -13,6 +13,8 @@ import { checkSqlText, type SandboxLimits } from '../sql/sandbox.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { CatalogJob, FromWorker } from '../worker/protocol.ts';
 import { nsColumns, type DatasetSchema, type Statement } from './catalogDb.ts';
+import { countParses, type ParseSite } from '../sql/parseTree.ts';
+import { pgSyntax } from './sqlText.ts';
 
 export interface CatalogRequest {
   /** Who asks (admission control counts per key). */
@@ -43,10 +45,18 @@ const CLASSIFIED_MAX_SQL = 16_384;
 
 export class CatalogQueries {
   private classified = new Map<string, Statement>();
+  private described = new Map<string, Described>();
+  /** Catalog statements as classifications returned them, checked as they will run (no parse to run). */
+  private checked = new Set<string>();
 
+  /**
+   * `parse`: the service's parse of a statement text (executor.ts `parsePg`), sent with each job so the
+   * worker parses nothing (issue 35); without it (tests) the worker parses as before.
+   */
   constructor(
     private readonly pool: QueryPool,
     private readonly limits: SandboxLimits & { timeoutMs: number; maxRows: number },
+    private readonly parse?: (sql: string) => Promise<string>,
   ) {}
 
   /** Catalog, data (or session: not asked here), and the statement rewritten as it will run. */
@@ -55,24 +65,40 @@ export class CatalogQueries {
     const key = `${req.datasets.map((d) => d.name).join('\n')}\u0000${[...nsColumns(req.datasets)].join(',')}\u0000${sql}`;
     const known = this.classified.get(key);
     if (known) return known;
-    const m = await this.job(req, { op: 'classify', sql });
+    const m = await this.job(req, { op: 'classify', sql, tree: await this.parse?.(pgSyntax(sql)) });
     if (m.type !== 'catalog' || !m.statement) throw new DomainError('storage', 'the query worker gave no classification');
     // Bounded: a client sending ever new statements (literals inlined) must not grow it.
     if (this.classified.size >= CLASSIFIED_MAX) this.classified.delete(this.classified.keys().next().value!);
     if (sql.length <= CLASSIFIED_MAX_SQL) this.classified.set(key, m.statement);
+    if (m.statement.checked) {
+      if (this.checked.size >= CLASSIFIED_MAX) this.checked.delete(this.checked.values().next().value!);
+      this.checked.add(m.statement.sql);
+    }
     return m.statement;
   }
 
-  /** A statement's parameter and column types, from preparing it in the worker (nothing runs). */
+  /**
+   * A statement's parameter and column types, from preparing it in the worker (nothing runs).
+   * Remembered like classifications: a client re-sending an unnamed statement (node-postgres sends
+   * Parse before every Bind) would otherwise cost DuckDB's prepare, in a worker, each time.
+   */
   async describe(req: CatalogRequest, sql: string): Promise<Described> {
-    const m = await this.job(req, { op: 'describe', sql });
+    // A description depends on the datasets' columns and their types.
+    const key = `${JSON.stringify(req.datasets)}\u0000${sql}`;
+    const known = this.described.get(key);
+    if (known) return known;
+    const m = await this.job(req, { op: 'describe', sql, tree: await this.parse?.(pgSyntax(sql)) });
     if (m.type !== 'catalog' || !m.described) throw new DomainError('storage', 'the query worker gave no description');
+    if (this.described.size >= CLASSIFIED_MAX) this.described.delete(this.described.keys().next().value!);
+    if (sql.length <= CLASSIFIED_MAX_SQL) this.described.set(key, m.described);
     return m.described;
   }
 
   /** Runs a catalog statement; its (small, at most P_QUERY_MAX_ROWS rows) answer comes whole. */
   async run(req: CatalogRequest, sql: string, formats: number[]): Promise<CatalogAnswer> {
-    const m = await this.job(req, { op: 'run', sql, pgFormats: formats });
+    // A statement a classification checked as it runs needs no tree; any other is checked from one.
+    const checked = this.checked.has(sql);
+    const m = await this.job(req, { op: 'run', sql, pgFormats: formats, ...(checked ? { checked } : { tree: await this.parse?.(sql) }) });
     if (m.type !== 'answer' || !m.pgTypes || !m.data) throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
     const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
     const types = m.pgTypes;
@@ -84,7 +110,7 @@ export class CatalogQueries {
   }
 
   /** One job on a worker under the key's admission and the time limit: its one answer message. */
-  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats'>): Promise<WorkerAnswer> {
+  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats' | 'tree' | 'checked'>): Promise<WorkerAnswer> {
     checkSqlText(op.sql, this.limits);
     const datasets = req.datasets.map((d) => ({ name: d.name, schema: d.schema as Record<string, string> }));
     const exec = await this.pool.run(req.principalId, () => ({ type: 'catalog', ...op, datasets, maxRows: this.limits.maxRows, maxDepth: this.limits.maxDepth }));
@@ -97,6 +123,10 @@ export class CatalogQueries {
     });
     try {
       for await (const m of exec.events) {
+        // The worker's own parses (parseTree.ts ParseSite) join the service's count.
+        if (m.type === 'error' || m.type === 'catalog' || m.type === 'answer') {
+          for (const [site, n] of Object.entries(m.parses ?? {})) countParses(site as ParseSite, n);
+        }
         if (m.type === 'error') throw new DomainError(m.kind, m.message);
         if (m.type === 'catalog' || m.type === 'answer') return m;
       }

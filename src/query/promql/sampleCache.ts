@@ -41,9 +41,9 @@ export interface CachedFile {
   t: BigInt64Array;
   v: Float64Array;
   k: Uint8Array;
-  /** t and v as bytes (what the answer copies). */
-  tb: Uint8Array;
-  vb: Uint8Array;
+  /** t and v as i32 pairs (what the answer copies, and the time search reads without a BigInt per read). */
+  t32: Int32Array;
+  v32: Int32Array;
   /** Per native histogram sample (by index into t), its u32 length + JSON. */
   h?: Map<number, Uint8Array>;
   /** Local indexes by metric name. */
@@ -249,7 +249,7 @@ function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile
     const n = labelsOnly ? 0 : samplesOf[f];
     const t = new BigInt64Array(n);
     const v = new Float64Array(n);
-    const arrays = { t, v, k: new Uint8Array(n), tb: new Uint8Array(t.buffer), vb: new Uint8Array(v.buffer) };
+    const arrays = { t, v, k: new Uint8Array(n), t32: new Int32Array(t.buffer), v32: new Int32Array(v.buffer) };
     return { bytes: 0, ids: new Int32Array(ns), off: new Int32Array(ns + 1), lo: new Float64Array(ns), hi: new Float64Array(ns), ...arrays, byName: new Map() };
   });
   const local = new Int32Array(count);
@@ -300,71 +300,99 @@ export function mayMatch(s: Series, matchers: Matcher[]): boolean {
   return true;
 }
 
-/** First index in [lo, hi) of `times` (ascending) at or after ms. */
-function lowerBound(times: BigInt64Array, lo: number, hi: number, ms: bigint): number {
+/** First index in [lo, hi) of `t32` (a file's times as i32 pairs, little-endian, ascending) at or after ms. */
+function lowerBound(t32: Int32Array, lo: number, hi: number, ms: number): number {
+  // Read as numbers (exact below 2^53), not through the BigInt64Array: a BigInt per read cost more
+  // than the search.
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if (times[mid] < ms) lo = mid + 1;
+    if (t32[2 * mid + 1] * 4294967296 + (t32[2 * mid] >>> 0) < ms) lo = mid + 1;
     else hi = mid;
   }
   return lo;
 }
 
-
 /**
  * The series of these decoded files that may match the request, in encodeSeries' binary form (without
  * its leading count, returned apart): each label set once, its samples in [start, end] from every file
  * in file order (labels only: each label set whose span in a file overlaps the range, without samples).
+ * The slices are gathered in flat arrays (group, file, from, to), not an array per slice: a dashboard
+ * panel over an hour of minute files has ~100,000 of them (840 series × 126 files), whose allocation
+ * and the BigInt reads of the time search cost 60–270 ms a panel (docs/performance.md).
  */
 export function selectCached(cache: SampleCache, files: CachedFile[], req: SeriesRequest): { count: number; parts: Uint8Array[] } {
   const name = req.matchers.find((m) => m.type === '=' && m.name === '__name__');
-  const groups = new Map<number, [CachedFile, number, number][]>();
-  const rejected = new Set<number>();
-  const start = BigInt(Math.max(MIN_MS, req.start));
-  const end = BigInt(Math.min(MAX_MS, req.end)) + 1n;
-  for (const f of files) {
+  /** Label set id → 1 + its group (in order of first slice), -1: does not match, 0: not seen yet (ids are dense). */
+  const groupOf = new Int32Array(cache.idLimit);
+  const ids: number[] = [];
+  let slices = new Int32Array(4 * 1024);
+  let n = 0;
+  const start = Math.max(MIN_MS, req.start);
+  const end = Math.min(MAX_MS, req.end);
+  files.forEach((f, fi) => {
     const candidates = name ? f.byName.get(name.value) : undefined;
-    const n = name ? (candidates?.length ?? 0) : f.ids.length;
-    for (let c = 0; c < n; c++) {
+    const count = name ? (candidates?.length ?? 0) : f.ids.length;
+    const t32 = f.t32;
+    for (let c = 0; c < count; c++) {
       const l = candidates ? candidates[c] : c;
       if (f.hi[l] < req.start || f.lo[l] > req.end) continue;
       const id = f.ids[l];
-      if (rejected.has(id)) continue;
-      const g = groups.get(id);
-      if (!g && !mayMatch(cache.labelSet(id), req.matchers)) {
-        rejected.add(id);
+      let g = groupOf[id] - 1;
+      if (g === -2) continue;
+      if (g === -1 && !mayMatch(cache.labelSet(id), req.matchers)) {
+        groupOf[id] = -1;
         continue;
+      }
+      // A file's series wholly inside the range (most of a panel's minute files) needs no search.
+      const inside = f.lo[l] >= start && f.hi[l] <= end;
+      const lo = req.labelsOnly || inside ? f.off[l] : lowerBound(t32, f.off[l], f.off[l + 1], start);
+      const hi = req.labelsOnly || inside ? f.off[l + 1] : lowerBound(t32, lo, f.off[l + 1], end + 1);
+      if (lo === hi && !req.labelsOnly) continue;
+      if (g === -1) {
+        g = ids.length;
+        groupOf[id] = g + 1;
+        ids.push(id);
       }
       // Label sets: each once, whatever the files that have it.
-      if (req.labelsOnly) {
-        if (!g) groups.set(id, []);
-        continue;
+      if (req.labelsOnly) continue;
+      if (n + 4 > slices.length) {
+        const grown = new Int32Array(slices.length * 2);
+        grown.set(slices);
+        slices = grown;
       }
-      const lo = lowerBound(f.t, f.off[l], f.off[l + 1], start);
-      const hi = lowerBound(f.t, lo, f.off[l + 1], end);
-      if (lo === hi) continue;
-      if (g) g.push([f, lo, hi]);
-      else groups.set(id, [[f, lo, hi]]);
+      slices[n++] = g;
+      slices[n++] = fi;
+      slices[n++] = lo;
+      slices[n++] = hi;
     }
-  }
-  return { count: groups.size, parts: encodeGroups(cache, groups, req.labelsOnly) };
+  });
+  return { count: ids.length, parts: encodeGroups(cache, files, ids, slices.subarray(0, n), req.labelsOnly) };
 }
 
 /**
- * encodeSeries' form of each label set and its slices of the files' samples, copied into one buffer: a
- * part per slice (a series over an hour of minute files has 60) made one pipe write each, which cost
- * ten times the copy.
+ * encodeSeries' form of each label set and its slices of the files' samples (`slices`: group, file,
+ * from, to; a group's in file order), copied into one buffer: a part per slice (a series over an hour of
+ * minute files has 60) made one pipe write each, which cost ten times the copy.
  */
-function encodeGroups(cache: SampleCache, groups: Map<number, [CachedFile, number, number][]>, labelsOnly: boolean): Uint8Array[] {
+function encodeGroups(cache: SampleCache, files: CachedFile[], ids: number[], slices: Int32Array, labelsOnly: boolean): Uint8Array[] {
+  // Each group's slices together, in file order (a counting sort by group: stable).
+  const samples = new Float64Array(ids.length);
+  const first = new Int32Array(ids.length + 1);
   let size = 0;
-  for (const [id, slices] of groups) {
-    size += cache.labelSet(id).head.length + 4;
-    if (labelsOnly) continue;
-    for (const [f, lo, hi] of slices) {
-      size += 17 * (hi - lo);
-      for (let i = lo; i < hi; i++) size += f.h?.get(i)?.length ?? 0;
-    }
+  for (let s = 0; s < slices.length; s += 4) {
+    const g = slices[s];
+    samples[g] += slices[s + 3] - slices[s + 2];
+    first[g + 1]++;
+    const h = files[slices[s + 1]].h;
+    if (h) for (let i = slices[s + 2]; i < slices[s + 3]; i++) size += h.get(i)?.length ?? 0;
   }
+  for (let g = 0; g < ids.length; g++) {
+    first[g + 1] += first[g];
+    size += cache.labelSet(ids[g]).head.length + 4 + 17 * samples[g];
+  }
+  const order = new Int32Array(slices.length / 4);
+  const next = first.slice(0, ids.length);
+  for (let s = 0; s < slices.length; s += 4) order[next[slices[s]]++] = s;
   const out = new Uint8Array(size);
   const dv = new DataView(out.buffer);
   let at = 0;
@@ -372,20 +400,40 @@ function encodeGroups(cache: SampleCache, groups: Map<number, [CachedFile, numbe
     out.set(b, at);
     at += b.length;
   };
-  // A slice of a minute file is a few samples: a loop copies them for less than making a view to set.
-  const copy = (src: Uint8Array, from: number, to: number) => {
-    if (to - from > 256) put(src.subarray(from, to));
-    else for (let i = from; i < to; i++) out[at++] = src[i];
-  };
-  for (const [id, slices] of groups) {
-    put(cache.labelSet(id).head);
-    dv.setUint32(at, slices.reduce((a, [, lo, hi]) => a + hi - lo, 0), true);
+  for (let g = 0; g < ids.length; g++) {
+    put(cache.labelSet(ids[g]).head);
+    dv.setUint32(at, samples[g], true);
     at += 4;
     if (labelsOnly) continue;
-    for (const [f, lo, hi] of slices) copy(f.tb, 8 * lo, 8 * hi);
-    for (const [f, lo, hi] of slices) copy(f.vb, 8 * lo, 8 * hi);
-    for (const [f, lo, hi] of slices) copy(f.k, lo, hi);
-    for (const [f, lo, hi] of slices) for (let i = lo; i < hi; i++) if (f.h?.has(i)) put(f.h.get(i)!);
+    const mine = order.subarray(first[g], first[g + 1]);
+    at = copySamples(dv, at, files, slices, mine);
+    for (const s of mine) {
+      const h = files[slices[s + 1]].h;
+      if (h) for (let i = slices[s + 2]; i < slices[s + 3]; i++) if (h.has(i)) put(h.get(i)!);
+    }
   }
   return [out];
+}
+
+/**
+ * A group's times, then values, then kinds, from its slices, written at `at` (returns the end): value by
+ * value through the DataView (the output's offsets are not 8-aligned), a few times faster than byte
+ * copies or a subarray per slice of a few samples.
+ */
+function copySamples(dv: DataView, at: number, files: CachedFile[], slices: Int32Array, mine: Int32Array): number {
+  // Times and values as i32 pairs: the bits as stored (a NaN read as a number may lose its payload).
+  for (const part of ['t', 'v'] as const)
+    for (const s of mine) {
+      const f = files[slices[s + 1]];
+      const w = part === 't' ? f.t32 : f.v32;
+      for (let i = slices[s + 2]; i < slices[s + 3]; i++, at += 8) {
+        dv.setInt32(at, w[2 * i], true);
+        dv.setInt32(at + 4, w[2 * i + 1], true);
+      }
+    }
+  for (const s of mine) {
+    const k = files[slices[s + 1]].k;
+    for (let i = slices[s + 2]; i < slices[s + 3]; i++) dv.setUint8(at++, k[i]);
+  }
+  return at;
 }

@@ -11,14 +11,15 @@ import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import { RANGE_VARIABLES, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
-import { asciiLower, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
+import { asciiLower, checkSqlText, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
-import { countParsesWith, parseTree } from './parseTree.ts';
+import { countParses, countParsesWith, parseTree, serializeSql } from './parseTree.ts';
+import { ParsedTrees } from './parsedTrees.ts';
 import { CatalogQueries } from '../catalog/client.ts';
 
 // Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
-countParsesWith((site) => sqlParses.inc({ site }));
+countParsesWith((site, n = 1) => sqlParses.inc({ site }, n));
 
 export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
@@ -153,8 +154,18 @@ interface Started {
   setAside: (damaged: { name: string; reason: string }[] | undefined) => Promise<boolean>;
 }
 
+/** Parsing shares the storage DuckDB: under memory or descriptor pressure a query is retried later (503), not a 500. */
+function shortOf(err: unknown): never {
+  const message = err instanceof Error && !isDomainError(err) ? err.message : '';
+  const lack = /^(Out of Memory Error|IO Error)/.test(message) ? classifyFailure(err) : 'other';
+  if (lack === 'memory' || lack === 'files') throw unavailable(`the service is short of ${lack === 'memory' ? 'memory' : 'file descriptors'} to plan this query; retry later`, 2);
+  throw err;
+}
+
 export class QueryExecutor implements SqlQueries, PgQueries {
   private readonly plans: PlanCache;
+  /** PostgreSQL statements' trees (parsePg), which plan() uses rather than parse the text again. */
+  private readonly trees: ParsedTrees;
   /** PostgreSQL catalog statements, on the same workers under the same admission and limits. */
   readonly catalog: CatalogQueries;
 
@@ -166,20 +177,29 @@ export class QueryExecutor implements SqlQueries, PgQueries {
     planCacheBytes: number,
   ) {
     this.plans = new PlanCache(planCacheBytes);
-    this.catalog = new CatalogQueries(pool, limits);
+    this.trees = new ParsedTrees(Math.max(1 << 20, planCacheBytes / 4));
+    this.catalog = new CatalogQueries(pool, limits, (sql) => this.parsePg(sql));
+  }
+
+  /**
+   * A PostgreSQL statement's one parse by DuckDB's parser, in the service (issue 35): the worker
+   * classifies and checks it from this tree instead of parsing it again, and the sandbox plans a data
+   * statement of the same text from it (its own parser made it). After the same size checks as plan().
+   */
+  async parsePg(sql: string): Promise<string> {
+    const known = this.trees.get(sql);
+    if (known !== undefined) return known;
+    checkSqlText(sql, this.limits);
+    const tree = await withConnection(this.duck, (conn) => serializeSql(conn, sql, 'pg')).catch(shortOf);
+    this.trees.set(sql, tree);
+    return tree;
   }
 
   async plan(sql: string): Promise<QueryPlan> {
     const cached = this.plans.get(sql);
     planCacheLookups.inc({ result: cached ? 'hit' : 'miss' });
     if (cached) return cached;
-    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits)).catch((err: unknown) => {
-      // Parsing shares the storage DuckDB: under memory or descriptor pressure a query is retried later (503), not a 500.
-      const message = err instanceof Error && !isDomainError(err) ? err.message : '';
-      const lack = /^(Out of Memory Error|IO Error)/.test(message) ? classifyFailure(err) : 'other';
-      if (lack === 'memory' || lack === 'files') throw unavailable(`the service is short of ${lack === 'memory' ? 'memory' : 'file descriptors'} to plan this query; retry later`, 2);
-      throw err;
-    });
+    const plan = await withConnection(this.duck, (conn) => planStatement(conn, sql, this.limits, this.trees.get(sql))).catch(shortOf);
     this.plans.set(sql, plan);
     return plan;
   }
@@ -350,8 +370,15 @@ export class QueryExecutor implements SqlQueries, PgQueries {
         }
         return true;
       };
-      const materialize = (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS);
-      const build = (filesDir: string) => runJob(req, snapshots, sql, filesDir, { ...this.limits, materialize, pgFormats });
+      const wholeRows = Math.min(this.limits.maxRows, MATERIALIZE_MAX_ROWS);
+      const materialize = (!req.streaming || pgFormats !== undefined) && plan.rowBound !== undefined && plan.rowBound <= wholeRows;
+      // A buffered answer the parse tree does not bound is still run whole when it turns out that small.
+      const wholeUpTo = !materialize && !req.streaming && pgFormats === undefined ? wholeRows : undefined;
+      const build = (filesDir: string) => {
+        // The worker's DuckDB parses the text it runs (the executor's own prepare): counted as handed over.
+        countParses('execute');
+        return runJob(req, snapshots, sql, filesDir, { ...this.limits, materialize, wholeUpTo, pgFormats });
+      };
       const exec = await this.pool.run(req.principalId, build);
       const release = holdToLimits(exec, { timeoutMs: this.limits.timeoutMs - preparedMs, timeoutMessage: timeLimitMessage(this.limits.timeoutMs), signal: req.signal });
       const cleanup = () => {
@@ -390,7 +417,7 @@ function runJob(
   snapshots: Snapshot[],
   sql: string,
   filesDir: string,
-  o: { maxRows: number; maxBytes: number; materialize: boolean; pgFormats?: number[] },
+  o: { maxRows: number; maxBytes: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
 ): Omit<RunJob, 'id'> {
   const links = new Map<string, string>();
   const pathFor = (file: string) => {
@@ -413,6 +440,7 @@ function runJob(
     maxBytes: o.maxBytes,
     streaming: req.streaming,
     materialize: o.materialize,
+    ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
     ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
   };
 }

@@ -42,16 +42,33 @@ export function cloneTree<T>(tree: T): T {
   return out as T;
 }
 
-/** Why a statement was parsed (the label of lakehouse_sql_parses_total): each one a DuckDB round trip. */
-export type ParseSite = 'sandbox' | 'catalog' | 'setup';
+/**
+ * Why a statement was parsed (the label of lakehouse_sql_parses_total). Service: `sandbox` (an HTTP
+ * statement checked and planned), `pg` (a PostgreSQL statement, whose one tree the worker classifies and
+ * the sandbox plans), `setup` (the dialect's macros, once). Query workers, reported back with their
+ * answers: `catalog` (a PostgreSQL statement parsed in the catalog database: a session command DuckDB
+ * serialises no tree of, a Describe, a catalog statement's checks before it runs), `prepare` (DuckDB's
+ * prepare of a catalog statement it describes or runs). `execute`: DuckDB parsing the text a query
+ * worker runs (one per data statement, counted as the service hands it over).
+ */
+export type ParseSite = 'sandbox' | 'pg' | 'catalog' | 'prepare' | 'execute' | 'setup';
 
 /**
- * Told of every parse. The service sets it to its metric (executor.ts); query workers, which import
- * this module too, keep the no-op rather than load the metrics registry.
+ * Told of every parse. The service sets it to its metric (executor.ts); a query worker to a tally it
+ * sends back with a catalog job's answer (catalog/inWorker.ts), so the service's metric counts both.
  */
-let parseCounter: (site: ParseSite) => void = () => undefined;
-export function countParsesWith(count: (site: ParseSite) => void): void {
+type ParseCounter = (site: ParseSite, n?: number) => void;
+let parseCounter: ParseCounter = () => undefined;
+/** Sets the counter; returns the one it replaces (a catalog job run in process puts it back). */
+export function countParsesWith(count: ParseCounter): ParseCounter {
+  const previous = parseCounter;
   parseCounter = count;
+  return previous;
+}
+
+/** Counts parses done elsewhere: by DuckDB's own prepare, or reported by a query worker. */
+export function countParses(site: ParseSite, n = 1): void {
+  if (n > 0) parseCounter(site, n);
 }
 
 /**

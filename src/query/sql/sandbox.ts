@@ -301,12 +301,16 @@ async function loadMacroCosts(): Promise<ReadonlyMap<string, MacroCost>> {
   }
 }
 
-/** Parses with DuckDB's parser and applies the rules above. */
-export async function planStatement(conn: DuckDBConnection, sql: string, limits: SandboxLimits): Promise<QueryPlan> {
+/**
+ * Parses with DuckDB's parser and applies the rules above. `parsed`: the tree the service's own parser
+ * already made of exactly `sql` (a PostgreSQL statement's one parse, executor.ts `parsePg`), never a
+ * tree from a query worker.
+ */
+export async function planStatement(conn: DuckDBConnection, sql: string, limits: SandboxLimits, parsed?: string): Promise<QueryPlan> {
   checkSqlText(sql, limits);
   const aggregateFunctions = await aggregates(conn);
   const macroCostMap = await macros();
-  const tree = await serializeSql(conn, sql, 'sandbox');
+  const tree = parsed ?? (await serializeSql(conn, sql, 'sandbox'));
   const ast = parseTree<{ error: boolean; error_type?: string; error_message?: string; statements?: Node[] }>(tree);
   if (ast.error) {
     if (ast.error_type === 'not implemented' || /only select/i.test(ast.error_message ?? '')) throw invalidInput('only read-only SELECT statements are allowed');

@@ -1,5 +1,6 @@
 import type { ErrorKind } from '../../errors.ts';
 import type { PgType } from '../results/pg.ts';
+import type { ParseSite } from '../sql/parseTree.ts';
 
 /**
  * Messages between the service and a query worker process (over the child-process IPC channel).
@@ -33,6 +34,11 @@ export interface RunJob {
   streaming: boolean;
   /** Run the statement whole in one call (only for results the parse tree bounds; see worker.ts). */
   materialize: boolean;
+  /**
+   * A buffered statement the parse tree does not bound: run whole when it has at most this many rows
+   * (session.ts runBounded), else streamed. Unset: streamed.
+   */
+  wholeUpTo?: number;
   /**
    * Rows as PostgreSQL DataRow messages (the PostgreSQL front door) instead of JSON: the format code of
    * each result column, as the client's Bind gave them. Always streamed.
@@ -94,11 +100,21 @@ export interface CatalogJob {
   op: 'classify' | 'describe' | 'run';
   datasets: { name: string; schema: Record<string, string> }[];
   sql: string;
+  /**
+   * The service's parse tree of `sql` (json_serialize_sql; for `classify`, of its pgSyntax text): the
+   * worker checks, classifies and rewrites from it rather than parse the statement again (issue 35).
+   */
+  tree?: string;
+  /** For `run`: a catalog statement a classification returned as checked (catalogDb.ts `Statement`). */
+  checked?: boolean;
   /** For `run`: the result format code of each column. */
   pgFormats?: number[];
   maxRows: number;
   maxDepth: number;
 }
+
+/** Parses a catalog job made in the worker, by site (parseTree.ts), sent back with its answer. */
+export type ParseTally = Partial<Record<ParseSite, number>>;
 
 export type WorkerJob = RunJob | PromqlJob | CatalogJob;
 
@@ -111,7 +127,7 @@ export type FromWorker =
    * A whole buffered (not streamed) answer: the columns and every row, in place of fields, chunks and
    * done. For jobs with `pgFormats`, the rows are DataRow messages in `data` (and `text` is empty).
    */
-  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number; pgTypes?: PgType[]; data?: Uint8Array }
+  | { type: 'answer'; id: number; fields: string[]; types: string[]; text: string; rows: number; pgTypes?: PgType[]; data?: Uint8Array; parses?: ParseTally }
   /** Rows of one DuckDB chunk as JSON objects joined by commas (no brackets). */
   | { type: 'chunk'; id: number; text: string; rows: number }
   /** Rows of one DuckDB chunk as PostgreSQL DataRow messages (jobs with `pgFormats`). */
@@ -121,7 +137,7 @@ export type FromWorker =
    * `damaged`: link names of Parquet files DuckDB could not decode (a checksum, decompression or
    * metadata error naming the file, or found by reading each file after an error that named none).
    */
-  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[] }
+  | { type: 'error'; id: number; kind: ErrorKind; message: string; damaged?: { name: string; reason: string }[]; parses?: ParseTally }
   /**
    * A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`); `labelsOnly`: only
    * its label sets (the series relation); `damaged`: link names of series indexes of the last grant
@@ -129,7 +145,7 @@ export type FromWorker =
    */
   | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
   /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
-  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[] }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] } }
+  | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[]; checked?: boolean }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }; parses?: ParseTally }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */
   | { type: 'promql'; id: number; json: string }
   /** The worker started its PromQL engine, a child process (promqlEngine.ts): counted and killed with it. */

@@ -52,6 +52,57 @@ export class RangeSession {
       return (await conn.run(sql)) as DuckDBMaterializedResult;
     }
   }
+
+  /** `runWhole` without a second try: undefined when the call fails (the range is then unknown, set again later). */
+  async runQuiet(conn: DuckDBConnection, sql: string, range: RunJob['range']): Promise<DuckDBMaterializedResult | undefined> {
+    const statements = rangeStatements(range, this.current);
+    if (statements && range) this.current = undefined;
+    try {
+      const result = (await conn.run(statements + sql)) as DuckDBMaterializedResult;
+      if (statements && range) this.current = rangeKey(range);
+      return result;
+    } catch {
+      return undefined;
+    }
+  }
+}
+
+/**
+ * The statement with at most `limit` + 1 rows (one more than may be answered whole, so that more is
+ * seen). The newline ends a trailing `--` comment of the statement, and a statement's closing `;` (a
+ * text cannot end inside a literal) goes; DuckDB keeps a subquery's ORDER BY through the outer LIMIT.
+ * A text that is not one SELECT fails here and takes the streamed path.
+ */
+export function boundedSql(sql: string, limit: number): string {
+  // A loop, not a regular expression: /[\s;]+$/ is quadratic on a long run of spaces inside the text.
+  let end = sql.length;
+  while (end > 0 && (sql[end - 1] === ';' || /\s/.test(sql[end - 1]))) end--;
+  return `SELECT * FROM (${sql.slice(0, end)}\n) AS p_bounded LIMIT ${limit + 1}`;
+}
+
+/**
+ * Whether DuckDB renamed a column of the bounded statement: a subquery's duplicate names become
+ * `name_1`, `name_2`, … (case-insensitively), which the statement alone answers as they are.
+ */
+export function renamedColumns(names: readonly string[]): boolean {
+  const lower = new Set(names.map((n) => n.toLowerCase()));
+  return names.some((n) => {
+    const m = /^(.*)_\d+$/s.exec(n);
+    return m !== null && lower.has(m[1].toLowerCase());
+  });
+}
+
+/**
+ * A statement the parse tree does not bound, run whole when it turns out small: `boundedSql` in one
+ * native call (with the range, as `RangeSession.runWhole`), undefined — take the streamed path — when
+ * it has more than `limit` rows, DuckDB renamed a column, or it failed (the streamed path then gives
+ * the statement's own error). Its result is held outside DuckDB's memory limit, as a bounded
+ * statement's is, so `limit` is the same bound. The range variables are left right either way.
+ */
+export async function runBounded(session: RangeSession, conn: DuckDBConnection, sql: string, range: RunJob['range'], limit: number): Promise<DuckDBMaterializedResult | undefined> {
+  const result = await session.runQuiet(conn, boundedSql(sql, limit), range);
+  if (!result || result.rowCount > limit || renamedColumns(result.columnNames())) return undefined;
+  return result;
 }
 
 /**

@@ -36,7 +36,7 @@ import { projectionOf, selectProjected, type Projection } from '../promql/labelP
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
-import { RangeSession, streamOne } from './session.ts';
+import { RangeSession, runBounded, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
 
 const dir = process.env.QW_DIR!;
@@ -198,12 +198,19 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   try {
     await syncLinks(job.links);
     // A statement run whole with its views as they are sets its range in its own call (runWhole).
-    const rangeLater = job.materialize && viewsAre(job.views);
+    const rangeLater = (job.materialize || job.wholeUpTo !== undefined) && viewsAre(job.views);
     if (!rangeLater) await session.set(conn, job.range);
     await syncViews(conn, job.views);
     if (job.pgFormats) await runPgRows(conn, job, job.pgFormats, state);
-    else if (job.materialize) await runMaterialized(conn, job);
-    else await runStreamed(conn, job, state);
+    else if (job.materialize) sendWhole(job, await session.runWhole(conn, job.sql, job.range));
+    else {
+      const whole = job.wholeUpTo === undefined ? undefined : await runBounded(session, conn, job.sql, job.range, job.wholeUpTo);
+      if (whole) sendWhole(job, whole);
+      else {
+        await session.set(conn, job.range);
+        await runStreamed(conn, job, state);
+      }
+    }
   } catch (err) {
     if (err instanceof DomainError) send({ type: 'error', id: job.id, kind: err.kind, message: err.message });
     else {
@@ -222,13 +229,13 @@ const tooManyBytes = (job: RunJob) =>
   new DomainError('too_large', `the result is larger than ${job.maxBytes} bytes (P_QUERY_MAX_RESULT_BYTES): add a LIMIT, select fewer columns, or ask for streaming=true`);
 
 /**
- * A statement whose result the parse tree proves small (see `rowBound` in sandbox.ts): one call runs
- * it whole. A streamed result costs a second bind of the statement (DuckDB rebinds a prepared Parquet
- * scan when it executes it; measured ~0.7 ms) and a native call per chunk. Materialised results are
- * outside DuckDB's memory limit, hence only for bounded ones. One message carries the whole answer.
+ * A result run whole in one call: a statement the parse tree proves small (see `rowBound` in
+ * sandbox.ts), or one that turned out small under `wholeUpTo` (runBounded, session.ts). A streamed
+ * result costs a second bind of the statement (DuckDB rebinds a prepared Parquet scan when it executes
+ * it; measured ~0.7 ms) and a native call per chunk. Materialised results are outside DuckDB's memory
+ * limit, hence only for bounded ones. One message carries the whole answer.
  */
-async function runMaterialized(conn: DuckDBConnection, job: RunJob): Promise<void> {
-  const result = await session.runWhole(conn, job.sql, job.range);
+function sendWhole(job: RunJob, result: DuckDBMaterializedResult): void {
   if (result.rowCount > job.maxRows) throw tooManyRows(job);
   const fields = result.columnNames().map(clientColumnName);
   const write = rowWriter(fields, job.sendNull);
