@@ -82,6 +82,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
     /** Each query worker's PromQL sample cache (0: none). */
     promqlCacheBytes: e.P_PROMQL_CACHE_BYTES ?? Math.floor((e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes) / 8),
+    /** The in-process label index's bound per dataset (0: off). */
+    promqlLabelIndexBytes: e.P_PROMQL_LABEL_INDEX_BYTES,
     /** The HTTP server's group: its connections and the body limit of every route. */
     server: {
       maxBodyBytes: e.P_MAX_BODY_BYTES,

@@ -1,0 +1,341 @@
+import * as fs from 'node:fs/promises';
+import { quotedIdentifier, quotedString } from '@duckdb/node-api';
+import { withConnection, type DuckDBSource } from '../../duckdb.ts';
+import { log } from '../../log.ts';
+import { SERIES_MAX_TIME, SERIES_MIN_TIME, type Snapshot, type TableSource } from '../../storage/scan.ts';
+import { compareUtf8, seriesJson, stringsJson, type Pairs } from './metaAnswer.ts';
+import { parseMetaSelector, type ParsedMatcher } from './metaSelector.ts';
+import { OTLP_MARKER_COLUMN } from './otlp.ts';
+import { clampMs, labelColumns, MAX_MS, MIN_MS, VALUE_COLUMN } from './storage.ts';
+import type { PromqlRequest } from './executor.ts';
+
+/*
+ * The in-process label index (issue 37): the series, labels and label values calls of a remote-write
+ * dataset answered in the process that took the request, without the hop to a query worker, DuckDB
+ * or the engine. Per dataset it holds the distinct label sets, and per data file (by key: files never
+ * change) the label sets its series index lists with their first and last time in it, read once from
+ * the sidecar; per sealed WAL segment of this process (immutable too) the label sets with the times of
+ * their rows, read once from the segment. Each call takes the same series snapshot as the worker path
+ * (every file of the range through the catalog, so a second worker's files; this process' WAL) and
+ * answers from the entries of what it holds, with the same rules as the engine path: a file's label
+ * set counts when its span in the file overlaps [start, end], a WAL label set when a row of it is in
+ * [start, end] (labelSetsSql and seriesRelationSql).
+ *
+ * Only what it answers exactly: anything else gives undefined and the call takes the worker path —
+ * a match[] outside metaSelector.ts' subset, a dataset with OTLP points (their Prometheus mapping is
+ * not a plain column → label map), a file without a usable series index, a WAL row it cannot read as
+ * read_json would, the series call without match[] (the engine's error), and a dataset whose index
+ * would exceed the memory bound (P_PROMQL_LABEL_INDEX_BYTES).
+ */
+
+/** A label column of the dataset's schema and the label it holds (storage.ts labelColumns), sorted by label. */
+type Columns = { label: string; column: string }[];
+
+interface FileLabels {
+  /** The file's own time range (the catalog's), to tell a file that left the catalog from one out of range. */
+  minMs: number;
+  maxMs: number;
+  ids: Int32Array;
+  lo: Float64Array;
+  hi: Float64Array;
+}
+
+interface SegmentLabels {
+  ids: Int32Array;
+  /** Per label set, its rows' times, sorted. */
+  times: Float64Array[];
+}
+
+/** Estimated bytes: a label set (strings are UTF-16, plus the objects and the map entry). */
+const SET_OVERHEAD = 120;
+const PAIR_OVERHEAD = 48;
+/** Per label set listed by a file (id, first and last time) or a WAL segment (id, array). */
+const FILE_ROW_BYTES = 20;
+const SEGMENT_ROW_BYTES = 80;
+
+/** One metrics dataset's index; reset when its label columns change (a new label, a widened column). */
+class DatasetLabels {
+  readonly sets: Pairs[] = [];
+  private readonly byKey = new Map<string, number>();
+  readonly files = new Map<string, Promise<FileLabels | undefined>>();
+  readonly segments = new Map<string, Promise<SegmentLabels | undefined>>();
+  bytes = 0;
+  constructor(readonly signature: string) {}
+
+  /** The id of a label set (pairs sorted by name, empty values left out), interned. */
+  intern(pairs: [string, string][]): number {
+    const key = pairs.map(([k, v]) => `${k}\u0000${v}`).join('\u0001');
+    let id = this.byKey.get(key);
+    if (id === undefined) {
+      id = this.sets.length;
+      this.sets.push(pairs);
+      this.byKey.set(key, id);
+      this.bytes += SET_OVERHEAD + key.length * 4 + pairs.length * PAIR_OVERHEAD;
+    }
+    return id;
+  }
+}
+
+/** A sealed WAL segment's cache key: its path and size (a dataset made again reuses paths, never both). */
+const segmentKey = (s: Snapshot['segments'][number]) => `${s.path}\u0000${s.bytes}`;
+
+/** The largest WAL segment read in process (bytes of NDJSON): a few ms of parsing. */
+const SEGMENT_READ_MAX = 4 * 2 ** 20;
+
+/** ISO-8601 UTC with at most milliseconds: what remote write's rows hold, parsed exactly by Date.parse. */
+const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,3})?Z$/;
+
+export interface LabelIndexOptions {
+  source: TableSource;
+  duck: DuckDBSource;
+  /** The columns of a remote-write row that are not labels (the ingest side's fixed columns). */
+  fixedColumns: { has(column: string): boolean };
+  /** P_PROMQL_LABEL_INDEX_BYTES: most estimated bytes per dataset; 0: off. */
+  maxBytes: number;
+}
+
+export class LabelIndex {
+  private readonly datasets = new Map<string, DatasetLabels>();
+  /** Datasets found past the bound, until when they are not tried again (epoch ms). */
+  private readonly overBudget = new Map<string, number>();
+
+  constructor(private readonly opts: LabelIndexOptions) {}
+
+  /** Estimated bytes held, all datasets (the lakehouse_promql_label_index_bytes gauge). */
+  get bytes(): number {
+    let n = 0;
+    for (const d of this.datasets.values()) n += d.bytes;
+    return n;
+  }
+
+  /** The engine's JSON answer to a series, labels or label values request, or undefined: take the worker path. */
+  async answer(dataset: string, req: PromqlRequest, retried = false): Promise<string | undefined> {
+    if (this.opts.maxBytes <= 0) return undefined;
+    if ((this.overBudget.get(dataset) ?? 0) > Date.now()) return undefined;
+    const selectors = selectorsOf(req);
+    if (!selectors) return undefined;
+    const start = clampMs(req.start ?? MIN_MS);
+    const end = clampMs(req.end ?? MAX_MS);
+    const snap = await this.opts.source.seriesSnapshot(dataset, start, end + 1);
+    try {
+      const columns = answerableColumns(snap, this.opts.fixedColumns);
+      if (!columns) return undefined;
+      const ds = this.datasetOf(dataset, columns);
+      const fresh = ds.bytes === 0;
+      const held = await this.load(ds, snap, columns, start, end);
+      if (!held) return undefined;
+      if (ds.bytes > this.opts.maxBytes) {
+        this.datasets.delete(dataset);
+        // Label sets of files long gone (series churn) stay interned: built again from what is current.
+        if (!fresh && !retried) return await this.answer(dataset, req, true);
+        log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: ds.bytes, bound: this.opts.maxBytes });
+        this.overBudget.set(dataset, Date.now() + 60_000);
+        return undefined;
+      }
+      const ids = selectedIds(ds, held, start, end, selectors);
+      return render(ds, ids, req);
+    } finally {
+      snap.release();
+    }
+  }
+
+  private datasetOf(name: string, columns: Columns): DatasetLabels {
+    const signature = columns.map((c) => `${c.label}\u0000${c.column}`).join('\u0001');
+    let ds = this.datasets.get(name);
+    if (ds?.signature !== signature) this.datasets.set(name, (ds = new DatasetLabels(signature)));
+    return ds;
+  }
+
+  /** The entries of the snapshot's files and segments (read once each), or undefined if one cannot be had; forgets those gone. */
+  private async load(ds: DatasetLabels, snap: Snapshot, columns: Columns, start: number, end: number) {
+    const files: FileLabels[] = [];
+    const segments: SegmentLabels[] = [];
+    for (const f of snap.files) {
+      let entry = ds.files.get(f.key);
+      if (!entry) ds.files.set(f.key, (entry = readFileLabels(this.opts.duck, ds, f, columns)));
+      const got = await entry;
+      if (!got) {
+        ds.files.delete(f.key);
+        return undefined;
+      }
+      files.push(got);
+    }
+    const inSnap = new Set<string>();
+    for (const s of snap.segments) {
+      const key = segmentKey(s);
+      inSnap.add(key);
+      // A large segment (a backlog not yet flushed) is left to the workers: parsed here, it would hold up this process.
+      if (s.bytes > SEGMENT_READ_MAX) return undefined;
+      let entry = ds.segments.get(key);
+      if (!entry) ds.segments.set(key, (entry = readSegmentLabels(ds, s.path, snap.meta.timeColumn, columns)));
+      const got = await entry;
+      if (!got) return undefined;
+      segments.push(got);
+    }
+    forgetGone(ds, snap, inSnap, start, end);
+    return { files, segments };
+  }
+}
+
+/** Each match[] selector's matchers (none: every series), or undefined when one is outside the subset. */
+function selectorsOf(req: PromqlRequest): ParsedMatcher[][] | undefined {
+  const match = req.match ?? [];
+  if (req.op === 'series' && !match.length) return undefined;
+  if (req.op === 'label_values' && !req.name) return undefined;
+  if (!match.length) return [[]];
+  const out: ParsedMatcher[][] = [];
+  for (const m of match) {
+    const parsed = parseMetaSelector(m);
+    if (!parsed) return undefined;
+    out.push(parsed);
+  }
+  return out;
+}
+
+/**
+ * The dataset's label columns sorted by label, when the index can answer for the snapshot: a
+ * remote-write metrics dataset (no OTLP points) whose every file has a usable series index.
+ */
+function answerableColumns(snap: Snapshot, fixed: { has(column: string): boolean }): Columns | undefined {
+  if (snap.schema[VALUE_COLUMN] === undefined && snap.schema.data_point_scale === undefined) return undefined;
+  if (snap.schema[OTLP_MARKER_COLUMN] !== undefined) return undefined;
+  if (snap.files.some((f) => !f.index || !f.seriesIndex)) return undefined;
+  return labelColumns(snap.schema, fixed).sort((a, b) => compareUtf8(a.label, b.label));
+}
+
+/** Files of the range no longer in the catalog (compacted, retention), and segments flushed: forgotten. */
+function forgetGone(ds: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>, start: number, end: number): void {
+  const filesIn = new Set(snap.files.map((f) => f.key));
+  for (const [key, entry] of ds.files) {
+    if (filesIn.has(key)) continue;
+    void entry.then((f) => {
+      // A file wholly inside the range would be in the snapshot were it still in the catalog.
+      if (!f || (f.minMs >= start && f.maxMs <= end)) {
+        if (ds.files.get(key) === entry) ds.files.delete(key);
+        if (f) ds.bytes -= f.ids.length * FILE_ROW_BYTES;
+      }
+    });
+  }
+  for (const [key, entry] of ds.segments) {
+    if (segmentsIn.has(key)) continue;
+    ds.segments.delete(key);
+    void entry.then((s) => {
+      if (s) ds.bytes -= s.ids.length * SEGMENT_ROW_BYTES + s.times.reduce((a, t) => a + t.length * 8, 0);
+    });
+  }
+}
+
+/** The label pairs of a row's values by `columns` (sorted by label): empty and NULL values are no label. */
+function pairsOf(columns: Columns, value: (column: string, i: number) => string | null): [string, string][] {
+  const pairs: [string, string][] = [];
+  columns.forEach((c, i) => {
+    const v = value(c.column, i);
+    if (v) pairs.push([c.label, v]);
+  });
+  return pairs;
+}
+
+/** A file's label sets and spans, from its series index sidecar (read with DuckDB, once per file). */
+async function readFileLabels(duck: DuckDBSource, ds: DatasetLabels, f: Snapshot['files'][number], columns: Columns): Promise<FileLabels | undefined> {
+  const inIndex = new Set(f.seriesIndex?.columns ?? []);
+  const cols = columns.map((c) => (inIndex.has(c.column) ? `CAST(${quotedIdentifier(c.column)} AS VARCHAR)` : 'NULL::VARCHAR'));
+  const sql =
+    `SELECT ${[...cols, `epoch_ms(${SERIES_MIN_TIME}::TIMESTAMP)`, `epoch_ms(${SERIES_MAX_TIME}::TIMESTAMP)`].join(', ')} ` +
+    `FROM read_parquet(${quotedString(f.path)}, hive_partitioning = false)`;
+  let rows: unknown[][];
+  try {
+    rows = await withConnection(duck, async (conn) => (await conn.runAndReadAll(sql)).getRows());
+  } catch (err) {
+    // The worker path tells storage about a damaged index and reads the file instead.
+    log.warn('label index: could not read a series index; the call takes the query workers', { key: f.key, error: (err as Error).message });
+    return undefined;
+  }
+  const n = rows.length;
+  const out: FileLabels = { minMs: f.minMs, maxMs: f.maxMs, ids: new Int32Array(n), lo: new Float64Array(n), hi: new Float64Array(n) };
+  const k = columns.length;
+  rows.forEach((row, r) => {
+    out.ids[r] = ds.intern(pairsOf(columns, (_, i) => row[i] as string | null));
+    out.lo[r] = row[k] === null ? Infinity : Number(row[k]);
+    out.hi[r] = row[k + 1] === null ? -Infinity : Number(row[k + 1]);
+  });
+  ds.bytes += n * FILE_ROW_BYTES;
+  return out;
+}
+
+/**
+ * A sealed WAL segment's label sets with their rows' times, read as walScanSql reads it: a row without
+ * its time is no row. A time or label value it could not read exactly as DuckDB's read_json would (not
+ * an ISO string in UTC to the millisecond, a label that is not a string) gives undefined: the worker path.
+ */
+async function readSegmentLabels(ds: DatasetLabels, path: string, timeColumn: string, columns: Columns): Promise<SegmentLabels | undefined> {
+  const text = await fs.readFile(path, 'utf8');
+  const times = new Map<number, number[]>();
+  for (const line of text.split('\n')) {
+    if (!line || line === '{}') continue;
+    const row = JSON.parse(line) as Record<string, unknown>;
+    const t = row[timeColumn];
+    if (t === null || t === undefined) continue;
+    if (typeof t !== 'string' || !ISO_MS.test(t)) return undefined;
+    let readable = true;
+    const pairs = pairsOf(columns, (column) => {
+      const v = row[column];
+      if (v === null || v === undefined) return null;
+      if (typeof v !== 'string') readable = false;
+      return String(v);
+    });
+    if (!readable) return undefined;
+    const id = ds.intern(pairs);
+    const list = times.get(id);
+    if (list) list.push(Date.parse(t));
+    else times.set(id, [Date.parse(t)]);
+  }
+  const out: SegmentLabels = { ids: Int32Array.from(times.keys()), times: [...times.values()].map((l) => Float64Array.from(l).sort()) };
+  ds.bytes += out.ids.length * SEGMENT_ROW_BYTES + out.times.reduce((a, l) => a + l.length * 8, 0);
+  return out;
+}
+
+/** Whether a sorted list of times has one in [start, end]. */
+function anyIn(times: Float64Array, start: number, end: number): boolean {
+  let lo = 0;
+  let hi = times.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (times[mid] < start) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < times.length && times[lo] <= end;
+}
+
+/** The ids of the label sets in [start, end] that match any selector (every matcher of it). */
+function selectedIds(ds: DatasetLabels, held: { files: FileLabels[]; segments: SegmentLabels[] }, start: number, end: number, selectors: ParsedMatcher[][]): number[] {
+  // 0: not looked at; 1: selected; 2: not.
+  const state = new Uint8Array(ds.sets.length);
+  const out: number[] = [];
+  const consider = (id: number) => {
+    if (state[id]) return;
+    const labels = new Map(ds.sets[id]);
+    const hit = selectors.some((ms) => ms.every((m) => m.test(labels.get(m.name) ?? '')));
+    state[id] = hit ? 1 : 2;
+    if (hit) out.push(id);
+  };
+  for (const f of held.files) {
+    for (let r = 0; r < f.ids.length; r++) if (f.hi[r] >= start && f.lo[r] <= end) consider(f.ids[r]);
+  }
+  for (const s of held.segments) {
+    for (let r = 0; r < s.ids.length; r++) if (anyIn(s.times[r], start, end)) consider(s.ids[r]);
+  }
+  return out;
+}
+
+/** The answer's JSON from the selected label sets. */
+function render(ds: DatasetLabels, ids: number[], req: PromqlRequest): string {
+  if (req.op === 'series') return seriesJson(ids.map((id) => ds.sets[id]), req.limit);
+  const out = new Set<string>();
+  for (const id of ids) {
+    for (const [k, v] of ds.sets[id]) {
+      if (req.op === 'labels') out.add(k);
+      else if (k === req.name) out.add(v);
+    }
+  }
+  return stringsJson(out, req.limit);
+}
