@@ -221,6 +221,19 @@ describe('LabelIndex follows the snapshot', () => {
   });
 });
 
+describe('LabelIndex when cold', () => {
+  it('leaves a call over many files not held yet to the workers, reads them meanwhile, then answers', async () => {
+    const many = await Promise.all([10, 11, 12, 13, 14].map((i) => writeFile(i, FILES[i % 3].map((x) => ({ ...x, t: x.t + i * 600_000 })))));
+    const source = sourceOf(SCHEMA, { files: () => many });
+    const index = newIndex(source);
+    const req: PromqlRequest = { op: 'labels', start: 0, end: 1e8 };
+    expect(await index.answer('m', req)).toBeUndefined();
+    await expect.poll(async () => index.answer('m', req)).toBeDefined();
+    const names = new Set([...FILES.flat(), ...WAL.flat()].flatMap((x) => Object.keys(x.labels)));
+    expect(JSON.parse((await index.answer('m', req))!).data).toEqual([...names].sort());
+  });
+});
+
 describe('parseMetaSelector', () => {
   const cases: [string, boolean][] = [
     ['up', true],

@@ -1,8 +1,19 @@
-import * as fs from 'node:fs/promises';
-import { quotedIdentifier, quotedString } from '@duckdb/node-api';
-import { withConnection, type DuckDBSource } from '../../duckdb.ts';
+import type { DuckDBSource } from '../../duckdb.ts';
 import { log } from '../../log.ts';
-import { SERIES_MAX_TIME, SERIES_MIN_TIME, type Snapshot, type TableSource } from '../../storage/scan.ts';
+import type { Snapshot, TableSource } from '../../storage/scan.ts';
+import {
+  anyIn,
+  FILE_ROW_BYTES,
+  PAIR_OVERHEAD,
+  readFileLabels,
+  readSegmentLabels,
+  SEGMENT_READ_MAX,
+  SEGMENT_ROW_BYTES,
+  SET_OVERHEAD,
+  type Columns,
+  type FileLabels,
+  type SegmentLabels,
+} from './labelIndexRead.ts';
 import { compareUtf8, seriesJson, stringsJson, type Pairs } from './metaAnswer.ts';
 import { parseMetaSelector, type ParsedMatcher } from './metaSelector.ts';
 import { OTLP_MARKER_COLUMN } from './otlp.ts';
@@ -28,31 +39,6 @@ import type { PromqlRequest } from './executor.ts';
  * would exceed the memory bound (P_PROMQL_LABEL_INDEX_BYTES).
  */
 
-/** A label column of the dataset's schema and the label it holds (storage.ts labelColumns), sorted by label. */
-type Columns = { label: string; column: string }[];
-
-interface FileLabels {
-  /** The file's own time range (the catalog's), to tell a file that left the catalog from one out of range. */
-  minMs: number;
-  maxMs: number;
-  ids: Int32Array;
-  lo: Float64Array;
-  hi: Float64Array;
-}
-
-interface SegmentLabels {
-  ids: Int32Array;
-  /** Per label set, its rows' times, sorted. */
-  times: Float64Array[];
-}
-
-/** Estimated bytes: a label set (strings are UTF-16, plus the objects and the map entry). */
-const SET_OVERHEAD = 120;
-const PAIR_OVERHEAD = 48;
-/** Per label set listed by a file (id, first and last time) or a WAL segment (id, array). */
-const FILE_ROW_BYTES = 20;
-const SEGMENT_ROW_BYTES = 80;
-
 /** One metrics dataset's index; reset when its label columns change (a new label, a widened column). */
 class DatasetLabels {
   readonly sets: Pairs[] = [];
@@ -60,7 +46,35 @@ class DatasetLabels {
   readonly files = new Map<string, Promise<FileLabels | undefined>>();
   readonly segments = new Map<string, Promise<SegmentLabels | undefined>>();
   bytes = 0;
+  /** Files being read in the background (a cold call's), if any. */
+  warming?: Promise<void>;
+  /** The distinct label sets of a list of files (by their keys), for the files a range holds whole. */
+  private readonly unions = new Map<string, Int32Array>();
   constructor(readonly signature: string) {}
+
+  /**
+   * The ids of every label set of `files`, each once: a dashboard's calls ask for the same minute files
+   * again and again (the hour moves by a file a minute), so the union is kept for the next call.
+   */
+  unionOf(files: FileLabels[]): Int32Array {
+    const key = files.map((f) => f.key).join('\u0000');
+    let ids = this.unions.get(key);
+    if (ids) return ids;
+    const seen = new Uint8Array(this.sets.length);
+    const out: number[] = [];
+    for (const f of files) {
+      for (const id of f.ids) {
+        if (seen[id]) continue;
+        seen[id] = 1;
+        out.push(id);
+      }
+    }
+    ids = Int32Array.from(out);
+    // A few ranges' worth: a new minute file makes a new list.
+    if (this.unions.size >= 8) this.unions.delete(this.unions.keys().next().value!);
+    this.unions.set(key, ids);
+    return ids;
+  }
 
   /** The id of a label set (pairs sorted by name, empty values left out), interned. */
   intern(pairs: [string, string][]): number {
@@ -79,11 +93,8 @@ class DatasetLabels {
 /** A sealed WAL segment's cache key: its path and size (a dataset made again reuses paths, never both). */
 const segmentKey = (s: Snapshot['segments'][number]) => `${s.path}\u0000${s.bytes}`;
 
-/** The largest WAL segment read in process (bytes of NDJSON): a few ms of parsing. */
-const SEGMENT_READ_MAX = 4 * 2 ** 20;
-
-/** ISO-8601 UTC with at most milliseconds: what remote write's rows hold, parsed exactly by Date.parse. */
-const ISO_MS = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,3})?Z$/;
+/** More files than this not held yet: the call takes the workers while they are read in the background. */
+const COLD_FILES_MAX = 4;
 
 export interface LabelIndexOptions {
   source: TableSource;
@@ -117,11 +128,18 @@ export class LabelIndex {
     const start = clampMs(req.start ?? MIN_MS);
     const end = clampMs(req.end ?? MAX_MS);
     const snap = await this.opts.source.seriesSnapshot(dataset, start, end + 1);
+    let handedOff = false;
     try {
       const columns = answerableColumns(snap, this.opts.fixedColumns);
       if (!columns) return undefined;
       const ds = this.datasetOf(dataset, columns);
       const fresh = ds.bytes === 0;
+      // Cold (a first call, a restart): the workers answer this one while the files are read here.
+      if (snap.files.filter((f) => !ds.files.has(f.key)).length > COLD_FILES_MAX) {
+        handedOff = ds.warming === undefined;
+        if (handedOff) ds.warming = this.warm(dataset, ds, snap, columns);
+        return undefined;
+      }
       const held = await this.load(ds, snap, columns, start, end);
       if (!held) return undefined;
       if (ds.bytes > this.opts.maxBytes) {
@@ -135,6 +153,27 @@ export class LabelIndex {
       const ids = selectedIds(ds, held, start, end, selectors);
       return render(ds, ids, req);
     } finally {
+      if (!handedOff) snap.release();
+    }
+  }
+
+  /** Reads the snapshot's files not held yet, one at a time, then releases the snapshot; stops past the bound. */
+  private async warm(dataset: string, ds: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
+    try {
+      for (const f of snap.files) {
+        if (ds.files.has(f.key)) continue;
+        const entry = readFileLabels(this.opts.duck, ds, f, columns);
+        ds.files.set(f.key, entry);
+        if (!(await entry)) ds.files.delete(f.key);
+        if (ds.bytes > this.opts.maxBytes) {
+          if (this.datasets.get(dataset) === ds) this.datasets.delete(dataset);
+          log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: ds.bytes, bound: this.opts.maxBytes });
+          this.overBudget.set(dataset, Date.now() + 60_000);
+          return;
+        }
+      }
+    } finally {
+      ds.warming = undefined;
       snap.release();
     }
   }
@@ -225,100 +264,41 @@ function forgetGone(ds: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>, 
   }
 }
 
-/** The label pairs of a row's values by `columns` (sorted by label): empty and NULL values are no label. */
-function pairsOf(columns: Columns, value: (column: string, i: number) => string | null): [string, string][] {
-  const pairs: [string, string][] = [];
-  columns.forEach((c, i) => {
-    const v = value(c.column, i);
-    if (v) pairs.push([c.label, v]);
-  });
-  return pairs;
-}
-
-/** A file's label sets and spans, from its series index sidecar (read with DuckDB, once per file). */
-async function readFileLabels(duck: DuckDBSource, ds: DatasetLabels, f: Snapshot['files'][number], columns: Columns): Promise<FileLabels | undefined> {
-  const inIndex = new Set(f.seriesIndex?.columns ?? []);
-  const cols = columns.map((c) => (inIndex.has(c.column) ? `CAST(${quotedIdentifier(c.column)} AS VARCHAR)` : 'NULL::VARCHAR'));
-  const sql =
-    `SELECT ${[...cols, `epoch_ms(${SERIES_MIN_TIME}::TIMESTAMP)`, `epoch_ms(${SERIES_MAX_TIME}::TIMESTAMP)`].join(', ')} ` +
-    `FROM read_parquet(${quotedString(f.path)}, hive_partitioning = false)`;
-  let rows: unknown[][];
-  try {
-    rows = await withConnection(duck, async (conn) => (await conn.runAndReadAll(sql)).getRows());
-  } catch (err) {
-    // The worker path tells storage about a damaged index and reads the file instead.
-    log.warn('label index: could not read a series index; the call takes the query workers', { key: f.key, error: (err as Error).message });
-    return undefined;
+/** Whether a label set matches every matcher of a selector (an absent label's value is empty). */
+function matchesAll(pairs: Pairs, matchers: ParsedMatcher[]): boolean {
+  for (const m of matchers) {
+    let value = '';
+    for (const [k, v] of pairs) {
+      if (k === m.name) {
+        value = v;
+        break;
+      }
+    }
+    if (!m.test(value)) return false;
   }
-  const n = rows.length;
-  const out: FileLabels = { minMs: f.minMs, maxMs: f.maxMs, ids: new Int32Array(n), lo: new Float64Array(n), hi: new Float64Array(n) };
-  const k = columns.length;
-  rows.forEach((row, r) => {
-    out.ids[r] = ds.intern(pairsOf(columns, (_, i) => row[i] as string | null));
-    out.lo[r] = row[k] === null ? Infinity : Number(row[k]);
-    out.hi[r] = row[k + 1] === null ? -Infinity : Number(row[k + 1]);
-  });
-  ds.bytes += n * FILE_ROW_BYTES;
-  return out;
+  return true;
 }
 
 /**
- * A sealed WAL segment's label sets with their rows' times, read as walScanSql reads it: a row without
- * its time is no row. A time or label value it could not read exactly as DuckDB's read_json would (not
- * an ISO string in UTC to the millisecond, a label that is not a string) gives undefined: the worker path.
+ * The ids of the label sets in [start, end] that match any selector. Files the range holds whole
+ * count every label set they list (their union, kept across calls); files across a bound are looked at
+ * label set by label set, as are the WAL's rows.
  */
-async function readSegmentLabels(ds: DatasetLabels, path: string, timeColumn: string, columns: Columns): Promise<SegmentLabels | undefined> {
-  const text = await fs.readFile(path, 'utf8');
-  const times = new Map<number, number[]>();
-  for (const line of text.split('\n')) {
-    if (!line || line === '{}') continue;
-    const row = JSON.parse(line) as Record<string, unknown>;
-    const t = row[timeColumn];
-    if (t === null || t === undefined) continue;
-    if (typeof t !== 'string' || !ISO_MS.test(t)) return undefined;
-    let readable = true;
-    const pairs = pairsOf(columns, (column) => {
-      const v = row[column];
-      if (v === null || v === undefined) return null;
-      if (typeof v !== 'string') readable = false;
-      return String(v);
-    });
-    if (!readable) return undefined;
-    const id = ds.intern(pairs);
-    const list = times.get(id);
-    if (list) list.push(Date.parse(t));
-    else times.set(id, [Date.parse(t)]);
-  }
-  const out: SegmentLabels = { ids: Int32Array.from(times.keys()), times: [...times.values()].map((l) => Float64Array.from(l).sort()) };
-  ds.bytes += out.ids.length * SEGMENT_ROW_BYTES + out.times.reduce((a, l) => a + l.length * 8, 0);
-  return out;
-}
-
-/** Whether a sorted list of times has one in [start, end]. */
-function anyIn(times: Float64Array, start: number, end: number): boolean {
-  let lo = 0;
-  let hi = times.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (times[mid] < start) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo < times.length && times[lo] <= end;
-}
-
-/** The ids of the label sets in [start, end] that match any selector (every matcher of it). */
 function selectedIds(ds: DatasetLabels, held: { files: FileLabels[]; segments: SegmentLabels[] }, start: number, end: number, selectors: ParsedMatcher[][]): number[] {
   // 0: not looked at; 1: selected; 2: not.
   const state = new Uint8Array(ds.sets.length);
   const out: number[] = [];
+  const any = selectors.length === 1 && selectors[0].length === 0;
   const consider = (id: number) => {
     if (state[id]) return;
-    const labels = new Map(ds.sets[id]);
-    const hit = selectors.some((ms) => ms.every((m) => m.test(labels.get(m.name) ?? '')));
+    const hit = any || selectors.some((ms) => matchesAll(ds.sets[id], ms));
     state[id] = hit ? 1 : 2;
     if (hit) out.push(id);
   };
+  const whole = held.files.filter((f) => f.minMs >= start && f.maxMs <= end);
+  for (const id of ds.unionOf(whole)) consider(id);
   for (const f of held.files) {
+    if (f.minMs >= start && f.maxMs <= end) continue;
     for (let r = 0; r < f.ids.length; r++) if (f.hi[r] >= start && f.lo[r] <= end) consider(f.ids[r]);
   }
   for (const s of held.segments) {
