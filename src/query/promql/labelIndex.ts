@@ -132,69 +132,69 @@ export class LabelIndex {
     try {
       const columns = answerableColumns(snap, this.opts.fixedColumns);
       if (!columns) return undefined;
-      const ds = this.datasetOf(dataset, columns);
-      const fresh = ds.bytes === 0;
+      const idx = this.datasetOf(dataset, columns);
+      const fresh = idx.bytes === 0;
       // Cold (a first call, a restart): the workers answer this one while the files are read here.
-      if (snap.files.filter((f) => !ds.files.has(f.key)).length > COLD_FILES_MAX) {
-        handedOff = ds.warming === undefined;
-        if (handedOff) ds.warming = this.warm(dataset, ds, snap, columns);
+      if (snap.files.filter((f) => !idx.files.has(f.key)).length > COLD_FILES_MAX) {
+        handedOff = idx.warming === undefined;
+        if (handedOff) idx.warming = this.warm(dataset, idx, snap, columns);
         return undefined;
       }
-      const held = await this.load(ds, snap, columns, start, end);
+      const held = await this.load(idx, snap, columns, start, end);
       if (!held) return undefined;
-      if (ds.bytes > this.opts.maxBytes) {
+      if (idx.bytes > this.opts.maxBytes) {
         this.datasets.delete(dataset);
         // Label sets of files long gone (series churn) stay interned: built again from what is current.
         if (!fresh && !retried) return await this.answer(dataset, req, true);
-        log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: ds.bytes, bound: this.opts.maxBytes });
+        log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: idx.bytes, bound: this.opts.maxBytes });
         this.overBudget.set(dataset, Date.now() + 60_000);
         return undefined;
       }
-      const ids = selectedIds(ds, held, start, end, selectors);
-      return render(ds, ids, req);
+      const ids = selectedIds(idx, held, start, end, selectors);
+      return render(idx, ids, req);
     } finally {
       if (!handedOff) snap.release();
     }
   }
 
   /** Reads the snapshot's files not held yet, one at a time, then releases the snapshot; stops past the bound. */
-  private async warm(dataset: string, ds: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
+  private async warm(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
     try {
       for (const f of snap.files) {
-        if (ds.files.has(f.key)) continue;
-        const entry = readFileLabels(this.opts.duck, ds, f, columns);
-        ds.files.set(f.key, entry);
-        if (!(await entry)) ds.files.delete(f.key);
-        if (ds.bytes > this.opts.maxBytes) {
-          if (this.datasets.get(dataset) === ds) this.datasets.delete(dataset);
-          log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: ds.bytes, bound: this.opts.maxBytes });
+        if (idx.files.has(f.key)) continue;
+        const entry = readFileLabels(this.opts.duck, idx, f, columns);
+        idx.files.set(f.key, entry);
+        if (!(await entry)) idx.files.delete(f.key);
+        if (idx.bytes > this.opts.maxBytes) {
+          if (this.datasets.get(dataset) === idx) this.datasets.delete(dataset);
+          log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: idx.bytes, bound: this.opts.maxBytes });
           this.overBudget.set(dataset, Date.now() + 60_000);
           return;
         }
       }
     } finally {
-      ds.warming = undefined;
+      idx.warming = undefined;
       snap.release();
     }
   }
 
   private datasetOf(name: string, columns: Columns): DatasetLabels {
     const signature = columns.map((c) => `${c.label}\u0000${c.column}`).join('\u0001');
-    let ds = this.datasets.get(name);
-    if (ds?.signature !== signature) this.datasets.set(name, (ds = new DatasetLabels(signature)));
-    return ds;
+    let idx = this.datasets.get(name);
+    if (idx?.signature !== signature) this.datasets.set(name, (idx = new DatasetLabels(signature)));
+    return idx;
   }
 
   /** The entries of the snapshot's files and segments (read once each), or undefined if one cannot be had; forgets those gone. */
-  private async load(ds: DatasetLabels, snap: Snapshot, columns: Columns, start: number, end: number) {
+  private async load(idx: DatasetLabels, snap: Snapshot, columns: Columns, start: number, end: number) {
     const files: FileLabels[] = [];
     const segments: SegmentLabels[] = [];
     for (const f of snap.files) {
-      let entry = ds.files.get(f.key);
-      if (!entry) ds.files.set(f.key, (entry = readFileLabels(this.opts.duck, ds, f, columns)));
+      let entry = idx.files.get(f.key);
+      if (!entry) idx.files.set(f.key, (entry = readFileLabels(this.opts.duck, idx, f, columns)));
       const got = await entry;
       if (!got) {
-        ds.files.delete(f.key);
+        idx.files.delete(f.key);
         return undefined;
       }
       files.push(got);
@@ -205,13 +205,13 @@ export class LabelIndex {
       inSnap.add(key);
       // A large segment (a backlog not yet flushed) is left to the workers: parsed here, it would hold up this process.
       if (s.bytes > SEGMENT_READ_MAX) return undefined;
-      let entry = ds.segments.get(key);
-      if (!entry) ds.segments.set(key, (entry = readSegmentLabels(ds, s.path, snap.meta.timeColumn, columns)));
+      let entry = idx.segments.get(key);
+      if (!entry) idx.segments.set(key, (entry = readSegmentLabels(idx, s.path, snap.meta.timeColumn, columns)));
       const got = await entry;
       if (!got) return undefined;
       segments.push(got);
     }
-    forgetGone(ds, snap, inSnap, start, end);
+    forgetGone(idx, snap, inSnap, start, end);
     return { files, segments };
   }
 }
@@ -243,23 +243,23 @@ function answerableColumns(snap: Snapshot, fixed: { has(column: string): boolean
 }
 
 /** Files of the range no longer in the catalog (compacted, retention), and segments flushed: forgotten. */
-function forgetGone(ds: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>, start: number, end: number): void {
+function forgetGone(idx: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>, start: number, end: number): void {
   const filesIn = new Set(snap.files.map((f) => f.key));
-  for (const [key, entry] of ds.files) {
+  for (const [key, entry] of idx.files) {
     if (filesIn.has(key)) continue;
     void entry.then((f) => {
       // A file wholly inside the range would be in the snapshot were it still in the catalog.
       if (!f || (f.minMs >= start && f.maxMs <= end)) {
-        if (ds.files.get(key) === entry) ds.files.delete(key);
-        if (f) ds.bytes -= f.ids.length * FILE_ROW_BYTES;
+        if (idx.files.get(key) === entry) idx.files.delete(key);
+        if (f) idx.bytes -= f.ids.length * FILE_ROW_BYTES;
       }
     });
   }
-  for (const [key, entry] of ds.segments) {
+  for (const [key, entry] of idx.segments) {
     if (segmentsIn.has(key)) continue;
-    ds.segments.delete(key);
+    idx.segments.delete(key);
     void entry.then((s) => {
-      if (s) ds.bytes -= s.ids.length * SEGMENT_ROW_BYTES + s.times.reduce((a, t) => a + t.length * 8, 0);
+      if (s) idx.bytes -= s.ids.length * SEGMENT_ROW_BYTES + s.times.reduce((a, t) => a + t.length * 8, 0);
     });
   }
 }
@@ -284,19 +284,19 @@ function matchesAll(pairs: Pairs, matchers: ParsedMatcher[]): boolean {
  * count every label set they list (their union, kept across calls); files across a bound are looked at
  * label set by label set, as are the WAL's rows.
  */
-function selectedIds(ds: DatasetLabels, held: { files: FileLabels[]; segments: SegmentLabels[] }, start: number, end: number, selectors: ParsedMatcher[][]): number[] {
+function selectedIds(idx: DatasetLabels, held: { files: FileLabels[]; segments: SegmentLabels[] }, start: number, end: number, selectors: ParsedMatcher[][]): number[] {
   // 0: not looked at; 1: selected; 2: not.
-  const state = new Uint8Array(ds.sets.length);
+  const state = new Uint8Array(idx.sets.length);
   const out: number[] = [];
   const any = selectors.length === 1 && selectors[0].length === 0;
   const consider = (id: number) => {
     if (state[id]) return;
-    const hit = any || selectors.some((ms) => matchesAll(ds.sets[id], ms));
+    const hit = any || selectors.some((ms) => matchesAll(idx.sets[id], ms));
     state[id] = hit ? 1 : 2;
     if (hit) out.push(id);
   };
   const whole = held.files.filter((f) => f.minMs >= start && f.maxMs <= end);
-  for (const id of ds.unionOf(whole)) consider(id);
+  for (const id of idx.unionOf(whole)) consider(id);
   for (const f of held.files) {
     if (f.minMs >= start && f.maxMs <= end) continue;
     for (let r = 0; r < f.ids.length; r++) if (f.hi[r] >= start && f.lo[r] <= end) consider(f.ids[r]);
@@ -308,11 +308,11 @@ function selectedIds(ds: DatasetLabels, held: { files: FileLabels[]; segments: S
 }
 
 /** The answer's JSON from the selected label sets. */
-function render(ds: DatasetLabels, ids: number[], req: PromqlRequest): string {
-  if (req.op === 'series') return seriesJson(ids.map((id) => ds.sets[id]), req.limit);
+function render(idx: DatasetLabels, ids: number[], req: PromqlRequest): string {
+  if (req.op === 'series') return seriesJson(ids.map((id) => idx.sets[id]), req.limit);
   const out = new Set<string>();
   for (const id of ids) {
-    for (const [k, v] of ds.sets[id]) {
+    for (const [k, v] of idx.sets[id]) {
       if (req.op === 'labels') out.add(k);
       else if (k === req.name) out.add(v);
     }

@@ -59,7 +59,7 @@ export function pairsOf(columns: Columns, value: (column: string, i: number) => 
 }
 
 /** A file's label sets and spans, from its series index sidecar (read with DuckDB, once per file). */
-export async function readFileLabels(duck: DuckDBSource, ds: Interner, f: Snapshot['files'][number], columns: Columns): Promise<FileLabels | undefined> {
+export async function readFileLabels(duck: DuckDBSource, into: Interner, f: Snapshot['files'][number], columns: Columns): Promise<FileLabels | undefined> {
   const inIndex = new Set(f.seriesIndex?.columns ?? []);
   const cols = columns.map((c) => (inIndex.has(c.column) ? `CAST(${quotedIdentifier(c.column)} AS VARCHAR)` : 'NULL::VARCHAR'));
   const sql =
@@ -77,11 +77,11 @@ export async function readFileLabels(duck: DuckDBSource, ds: Interner, f: Snapsh
   const out: FileLabels = { key: f.key, minMs: f.minMs, maxMs: f.maxMs, ids: new Int32Array(n), lo: new Float64Array(n), hi: new Float64Array(n) };
   const k = columns.length;
   rows.forEach((row, r) => {
-    out.ids[r] = ds.intern(pairsOf(columns, (_, i) => row[i] as string | null));
+    out.ids[r] = into.intern(pairsOf(columns, (_, i) => row[i] as string | null));
     out.lo[r] = row[k] === null ? Infinity : Number(row[k]);
     out.hi[r] = row[k + 1] === null ? -Infinity : Number(row[k + 1]);
   });
-  ds.bytes += n * FILE_ROW_BYTES;
+  into.bytes += n * FILE_ROW_BYTES;
   return out;
 }
 
@@ -90,7 +90,7 @@ export async function readFileLabels(duck: DuckDBSource, ds: Interner, f: Snapsh
  * its time is no row. A time or label value it could not read exactly as DuckDB's read_json would (not
  * an ISO string in UTC to the millisecond, a label that is not a string) gives undefined: the worker path.
  */
-export async function readSegmentLabels(ds: Interner, path: string, timeColumn: string, columns: Columns): Promise<SegmentLabels | undefined> {
+export async function readSegmentLabels(into: Interner, path: string, timeColumn: string, columns: Columns): Promise<SegmentLabels | undefined> {
   const text = await fs.readFile(path, 'utf8');
   const times = new Map<number, number[]>();
   for (const line of text.split('\n')) {
@@ -107,13 +107,13 @@ export async function readSegmentLabels(ds: Interner, path: string, timeColumn: 
       return String(v);
     });
     if (!readable) return undefined;
-    const id = ds.intern(pairs);
+    const id = into.intern(pairs);
     const list = times.get(id);
     if (list) list.push(Date.parse(t));
     else times.set(id, [Date.parse(t)]);
   }
   const out: SegmentLabels = { ids: Int32Array.from(times.keys()), times: [...times.values()].map((l) => Float64Array.from(l).sort()) };
-  ds.bytes += out.ids.length * SEGMENT_ROW_BYTES + out.times.reduce((a, l) => a + l.length * 8, 0);
+  into.bytes += out.ids.length * SEGMENT_ROW_BYTES + out.times.reduce((a, l) => a + l.length * 8, 0);
   return out;
 }
 
