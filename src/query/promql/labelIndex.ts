@@ -132,7 +132,7 @@ export class LabelIndex {
     try {
       const columns = answerableColumns(snap, this.opts.fixedColumns);
       if (!columns) return undefined;
-      const idx = this.datasetOf(dataset, columns);
+      const idx = this.datasetOf(dataset, snap.meta.generation, columns);
       const fresh = idx.bytes === 0;
       // Cold (a first call, a restart): the workers answer this one while the files are read here.
       if (snap.files.filter((f) => !idx.files.has(f.key)).length > COLD_FILES_MAX) {
@@ -178,8 +178,9 @@ export class LabelIndex {
     }
   }
 
-  private datasetOf(name: string, columns: Columns): DatasetLabels {
-    const signature = columns.map((c) => `${c.label}\u0000${c.column}`).join('\u0001');
+  /** A dataset's index, made anew for a new generation (deleted and created again) or new label columns. */
+  private datasetOf(name: string, generation: string, columns: Columns): DatasetLabels {
+    const signature = generation + '\u0002' + columns.map((c) => `${c.label}\u0000${c.column}`).join('\u0001');
     let idx = this.datasets.get(name);
     if (idx?.signature !== signature) this.datasets.set(name, (idx = new DatasetLabels(signature)));
     return idx;
