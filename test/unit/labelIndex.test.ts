@@ -197,6 +197,22 @@ describe('LabelIndex leaves to the worker path what it cannot answer exactly', (
 });
 
 describe('LabelIndex follows the snapshot', () => {
+  it('label sets whose values hold separator-like characters stay apart', async () => {
+    const tricky = { __name__: 'c', code: 'x\u0001job\u0000y' };
+    const plain = { __name__: 'c', code: 'x', job: 'y' };
+    const p = path.join(dir, 'tricky.ndjson');
+    const text = `${[tricky, plain].map((labels) => JSON.stringify(row({ labels, t: 5 }))).join('\n')}\n{}\n`;
+    await fs.writeFile(p, text);
+    const saved = segments;
+    segments = [{ seq: 10, path: p, bytes: Buffer.byteLength(text), rows: 2, rawBytes: 0 }];
+    try {
+      const json = await newIndex(sourceOf(SCHEMA, { files: () => [] })).answer('m', { op: 'series', start: 0, end: 10, match: ['c'] });
+      expect(JSON.parse(json!).data).toEqual([plain, tricky]);
+    } finally {
+      segments = saved;
+    }
+  });
+
   it('forgets files that left the catalog (compaction) and segments flushed, and answers from the new ones', async () => {
     let current = files;
     const source = sourceOf(SCHEMA, { files: () => current });

@@ -78,7 +78,8 @@ class DatasetLabels {
 
   /** The id of a label set (pairs sorted by name, empty values left out), interned. */
   intern(pairs: [string, string][]): number {
-    const key = pairs.map(([k, v]) => `${k}\u0000${v}`).join('\u0001');
+    // Length-prefixed: unambiguous whatever characters the names and values hold.
+    const key = pairs.map(([k, v]) => `${k.length}:${k}${v.length}:${v}`).join('');
     let id = this.byKey.get(key);
     if (id === undefined) {
       id = this.sets.length;

@@ -42,7 +42,7 @@ export const PAIR_OVERHEAD = 48;
 export const FILE_ROW_BYTES = 20;
 export const SEGMENT_ROW_BYTES = 80;
 
-/** The largest WAL segment read in process (bytes of NDJSON): a few ms of parsing. */
+/** The largest WAL segment read in process (bytes of NDJSON): parsed on the event loop, tens of ms at most. */
 export const SEGMENT_READ_MAX = 4 * 2 ** 20;
 
 /** ISO-8601 UTC with at most milliseconds: what remote write's rows hold, parsed exactly by Date.parse. */
