@@ -138,7 +138,7 @@ export class LabelIndex {
       // Cold (a first call, a restart): the workers answer this one while the files are read here.
       if (snap.files.filter((f) => !idx.files.has(f.key)).length > COLD_FILES_MAX) {
         handedOff = idx.warming === undefined;
-        if (handedOff) idx.warming = this.warm(dataset, idx, snap, columns);
+        if (handedOff) idx.warming = this.warm(dataset, idx, snap, columns).catch((err: unknown) => log.warn('label index: reading files in the background failed', { dataset, error: (err as Error).message }));
         return undefined;
       }
       const held = await this.load(idx, snap, columns, start, end);

@@ -91,11 +91,23 @@ export async function readFileLabels(duck: DuckDBSource, into: Interner, f: Snap
  * an ISO string in UTC to the millisecond, a label that is not a string) gives undefined: the worker path.
  */
 export async function readSegmentLabels(into: Interner, path: string, timeColumn: string, columns: Columns): Promise<SegmentLabels | undefined> {
-  const text = await fs.readFile(path, 'utf8');
+  let text: string;
+  try {
+    text = await fs.readFile(path, 'utf8');
+  } catch {
+    return undefined;
+  }
   const times = new Map<number, number[]>();
   for (const line of text.split('\n')) {
     if (!line || line === '{}') continue;
-    const row = JSON.parse(line) as Record<string, unknown>;
+    let row: Record<string, unknown>;
+    try {
+      row = JSON.parse(line) as Record<string, unknown>;
+    } catch {
+      // What read_json would make of it is the workers' to say.
+      return undefined;
+    }
+    if (row === null || typeof row !== 'object') return undefined;
     const t = row[timeColumn];
     if (t === null || t === undefined) continue;
     if (typeof t !== 'string' || !ISO_MS.test(t)) return undefined;
