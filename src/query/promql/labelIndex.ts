@@ -6,6 +6,7 @@ import {
   FILE_ROW_BYTES,
   PAIR_OVERHEAD,
   readFileLabels,
+  readFilesLabels,
   readSegmentLabels,
   SEGMENT_READ_MAX,
   SEGMENT_ROW_BYTES,
@@ -161,22 +162,30 @@ export class LabelIndex {
   /** Reads the snapshot's files not held yet, one at a time, then releases the snapshot; stops past the bound. */
   private async warm(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
     try {
+      const missing = snap.files.filter((f) => !idx.files.has(f.key));
+      const all = await readFilesLabels(this.opts.duck, idx, missing, columns);
+      for (const [key, entry] of all ?? []) if (!idx.files.has(key)) idx.files.set(key, Promise.resolve(entry));
+      if (this.pastBound(dataset, idx)) return;
       for (const f of snap.files) {
         if (idx.files.has(f.key)) continue;
         const entry = readFileLabels(this.opts.duck, idx, f, columns);
         idx.files.set(f.key, entry);
         if (!(await entry)) idx.files.delete(f.key);
-        if (idx.bytes > this.opts.maxBytes) {
-          if (this.datasets.get(dataset) === idx) this.datasets.delete(dataset);
-          log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: idx.bytes, bound: this.opts.maxBytes });
-          this.overBudget.set(dataset, Date.now() + 60_000);
-          return;
-        }
+        if (this.pastBound(dataset, idx)) return;
       }
     } finally {
       idx.warming = undefined;
       snap.release();
     }
+  }
+
+  /** Whether a dataset's index grew past the bound while read in the background: then dropped, and tried again in a minute. */
+  private pastBound(dataset: string, idx: DatasetLabels): boolean {
+    if (idx.bytes <= this.opts.maxBytes) return false;
+    if (this.datasets.get(dataset) === idx) this.datasets.delete(dataset);
+    log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: idx.bytes, bound: this.opts.maxBytes });
+    this.overBudget.set(dataset, Date.now() + 60_000);
+    return true;
   }
 
   /** A dataset's index, made anew for a new generation (deleted and created again) or new label columns. */

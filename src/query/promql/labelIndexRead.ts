@@ -73,6 +73,11 @@ export async function readFileLabels(duck: DuckDBSource, into: Interner, f: Snap
     log.warn('label index: could not read a series index; the call takes the query workers', { key: f.key, error: (err as Error).message });
     return undefined;
   }
+  return fileLabelsOf(into, f, columns, rows);
+}
+
+/** A file's entry from its sidecar's rows (label columns by `columns`, then first and last time in ms). */
+function fileLabelsOf(into: Interner, f: Snapshot['files'][number], columns: Columns, rows: unknown[][]): FileLabels {
   const n = rows.length;
   const out: FileLabels = { key: f.key, minMs: f.minMs, maxMs: f.maxMs, ids: new Int32Array(n), lo: new Float64Array(n), hi: new Float64Array(n) };
   const k = columns.length;
@@ -82,6 +87,50 @@ export async function readFileLabels(duck: DuckDBSource, into: Interner, f: Snap
     out.hi[r] = row[k + 1] === null ? -Infinity : Number(row[k + 1]);
   });
   into.bytes += n * FILE_ROW_BYTES;
+  return out;
+}
+
+/**
+ * The label sets of several files' sidecars in one DuckDB query (a cold index's files: one scan instead
+ * of one query per file, which cost ~3.5 ms each), by file key; undefined when the query fails (the
+ * caller then reads them one by one, to find the damaged one).
+ */
+export async function readFilesLabels(duck: DuckDBSource, into: Interner, files: Snapshot['files'], columns: Columns): Promise<Map<string, FileLabels> | undefined> {
+  const present = new Set(files.flatMap((f) => f.seriesIndex?.columns ?? []));
+  const cols = columns.map((c, i) => `${present.has(c.column) ? `CAST(${quotedIdentifier(c.column)} AS VARCHAR)` : 'NULL::VARCHAR'} AS c${i}`);
+  const list = `[${files.map((f) => quotedString(f.path)).join(', ')}]`;
+  // One row per distinct label set, with the files (by position) and spans it has: each label value is
+  // turned into a JavaScript string once, not once per file (that conversion was most of the cost).
+  const inner =
+    `SELECT ${cols.join(', ')}, list_position(${list}, filename)::INTEGER AS f, epoch_ms(${SERIES_MIN_TIME}::TIMESTAMP)::DOUBLE AS lo, ` +
+    `epoch_ms(${SERIES_MAX_TIME}::TIMESTAMP)::DOUBLE AS hi FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true, filename = true)`;
+  const sql = `SELECT ${columns.map((_, i) => `c${i}`).join(', ')}${columns.length ? ', ' : ''}list(f), list(lo), list(hi) FROM (${inner}) GROUP BY ALL`;
+  let rows: unknown[][];
+  try {
+    rows = await withConnection(duck, async (conn) => (await conn.runAndReadAll(sql)).getRowsJS());
+  } catch {
+    return undefined;
+  }
+  const k = columns.length;
+  const perFile = files.map(() => ({ ids: [] as number[], lo: [] as number[], hi: [] as number[] }));
+  for (const row of rows) {
+    const id = into.intern(pairsOf(columns, (_, i) => row[i] as string | null));
+    const [fs_, los, his] = [row[k], row[k + 1], row[k + 2]] as (number | null)[][];
+    for (let j = 0; j < fs_.length; j++) {
+      const at = perFile[(fs_[j] ?? 0) - 1];
+      // A row of no file asked for (a path spelled otherwise): the files are read one by one instead.
+      if (!at) return undefined;
+      at.ids.push(id);
+      at.lo.push(los[j] ?? Infinity);
+      at.hi.push(his[j] ?? -Infinity);
+    }
+  }
+  const out = new Map<string, FileLabels>();
+  files.forEach((f, i) => {
+    const p = perFile[i];
+    out.set(f.key, { key: f.key, minMs: f.minMs, maxMs: f.maxMs, ids: Int32Array.from(p.ids), lo: Float64Array.from(p.lo), hi: Float64Array.from(p.hi) });
+    into.bytes += p.ids.length * FILE_ROW_BYTES;
+  });
   return out;
 }
 
