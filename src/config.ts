@@ -50,6 +50,17 @@ function icebergSettings(e: Env) {
   return { intervalMs: e.P_ICEBERG_INTERVAL, snapshotRetentionMs: e.P_ICEBERG_SNAPSHOT_RETENTION, namespace: e.P_ICEBERG_NAMESPACE, s3PublicEndpoint: e.P_ICEBERG_S3_PUBLIC_ENDPOINT, push };
 }
 
+/** The PromQL settings (flat in the config, as they were before this helper). */
+function promqlSettings(e: Env, sized: ReturnType<typeof sizedDefaults>) {
+  return {
+    promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
+    /** Each query worker's PromQL sample cache (0: none). */
+    promqlCacheBytes: e.P_PROMQL_CACHE_BYTES ?? Math.floor((e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes) / 8),
+    /** The in-process label index's bound per dataset (0: off). */
+    promqlLabelIndexBytes: e.P_PROMQL_LABEL_INDEX_BYTES,
+  };
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   const parsed = envSchema.safeParse(env);
   if (!parsed.success) {
@@ -79,9 +90,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     logLevel: e.P_LOG_LEVEL,
     /** Test-only fault injection that is set (src/failpoint.ts reads it itself): the start log warns. */
     faultInjection: Object.entries({ P_FAILPOINT: e.P_FAILPOINT, P_FAULT: e.P_FAULT }).filter(([, v]) => v),
-    promqlMaxSamples: e.P_PROMQL_MAX_SAMPLES,
-    /** Each query worker's PromQL sample cache (0: none). */
-    promqlCacheBytes: e.P_PROMQL_CACHE_BYTES ?? Math.floor((e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes) / 8),
+    ...promqlSettings(e, sized),
     /** The HTTP server's group: its connections and the body limit of every route. */
     server: {
       maxBodyBytes: e.P_MAX_BODY_BYTES,

@@ -206,6 +206,9 @@ const querySettings = {
   P_PROMQL_CACHE_BYTES: sizedBytes().describe(
     "Each query worker's PromQL sample cache: Parquet files a selector read, kept decoded (label sets and samples) for the next selectors, which then read them from memory instead of a DuckDB scan (docs/promql.md \"The sample cache\"; 41–70 MB per 10,000 series and hour at 15 s, the more the more files the hour is in). Files larger than a quarter of it are always scanned; least recently used files go first. Default: 1/8 of P_QUERY_WORKER_MAX_MEMORY; `0`: no cache.",
   ),
+  P_PROMQL_LABEL_INDEX_BYTES: bytes('64MiB').describe(
+    "The in-process label index of each remote-write metrics dataset (docs/promql.md \"How a query runs\"): the series, labels and label values calls answered from label sets kept in the process that takes the request, read once per file from its series index and per WAL segment, instead of in a query worker. Past this estimate for a dataset its calls take the query workers again (tried again after a minute). `0`: off.",
+  ),
   P_QUERY_WARM_WORKERS: z.coerce
     .number()
     .int()

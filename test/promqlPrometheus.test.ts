@@ -135,6 +135,12 @@ describe('PromQL side by side with Prometheus 2.42', () => {
       ['label/quantile/values', { ...range, 'match[]': 'prometheus_engine_query_duration_seconds' }],
       ['series', { ...range, 'match[]': 'up' }],
       ['series', { ...range, 'match[]': '{__name__=~"prometheus_tsdb_head_.*", job!="nope"}' }],
+      // Answered in process by the label index (labelIndex.ts; its match[] subset), over recent WAL rows
+      // and files alike; a narrow range too.
+      ['series', { ...range, 'match[]': '{__name__=~"up|prometheus_build_info", job="prometheus"}' }],
+      ['label/instance/values', { ...range, 'match[]': '{__name__=~"up|go_goroutines", job="prometheus"}' }],
+      ['label/__name__/values', { start: String(at - 2), end: String(at), 'match[]': '{__name__=~"prometheus_tsdb_head_series|up", job!=""}' }],
+      ['labels', { start: String(at - 2), end: String(at) }],
     ];
     const sorted = (data: unknown) => (data as unknown[]).map((x) => JSON.stringify(x)).sort();
     for (const [path, params] of calls) {
@@ -143,5 +149,8 @@ describe('PromQL side by side with Prometheus 2.42', () => {
       expect((p.data as unknown as unknown[]).length, `${where}: Prometheus answered nothing`).toBeGreaterThan(0);
       expect(sorted(s.data), where).toEqual(sorted(p.data));
     }
+    // The calls above in its subset were answered by the in-process label index, which now holds label sets.
+    const metrics = await (await server.request('/metrics')).text();
+    expect(Number(/^lakehouse_promql_label_index_bytes (\S+)$/m.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
   });
 });

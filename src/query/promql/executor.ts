@@ -6,6 +6,7 @@ import { linkName } from '../sql/executor.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
 import { OTLP_MARKER_COLUMN, otlpSeriesView } from './otlp.ts';
 import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
+import type { LabelIndex } from './labelIndex.ts';
 import { PATH_PLACEHOLDER, type CachedGroup } from './sampleCache.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 
@@ -49,6 +50,9 @@ export interface PromqlCall {
  * engine needs; each ask takes a snapshot (storage's scan seam), held until the answer is in.
  */
 export class PromqlExecutor {
+  /** Answers series, labels and label values in this process when it can (set by the query component). */
+  labelIndex?: LabelIndex;
+
   constructor(
     private readonly source: TableSource,
     private readonly pool: QueryPool,
@@ -62,6 +66,11 @@ export class PromqlExecutor {
     // Said here, before a query worker is taken: the engine is a file of this install (built with Go).
     if (!promqlBuilt()) throw new DomainError('unavailable', PROMQL_NOT_BUILT);
     const name = meta.name;
+    // Series, labels and label values from the in-process label index where it can answer exactly (labelIndex.ts).
+    if (this.labelIndex && META_OPS.has(call.request.op)) {
+      const answer = await this.labelIndex.answer(name, call.request);
+      if (answer !== undefined) return answer;
+    }
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
     const releases: (() => void)[] = [];
     /** Link names of the series indexes granted → their data files' keys. */
@@ -203,6 +212,8 @@ export class PromqlExecutor {
     return [...groups].map(([sql, paths]) => ({ sql, paths }));
   }
 }
+
+const META_OPS = new Set<PromqlRequest['op']>(['series', 'labels', 'label_values']);
 
 /** A decoded sample in the worker's cache: i64 time, f64 value, u8 kind. */
 const SAMPLE_BYTES = 17;

@@ -7,6 +7,7 @@ import { log } from '../../log.ts';
 import { stateGauge } from '../../metrics.ts';
 import type { TableSource } from '../../storage/scan.ts';
 import { PromqlExecutor } from '../promql/executor.ts';
+import { LabelIndex } from '../promql/labelIndex.ts';
 import { QueryExecutor } from '../sql/executor.ts';
 import { WorkerCgroups } from './cgroup.ts';
 import { QueryPool } from './pool.ts';
@@ -42,6 +43,7 @@ export class QueryComponent implements Component {
       fixedColumns: known.prometheus,
       otlpColumns: known.otlpMetrics,
     });
+    this.promql.labelIndex = new LabelIndex({ source, duck, fixedColumns: known.prometheus, maxBytes: config.promqlLabelIndexBytes });
   }
 
   start(): Promise<void> {
@@ -50,6 +52,8 @@ export class QueryComponent implements Component {
 
   gauges(): void {
     const { pool } = this;
+    const labels = this.promql.labelIndex;
+    stateGauge('lakehouse_promql_label_index_bytes', 'Estimated bytes of the in-process label index (series, labels, label values calls).', [], () => [{ labels: {}, value: labels?.bytes ?? 0 }]);
     stateGauge('lakehouse_queries_waiting', 'Queries waiting for a query slot.', [], () => [{ labels: {}, value: pool.stats.waiting }]);
     stateGauge('lakehouse_query_workers', 'Query worker processes by state (starting, idle, busy).', ['state'], () => {
       const s = pool.stats;
