@@ -68,7 +68,8 @@ export class PromqlExecutor {
     const name = meta.name;
     // Series, labels and label values from the in-process label index where it can answer exactly (labelIndex.ts).
     if (this.labelIndex && META_OPS.has(call.request.op)) {
-      const answer = await this.labelIndex.answer(name, call.request);
+      const index = this.labelIndex;
+      const answer = await this.pool.admitted(call.principalId, () => index.answer(name, call.request));
       if (answer !== undefined) return answer;
     }
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });

@@ -343,6 +343,21 @@ export class QueryPool {
   }
 
   /**
+   * Runs `work` in this process under `key`'s admission — the same per-key and total limits (429/503) as
+   * a worker job, counted with them — without a worker: for answers the service gives itself (the
+   * PromQL label index), so that they stay behind the same guards as every other query.
+   */
+  async admitted<T>(key: string, work: () => Promise<T>): Promise<T> {
+    if (this.closed) throw unavailable('the service is shutting down', 5);
+    await this.admit(key);
+    try {
+      return await work();
+    } finally {
+      this.release(key);
+    }
+  }
+
+  /**
    * Runs a job built for the worker that gets it (`build` receives the worker's file directory) under
    * the admission limits of `key`. Released (slot and admission) when the events end.
    */
