@@ -1,3 +1,4 @@
+import { BytesLru } from './parsedTrees.ts';
 import { DuckDBInstance, quotedIdentifier, type DuckDBConnection } from '@duckdb/node-api';
 import { invalidInput, tooLarge } from '../../errors.ts';
 import { TIME_COLUMN } from '../../model.ts';
@@ -488,38 +489,8 @@ export function analyzeStatement(statement: Node, maxDepth: number): QueryPlan {
  * Plans keyed by SQL text, bounded in bytes (the SQL is the key, so a cache of entries alone could
  * hold hundreds of megabytes of distinct large statements). Least recently used out first.
  */
-export class PlanCache {
-  private entries = new Map<string, QueryPlan>();
-  private bytes = 0;
-
-  constructor(private readonly maxBytes: number) {}
-
-  private static cost(sql: string, plan: QueryPlan): number {
-    return 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + 2 * (plan.rangeTree?.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64);
-  }
-
-  get(sql: string): QueryPlan | undefined {
-    const plan = this.entries.get(sql);
-    if (plan) {
-      this.entries.delete(sql);
-      this.entries.set(sql, plan);
-    }
-    return plan;
-  }
-
-  set(sql: string, plan: QueryPlan): void {
-    const cost = PlanCache.cost(sql, plan);
-    if (cost > this.maxBytes / 8 || this.entries.has(sql)) return;
-    this.entries.set(sql, plan);
-    this.bytes += cost;
-    for (const [key, old] of this.entries) {
-      if (this.bytes <= this.maxBytes) break;
-      this.entries.delete(key);
-      this.bytes -= PlanCache.cost(key, old);
-    }
-  }
-
-  get size(): { entries: number; bytes: number } {
-    return { entries: this.entries.size, bytes: this.bytes };
+export class PlanCache extends BytesLru<QueryPlan> {
+  constructor(maxBytes: number) {
+    super(maxBytes, (sql, plan) => 2 * sql.length + 2 * (plan.preAggregated?.sql.length ?? 0) + 2 * (plan.rangeTree?.length ?? 0) + plan.tables.reduce((s, t) => s + 2 * t.length + 16, 64));
   }
 }
