@@ -3,13 +3,13 @@ import { log } from '../../log.ts';
 import type { Snapshot, TableSource } from '../../storage/scan.ts';
 import {
   anyIn,
-  FILE_ROW_BYTES,
+  fileEntryBytes,
   PAIR_OVERHEAD,
   readFileLabels,
   readFilesLabels,
   readSegmentLabels,
   SEGMENT_READ_MAX,
-  SEGMENT_ROW_BYTES,
+  segmentEntryBytes,
   SET_OVERHEAD,
   type Columns,
   type FileLabels,
@@ -145,11 +145,12 @@ export class LabelIndex {
       const held = await this.load(idx, snap, columns, start, end);
       if (!held) return undefined;
       if (idx.bytes > this.opts.maxBytes) {
-        this.datasets.delete(dataset);
         // Label sets of files long gone (series churn) stay interned: built again from what is current.
-        if (!fresh && !retried) return await this.answer(dataset, req, true);
-        log.info('the label index of a dataset is past its bound; its calls take the query workers', { dataset, bytes: idx.bytes, bound: this.opts.maxBytes });
-        this.overBudget.set(dataset, Date.now() + 60_000);
+        if (!fresh && !retried) {
+          this.datasets.delete(dataset);
+          return await this.answer(dataset, req, true);
+        }
+        this.pastBound(dataset, idx);
         return undefined;
       }
       const ids = selectedIds(idx, held, start, end, selectors);
@@ -179,7 +180,7 @@ export class LabelIndex {
     }
   }
 
-  /** Whether a dataset's index grew past the bound while read in the background: then dropped, and tried again in a minute. */
+  /** Whether a dataset's index is past the bound (read for a call or in the background): then dropped, and tried again in a minute. */
   private pastBound(dataset: string, idx: DatasetLabels): boolean {
     if (idx.bytes <= this.opts.maxBytes) return false;
     if (this.datasets.get(dataset) === idx) this.datasets.delete(dataset);
@@ -262,7 +263,7 @@ function forgetGone(idx: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>,
       // A file wholly inside the range would be in the snapshot were it still in the catalog.
       if (!f || (f.minMs >= start && f.maxMs <= end)) {
         if (idx.files.get(key) === entry) idx.files.delete(key);
-        if (f) idx.bytes -= f.ids.length * FILE_ROW_BYTES;
+        if (f) idx.bytes -= fileEntryBytes(f);
       }
     });
   }
@@ -270,7 +271,7 @@ function forgetGone(idx: DatasetLabels, snap: Snapshot, segmentsIn: Set<string>,
     if (segmentsIn.has(key)) continue;
     idx.segments.delete(key);
     void entry.then((s) => {
-      if (s) idx.bytes -= s.ids.length * SEGMENT_ROW_BYTES + s.times.reduce((a, t) => a + t.length * 8, 0);
+      if (s) idx.bytes -= segmentEntryBytes(s);
     });
   }
 }

@@ -39,8 +39,13 @@ export interface SegmentLabels {
 export const SET_OVERHEAD = 120;
 export const PAIR_OVERHEAD = 48;
 /** Per label set listed by a file (id, first and last time) or a WAL segment (id, array). */
-export const FILE_ROW_BYTES = 20;
-export const SEGMENT_ROW_BYTES = 80;
+const FILE_ROW_BYTES = 20;
+const SEGMENT_ROW_BYTES = 80;
+
+/** Estimated bytes a file's entry holds beside its label sets. */
+export const fileEntryBytes = (f: FileLabels) => f.ids.length * FILE_ROW_BYTES;
+/** Estimated bytes a WAL segment's entry holds beside its label sets. */
+export const segmentEntryBytes = (s: SegmentLabels) => s.ids.length * SEGMENT_ROW_BYTES + s.times.reduce((a, l) => a + l.length * 8, 0);
 
 /** The largest WAL segment read in process (bytes of NDJSON): parsed on the event loop, tens of ms at most. */
 export const SEGMENT_READ_MAX = 4 * 2 ** 20;
@@ -86,7 +91,7 @@ function fileLabelsOf(into: Interner, f: Snapshot['files'][number], columns: Col
     out.lo[r] = row[k] === null ? Infinity : Number(row[k]);
     out.hi[r] = row[k + 1] === null ? -Infinity : Number(row[k + 1]);
   });
-  into.bytes += n * FILE_ROW_BYTES;
+  into.bytes += fileEntryBytes(out);
   return out;
 }
 
@@ -128,8 +133,9 @@ export async function readFilesLabels(duck: DuckDBSource, into: Interner, files:
   const out = new Map<string, FileLabels>();
   files.forEach((f, i) => {
     const p = perFile[i];
-    out.set(f.key, { key: f.key, minMs: f.minMs, maxMs: f.maxMs, ids: Int32Array.from(p.ids), lo: Float64Array.from(p.lo), hi: Float64Array.from(p.hi) });
-    into.bytes += p.ids.length * FILE_ROW_BYTES;
+    const entry: FileLabels = { key: f.key, minMs: f.minMs, maxMs: f.maxMs, ids: Int32Array.from(p.ids), lo: Float64Array.from(p.lo), hi: Float64Array.from(p.hi) };
+    out.set(f.key, entry);
+    into.bytes += fileEntryBytes(entry);
   });
   return out;
 }
@@ -174,7 +180,7 @@ export async function readSegmentLabels(into: Interner, path: string, timeColumn
     else times.set(id, [Date.parse(t)]);
   }
   const out: SegmentLabels = { ids: Int32Array.from(times.keys()), times: [...times.values()].map((l) => Float64Array.from(l).sort()) };
-  into.bytes += out.ids.length * SEGMENT_ROW_BYTES + out.times.reduce((a, l) => a + l.length * 8, 0);
+  into.bytes += segmentEntryBytes(out);
   return out;
 }
 
