@@ -39,15 +39,11 @@ export class RangeSession {
    * the same either way and are not run twice.
    */
   async runWhole(conn: DuckDBConnection, sql: string, range: RunJob['range']): Promise<DuckDBMaterializedResult> {
-    const statements = rangeStatements(range, this.current);
-    if (!statements || !range) return (await conn.run(sql)) as DuckDBMaterializedResult;
-    this.current = undefined;
+    const withRange = rangeStatements(range, this.current) !== '';
     try {
-      const result = (await conn.run(statements + sql)) as DuckDBMaterializedResult;
-      this.current = rangeKey(range);
-      return result;
+      return await this.runWithRange(conn, sql, range);
     } catch (err) {
-      if (!CONTEXT_ERROR.test((err as Error).message)) throw err;
+      if (!withRange || !CONTEXT_ERROR.test((err as Error).message)) throw err;
       await this.set(conn, range);
       return (await conn.run(sql)) as DuckDBMaterializedResult;
     }
@@ -55,15 +51,21 @@ export class RangeSession {
 
   /** `runWhole` without a second try: undefined when the call fails (the range is then unknown, set again later). */
   async runQuiet(conn: DuckDBConnection, sql: string, range: RunJob['range']): Promise<DuckDBMaterializedResult | undefined> {
-    const statements = rangeStatements(range, this.current);
-    if (statements && range) this.current = undefined;
     try {
-      const result = (await conn.run(statements + sql)) as DuckDBMaterializedResult;
-      if (statements && range) this.current = rangeKey(range);
-      return result;
+      return await this.runWithRange(conn, sql, range);
     } catch {
       return undefined;
     }
+  }
+
+  /** One native call: the range's statements when due, then `sql`; the range is unknown if it fails. */
+  private async runWithRange(conn: DuckDBConnection, sql: string, range: RunJob['range']): Promise<DuckDBMaterializedResult> {
+    const statements = rangeStatements(range, this.current);
+    if (!statements || !range) return (await conn.run(sql)) as DuckDBMaterializedResult;
+    this.current = undefined;
+    const result = (await conn.run(statements + sql)) as DuckDBMaterializedResult;
+    this.current = rangeKey(range);
+    return result;
   }
 }
 
