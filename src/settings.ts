@@ -135,8 +135,8 @@ const ingestSettings = {
   P_INGEST_WORKER_YOUNG_GENERATION: sizedBytes().describe(
     "V8 young generation of each ingest worker thread (its `resourceLimits.maxYoungGenerationSizeMb`, whole MiB), where the values a body decodes into live and die. Default: 3 × 1/128 of the memory budget, 12–48 MiB; Node's own default, sized from a container's limit, is 3 MiB at 512 MiB, which cost a third more CPU per event in garbage collection (docs/memory.md).",
   ),
-  P_INGEST_WORKER_IDLE: duration('30s').describe(
-    'An ingest worker thread with no request body to decode for this long stops; the next bodies start one again (`0`: kept once started). Default 30s: an idle service holds no thread, and a thread starts in well under a second.',
+  P_INGEST_WORKER_IDLE: duration('5s').describe(
+    'An ingest worker thread with no request body to decode for this long stops, and its heap (~35–40 MB PSS after a burst at a 48 MiB young generation) goes back; the next bodies start one again, decoded on the event loop meanwhile (`0`: kept once started). Default 5s: a client that sends more often keeps its thread (an OTLP exporter\'s batches, Prometheus remote write under load), and what a burst leaves is not held through the flush, compaction and queries that follow (issue 18\'s workload: docs/memory.md); a thread starts in well under a second.',
   ),
 };
 

@@ -71,6 +71,8 @@ export class IngestPool {
     private readonly size: number,
     private readonly idleMs = 0,
     private readonly youngGenerationMb?: number,
+    /** The clock of the idle release, ms (a test's fake one moves by hand). */
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   /** The heap limits each running thread got (what `resourceLimits` gives inside it). */
@@ -96,17 +98,17 @@ export class IngestPool {
     const worker = fromSource
       ? new Worker(`import(${JSON.stringify(import.meta.resolve('tsx/esm/api'))}).then((api) => { api.register(); return import(${JSON.stringify(entry.href)}); });`, { eval: true, ...options })
       : new Worker(entry, options);
-    const slot: Slot = { worker, busy: 0, ready: false, idleSince: performance.now(), retired: false };
+    const slot: Slot = { worker, busy: 0, ready: false, idleSince: this.now(), retired: false };
     worker.on('message', (result: JobResult | typeof WORKER_READY) => {
       if (result === WORKER_READY) {
         slot.ready = true;
-        slot.idleSince = performance.now();
+        slot.idleSince = this.now();
         return;
       }
       const p = this.pending.get(result.id);
       if (!p) return;
       this.pending.delete(result.id);
-      if (--slot.busy === 0) slot.idleSince = performance.now();
+      if (--slot.busy === 0) slot.idleSince = this.now();
       p.resolve(result);
     });
     worker.on('error', (err) => log.error('ingest worker failed', { error: err }));
@@ -127,22 +129,32 @@ export class IngestPool {
   }
 
   /**
-   * Stops the thread once it has had no job for `idleMs`: checked when its quiet period would end
-   * (one timer per thread, not one per job). Taken out of the pool first, in the same turn of the
-   * event loop, so no job can be posted to a thread that is stopping.
+   * Stops every thread that has had no job for `idleMs` by the pool's clock, and says how many. Taken
+   * out of the pool first, in the same turn of the event loop, so no job can be posted to a thread that
+   * is stopping. The pool's timers call it when a thread's quiet period would end; a test moves a fake
+   * clock and calls it.
    */
+  retireIdle(): number {
+    if (!this.idleMs || this.closed) return 0;
+    const now = this.now();
+    const idle = this.workers.filter((s) => s.ready && s.busy === 0 && now - s.idleSince >= this.idleMs);
+    for (const slot of idle) {
+      slot.retired = true;
+      void slot.worker.terminate();
+    }
+    this.workers = this.workers.filter((w) => !idle.includes(w));
+    return idle.length;
+  }
+
+  /** Checks the thread when its quiet period would end (one timer per thread, not one per job). */
   private watchIdle(slot: Slot): void {
     if (!this.idleMs) return;
     const check = () => {
       if (this.closed || slot.retired || !this.workers.includes(slot)) return;
-      const quietFor = performance.now() - slot.idleSince;
-      if (slot.busy > 0 || !slot.ready || quietFor < this.idleMs) {
-        setTimeout(check, slot.busy > 0 || !slot.ready ? this.idleMs : this.idleMs - quietFor).unref();
-        return;
-      }
-      slot.retired = true;
-      this.workers = this.workers.filter((w) => w !== slot);
-      void slot.worker.terminate();
+      this.retireIdle();
+      if (slot.retired) return;
+      const quietFor = this.now() - slot.idleSince;
+      setTimeout(check, slot.busy > 0 || !slot.ready ? this.idleMs : Math.max(1, this.idleMs - quietFor)).unref();
     };
     setTimeout(check, this.idleMs).unref();
   }

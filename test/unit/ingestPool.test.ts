@@ -93,6 +93,39 @@ describe('IngestPool: threads start on demand and stop after a quiet period', ()
     await until('the idle thread to stop again', () => pool!.threads === 0);
   });
 
+  it('stops a thread exactly when its quiet period is over by the pool clock, never while it has a job', async () => {
+    let clock = 0;
+    const idleMs = 5_000;
+    pool = new IngestPool(2, idleMs, undefined, () => clock);
+    await pool.serialize(jsonJob(500, 'a'), target);
+    await until('the thread to be ready', () => pool!.readyThreads === 1);
+    // A job on the thread: quiet from when it is answered, not from when it was posted.
+    const pending = pool.serialize(jsonJob(500, 'b'), target);
+    clock += idleMs * 2;
+    expect(pool.retireIdle()).toBe(0);
+    expect((await pending).rows).toBe(500);
+    clock += idleMs - 1;
+    expect(pool.retireIdle()).toBe(0);
+    expect(pool.threads).toBe(1);
+    clock += 1;
+    expect(pool.retireIdle()).toBe(1);
+    expect(pool.threads).toBe(0);
+    // The next body starts one again.
+    await pool.serialize(jsonJob(500, 'c'), target);
+    expect(pool.threads).toBe(1);
+    // `0`: kept however long it idles.
+    const kept = new IngestPool(1, 0, undefined, () => clock);
+    try {
+      await kept.serialize(jsonJob(500, 'd'), target);
+      await until('the kept thread to be ready', () => kept.readyThreads === 1);
+      clock += 1e9;
+      expect(kept.retireIdle()).toBe(0);
+      expect(kept.threads).toBe(1);
+    } finally {
+      await kept.close();
+    }
+  });
+
   it('concurrent bodies bring up to `size` threads, never more', async () => {
     pool = new IngestPool(2, 0);
     let most = 0;
