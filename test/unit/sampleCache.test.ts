@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PATH_PLACEHOLDER, SampleCache, selectCached, type CacheColumns } from '../../src/query/promql/sampleCache.ts';
+import { decodeBatches, decodeBytesFor, PATH_PLACEHOLDER, SAMPLE_BYTES, SampleCache, selectCached, type CacheColumns } from '../../src/query/promql/sampleCache.ts';
 import { selectProjected, type Projection } from '../../src/query/promql/labelProjection.ts';
 import { encodeSeries, seriesSql, type Matcher, type SeriesRequest } from '../../src/query/promql/storage.ts';
 
@@ -87,6 +87,31 @@ function rows(file: number, shuffle: boolean): Row[] {
   return out;
 }
 
+/** A test file's rows (what the snapshot tells the worker). */
+const fileRows = (file: number) => rows(file, false).length;
+
+describe('decodeBatches: files decoded together, by their estimated bytes', () => {
+  const f = (bytes: number) => ({ bytes });
+  const cases: [string, number[], number, number[][]][] = [
+    ['no bound: one batch', [5, 5, 5], Infinity, [[5, 5, 5]]],
+    ['files up to the bound together', [4, 4, 4, 4], 8, [[4, 4], [4, 4]]],
+    ['a file over the bound alone', [2, 20, 2, 2], 8, [[2], [20], [2, 2]]],
+    ['exactly the bound fits', [3, 5, 8], 8, [[3, 5], [8]]],
+    ['label sets only (0 bytes): one batch', [0, 0, 0], 1, [[0, 0, 0]]],
+    ['rows unknown under a bound: each alone', [Infinity, Infinity], 8, [[Infinity], [Infinity]]],
+    ['nothing to decode: no batch', [], 8, []],
+  ];
+  it.each(cases)('%s', (_name, sizes, limit, expected) => {
+    expect(decodeBatches(sizes.map(f), limit).map((b) => b.map((x) => x.bytes))).toEqual(expected);
+  });
+
+  it('the bound follows the cache budget: 1/128, 256 KiB to 16 MiB', () => {
+    expect(decodeBytesFor(256 * 2 ** 20)).toBe(2 * 2 ** 20);
+    expect(decodeBytesFor(0)).toBe(256 * 2 ** 10);
+    expect(decodeBytesFor(2 ** 40)).toBe(16 * 2 ** 20);
+  });
+});
+
 describe('PromQL sample cache', () => {
   let dir: string;
   let conn: DuckDBConnection;
@@ -119,9 +144,10 @@ describe('PromQL sample cache', () => {
     const result = (await conn.run(seriesSql(view, 't', true, COLUMNS.labels, req))) as DuckDBMaterializedResult;
     return decode(encodeSeries(COLUMNS.labels.map((l) => l.label), result, req.labelsOnly), req.matchers);
   };
-  const cached = async (cache: SampleCache, req: SeriesRequest, names: string[], budget = 1e9) => {
+  const cached = async (cache: SampleCache, req: SeriesRequest, names: string[], budget = 1e9, decodeBytes?: number) => {
     const sql = req.labelsOnly ? relation(PATH_PLACEHOLDER) : `SELECT * FROM read_parquet(['${PATH_PLACEHOLDER}'])`;
-    const got = await cache.get(conn, [{ sql, paths: names }], dir, COLUMNS, req.labelsOnly, budget);
+    const rows = names.map((n) => fileRows(Number(/\d+/.exec(n)![0])));
+    const got = await cache.get(conn, [{ sql, paths: names, rows }], dir, COLUMNS, req.labelsOnly, budget, decodeBytes);
     const { count, parts } = selectCached(cache, got, req);
     const head = new Uint8Array(4);
     new DataView(head.buffer).setUint32(0, count, true);
@@ -182,6 +208,27 @@ describe('PromQL sample cache', () => {
     const head = new Uint8Array(4);
     new DataView(head.buffer).setUint32(0, count, true);
     expect(answer(decode([head, ...parts], req.matchers), p)).toEqual(want);
+  });
+
+  it.each([
+    ['no bound: every file in one query', Infinity],
+    ['about two files a query', 2 * 120 * SAMPLE_BYTES],
+    ['one file a query', 1],
+  ])('decodes in batches (%s): no query decodes more samples than its bound, answers exact', async (_name, bound) => {
+    const req: SeriesRequest = { matchers: [{ type: '!=', name: 'instance', value: 'i9' }], labelsOnly: false, ...all };
+    const batched = new SampleCache();
+    expect(await cached(batched, req, files, 1e9, bound)).toEqual(await reference(req, files));
+    // Counted, not timed: each query's decoded samples (17 bytes each) within the bound, or one file alone.
+    const decodes = batched.lastDecodes;
+    expect(decodes.reduce((a, d) => a + d.files, 0)).toBe(files.length);
+    for (const d of decodes) expect(d.sampleBytes <= bound || d.files === 1).toBe(true);
+    expect(decodes.reduce((a, d) => a + d.sampleBytes, 0)).toBe(files.reduce((a, n) => a + fileRows(Number(/\d+/.exec(n)![0])), 0) * SAMPLE_BYTES);
+    // Files too many for one query under the bound take more than one.
+    const total = files.reduce((a, n) => a + fileRows(Number(/\d+/.exec(n)![0])) * SAMPLE_BYTES, 0);
+    expect(decodes.length).toBeGreaterThanOrEqual(Math.min(files.length, Math.ceil(total / bound)));
+    // Held files are not decoded again.
+    await cached(batched, req, files, 1e9, bound);
+    expect(batched.lastDecodes).toEqual([]);
   });
 
   it('past its budget the least recently used files go, and answers stay exact', async () => {

@@ -191,7 +191,7 @@ export class PromqlExecutor {
 
   /** Each cached file's whole content as a SELECT (its path a placeholder), grouped by that SQL. */
   private cachedGroups(rest: Snapshot, files: Snapshot['files'], labelsOnly: boolean, pathFor: (file: string) => string): CachedGroup[] {
-    const groups = new Map<string, string[]>();
+    const groups = new Map<string, { paths: string[]; rows: number[] }>();
     const context = `${labelsOnly ? 'L' : 'S'}\u0000${rest.meta.timeColumn}\u0000${JSON.stringify(rest.schema)}\u0000`;
     // Bounded: past it (schemas changing, files replaced by compaction), built again as needed.
     if (this.templates.size > 64) this.templates.clear();
@@ -206,11 +206,14 @@ export class PromqlExecutor {
         byPath.set(f.path, sql);
       }
       const name = pathFor(f.path).split('/').pop()!;
-      const list = groups.get(sql);
-      if (list) list.push(name);
-      else groups.set(sql, [name]);
+      const group = groups.get(sql);
+      if (group) {
+        group.paths.push(name);
+        group.rows.push(f.rows);
+      } else groups.set(sql, { paths: [name], rows: [f.rows] });
     }
-    return [...groups].map(([sql, paths]) => ({ sql, paths }));
+    // Each file's rows go along: the worker decodes the files in batches bounded by them (sampleCache.ts).
+    return [...groups].map(([sql, g]) => ({ sql, ...g }));
   }
 }
 

@@ -54,6 +54,8 @@ export interface CachedFile {
 export interface CachedGroup {
   sql: string;
   paths: string[];
+  /** Each file's rows (as `paths`), from the snapshot: its decode's size before it is decoded. */
+  rows?: number[];
 }
 
 /** Stands for the file's path in a CachedGroup's SQL (a string no path holds). */
@@ -73,7 +75,44 @@ const encoder = new TextEncoder();
 const SERIES_OVERHEAD = 400;
 const FILE_INDEX = '__f';
 
+/** A decoded sample's bytes: i64 time, f64 value, u8 kind (the executor's estimate too). */
+export const SAMPLE_BYTES = 17;
+
+/**
+ * The most a decode query decodes at once (by the files' rows), from the cache's budget: 1/128 of it,
+ * 256 KiB–16 MiB (2 MiB at the 256 MiB budget of a 24 GB machine, ~120,000 samples). The query's own
+ * memory (DuckDB's lists, the result) is ~14× what it decodes (issue 18's workload, measured).
+ */
+export const decodeBytesFor = (budget: number) => Math.min(16 * 2 ** 20, Math.max(256 * 2 ** 10, Math.floor(budget / 128)));
+
+/** A file a call reads: its cache key, its SELECT, and its decoded samples' bytes at most (from its rows). */
+interface PendingFile {
+  key: string;
+  sql: string;
+  bytes: number;
+}
+
+/**
+ * Consecutive runs of `files` whose estimated bytes add up to at most `limit` (a file over it alone):
+ * the batches a decode goes in. Label sets only (bytes 0) go in one.
+ */
+export function decodeBatches<T extends { bytes: number }>(files: T[], limit: number): T[][] {
+  const out: T[][] = [];
+  let size = 0;
+  for (const f of files) {
+    if (!out.length || size + f.bytes > limit) {
+      out.push([]);
+      size = 0;
+    }
+    out[out.length - 1].push(f);
+    size += f.bytes;
+  }
+  return out;
+}
+
 export class SampleCache {
+  /** The decode queries of the last call: each one's files and their samples' bytes (what it decoded at once). */
+  lastDecodes: { files: number; sampleBytes: number }[] = [];
   private readonly files = new Map<string, CachedFile>();
   private readonly series = new Map<string, Series>();
   private readonly byId = new Map<number, Series>();
@@ -86,22 +125,31 @@ export class SampleCache {
   }
 
   /**
-   * The decoded files of these groups, in order, loading those not held (one DuckDB query for all of
-   * them), then dropping the least recently used other files past `budget`.
+   * The decoded files of these groups, in order, loading those not held, then dropping the least
+   * recently used other files past `budget`. Files are decoded in batches of at most `decodeBytes` by
+   * their rows (one DuckDB query each; a larger file alone), not all at once: a decode's transient
+   * memory (DuckDB's lists, the rows copied out, the files built) is ~10× what it keeps (issue 18's
+   * workload: 107 files, 18 MB kept, +178 MB RSS decoded at once; docs/memory.md).
    */
-  async get(conn: DuckDBConnection, groups: CachedGroup[], dir: string, cols: CacheColumns, labelsOnly: boolean, budget: number): Promise<CachedFile[]> {
-    const keys: { key: string; sql: string }[] = [];
+  async get(conn: DuckDBConnection, groups: CachedGroup[], dir: string, cols: CacheColumns, labelsOnly: boolean, budget: number, decodeBytes = decodeBytesFor(budget)): Promise<CachedFile[]> {
+    const keys: PendingFile[] = [];
     for (const g of groups)
-      for (const p of g.paths) {
+      g.paths.forEach((p, i) => {
         const sql = g.sql.replaceAll(PATH_PLACEHOLDER, `${dir}/${p}`.replaceAll("'", "''"));
-        keys.push({ key: `${labelsOnly ? 'L' : 'S'}${sql}`, sql });
-      }
+        keys.push({ key: `${labelsOnly ? 'L' : 'S'}${sql}`, sql, bytes: labelsOnly ? 0 : (g.rows?.[i] ?? Infinity) * SAMPLE_BYTES });
+      });
     const missing = keys.filter((k) => !this.files.has(k.key));
-    const loaded = missing.length ? await this.load(conn, missing.map((m) => m.sql), cols, labelsOnly) : [];
-    missing.forEach((m, i) => {
-      this.files.set(m.key, loaded[i]);
-      this.bytes += loaded[i].bytes;
-    });
+    this.lastDecodes = [];
+    for (const batch of decodeBatches(missing, decodeBytes)) {
+      const loaded = await this.load(conn, batch.map((m) => m.sql), cols, labelsOnly);
+      let samples = 0;
+      batch.forEach((m, i) => {
+        this.files.set(m.key, loaded[i]);
+        this.bytes += loaded[i].bytes;
+        samples += loaded[i].t.length;
+      });
+      this.lastDecodes.push({ files: batch.length, sampleBytes: samples * SAMPLE_BYTES });
+    }
     const out = keys.map(({ key }) => {
       const f = this.files.get(key)!;
       // Most recently used last: a Map iterates in insertion order.
@@ -169,13 +217,14 @@ export class SampleCache {
       if (chunk.rowCount === 0) continue;
       const labelVectors = names.map((_, i) => chunk.getColumnVector(i));
       const vectors = sampleVectors(chunk.chunk, names.length, chunk.rowCount, 1);
+      const samples = copyChunk(vectors);
       for (let r = 0; r < chunk.rowCount; r++) {
         const pairs: [string, string][] = [];
         labelVectors.forEach((v, i) => {
           const value = v.getItem(r);
           if (typeof value === 'string' && value !== '') pairs.push([names[i], value]);
         });
-        rows.push(rowSamples(this.intern(pairs), vectors, r));
+        rows.push(rowSamples(this.intern(pairs), samples, vectors.entries, r));
       }
     }
     return buildFiles(sqls.length, rows, labelsOnly);
@@ -199,9 +248,12 @@ export function encodeLabels(pairs: [string, string][]): Uint8Array {
   return head;
 }
 
-/** One label set's samples of every loaded file, copied out of DuckDB's vectors, in (file, time) order. */
-interface Row {
-  series: Series;
+/**
+ * A chunk's samples copied out of DuckDB's vectors (its memory, valid only while the result is), one
+ * array per field for the whole chunk: an array per label set (~2,000 rows a chunk, a few samples each)
+ * cost ~400 bytes of heap and allocation per array, ~5× the samples themselves (issue 18's workload).
+ */
+interface ChunkSamples {
   t: BigInt64Array;
   v: Float64Array;
   k: Uint8Array;
@@ -209,22 +261,45 @@ interface Row {
   h?: (Uint8Array | undefined)[];
 }
 
-function rowSamples(series: Series, vectors: ReturnType<typeof sampleVectors>, r: number): Row {
-  const first = Number(vectors.entries.getBigUint64(16 * r, true));
-  const n = Number(vectors.entries.getBigUint64(16 * r + 8, true));
-  // Copied into arrays of their own: the vectors are Buffers over DuckDB's memory (a Buffer's slice is a view).
-  const copy = (b: Uint8Array, width: number) => new Uint8Array(b.subarray(width * first, width * (first + n))).buffer;
-  const t = new BigInt64Array(copy(vectors.t, 8));
-  const v = new Float64Array(copy(vectors.v, 8));
-  const k = new Uint8Array(copy(vectors.k, 1));
-  const f = new Int32Array(copy(vectors.carried[0], 4));
-  const h = vectors.h ? Array.from({ length: n }, (_, i) => (k[i] === 2 ? lengthPrefixed(String(vectors.h!.getItem(first + i) ?? '')) : undefined)) : undefined;
+function copyChunk(vectors: ReturnType<typeof sampleVectors>): ChunkSamples {
+  // A Buffer's slice is a view: new typed arrays over copies.
+  const copy = (b: Uint8Array) => new Uint8Array(b).buffer;
+  const k = new Uint8Array(copy(vectors.k));
+  const h = vectors.h ? Array.from(k, (kind, i) => (kind === 2 ? lengthPrefixed(String(vectors.h!.getItem(i) ?? '')) : undefined)) : undefined;
+  return { t: new BigInt64Array(copy(vectors.t)), v: new Float64Array(copy(vectors.v)), k, f: new Int32Array(copy(vectors.carried[0])), h };
+}
+
+/** One label set's samples of every loaded file: [at, at + n) of its chunk's arrays, in (file, time) order. */
+interface Row {
+  series: Series;
+  c: ChunkSamples;
+  at: number;
+  n: number;
+}
+
+function rowSamples(series: Series, c: ChunkSamples, entries: DataView, r: number): Row {
+  const at = Number(entries.getBigUint64(16 * r, true));
+  const n = Number(entries.getBigUint64(16 * r + 8, true));
+  const { t, f } = c;
   let sorted = true;
-  for (let i = 1; i < n && sorted; i++) sorted = f[i - 1] < f[i] || (f[i - 1] === f[i] && t[i - 1] <= t[i]);
-  if (sorted) return { series, t, v, k, f, h };
-  // Stable: of samples at one time, their order is kept (the engine keeps the last).
-  const order = Array.from({ length: n }, (_, i) => i).sort((a, b) => f[a] - f[b] || (t[a] < t[b] ? -1 : t[a] > t[b] ? 1 : a - b));
-  return { series, t: BigInt64Array.from(order, (o) => t[o]), v: Float64Array.from(order, (o) => v[o]), k: Uint8Array.from(order, (o) => k[o]), f: Int32Array.from(order, (o) => f[o]), h: h && order.map((o) => h[o]) };
+  for (let i = at + 1; i < at + n && sorted; i++) sorted = f[i - 1] < f[i] || (f[i - 1] === f[i] && t[i - 1] <= t[i]);
+  if (!sorted) sortRange(c, at, n);
+  return { series, c, at, n };
+}
+
+/** Sorts [at, at + n) of a chunk's arrays by (file, time), in place. Stable: of samples at one time, their order is kept (the engine keeps the last). */
+function sortRange(c: ChunkSamples, at: number, n: number): void {
+  const { t, f } = c;
+  const order = Array.from({ length: n }, (_, i) => at + i).sort((a, b) => f[a] - f[b] || (t[a] < t[b] ? -1 : t[a] > t[b] ? 1 : a - b));
+  const permute = <T extends { [i: number]: unknown }>(arr: T) => {
+    const vals = order.map((o) => arr[o]);
+    vals.forEach((x, i) => (arr[at + i] = x as T[number]));
+  };
+  permute(c.t);
+  permute(c.v);
+  permute(c.k);
+  permute(c.f);
+  if (c.h) permute(c.h);
 }
 
 function lengthPrefixed(text: string): Uint8Array {
@@ -239,10 +314,10 @@ function lengthPrefixed(text: string): Uint8Array {
 function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile[] {
   const seriesOf = new Int32Array(count);
   const samplesOf = new Int32Array(count);
-  for (const row of rows)
-    for (let i = 0; i < row.f.length; i++) {
-      if (i === 0 || row.f[i] !== row.f[i - 1]) seriesOf[row.f[i]]++;
-      samplesOf[row.f[i]]++;
+  for (const { c, at, n } of rows)
+    for (let i = at; i < at + n; i++) {
+      if (i === at || c.f[i] !== c.f[i - 1]) seriesOf[c.f[i]]++;
+      samplesOf[c.f[i]]++;
     }
   const files: CachedFile[] = Array.from({ length: count }, (_, f) => {
     const ns = seriesOf[f];
@@ -255,10 +330,12 @@ function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile
   const local = new Int32Array(count);
   const at = new Int32Array(count);
   for (const row of rows) {
-    for (let i = 0; i < row.f.length; ) {
-      const f = row.f[i];
+    const c = row.c;
+    const end = row.at + row.n;
+    for (let i = row.at; i < end; ) {
+      const f = c.f[i];
       let j = i;
-      while (j < row.f.length && row.f[j] === f) j++;
+      while (j < end && c.f[j] === f) j++;
       const file = files[f];
       const l = local[f]++;
       file.ids[l] = row.series.id;
@@ -267,16 +344,14 @@ function buildFiles(count: number, rows: Row[], labelsOnly: boolean): CachedFile
       const list = file.byName.get(name);
       if (list) list.push(l);
       else file.byName.set(name, [l]);
-      if (labelsOnly) {
-        file.lo[l] = Number(row.t[i]);
-        file.hi[l] = row.v[i];
-      } else {
-        file.lo[l] = Number(row.t[i]);
-        file.hi[l] = Number(row.t[j - 1]);
-        file.t.set(row.t.subarray(i, j), at[f]);
-        file.v.set(row.v.subarray(i, j), at[f]);
-        file.k.set(row.k.subarray(i, j), at[f]);
-        for (let x = i; x < j; x++) if (row.h?.[x]) (file.h ??= new Map()).set(at[f] + x - i, row.h[x]!);
+      file.lo[l] = Number(c.t[i]);
+      if (labelsOnly) file.hi[l] = c.v[i];
+      else {
+        file.hi[l] = Number(c.t[j - 1]);
+        file.t.set(c.t.subarray(i, j), at[f]);
+        file.v.set(c.v.subarray(i, j), at[f]);
+        file.k.set(c.k.subarray(i, j), at[f]);
+        for (let x = i; x < j; x++) if (c.h?.[x]) (file.h ??= new Map()).set(at[f] + x - i, c.h[x]!);
         at[f] += j - i;
       }
       file.off[l + 1] = labelsOnly ? 0 : at[f];
