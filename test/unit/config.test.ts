@@ -66,7 +66,7 @@ describe('settings', () => {
     expect(c.queryPool).toMatchObject({ concurrency: 4, perKey: 2, queue: 16, warm: 0, idleMs: 45_000, heapMb: 512 });
     expect(c.queryLimits).toMatchObject({ timeoutMs: 30_000, maxRows: 500_000, maxDepth: 16 });
     expect(c.storageDuckDB).toEqual({ threads: 1, memoryLimit: '2048MiB', idleMs: 30_000 });
-    expect(c.ingest).toMatchObject({ workerIdleMs: 30_000, maxBodyBytes: 10 * 1024 ** 2, maxNesting: 10, maxInflightBytes: 64 * 1024 ** 2, inflightWaitMs: 2000, keyShare: 0.5, maxNamesPerRequest: 8000 });
+    expect(c.ingest).toMatchObject({ workerIdleMs: 5_000, maxBodyBytes: 10 * 1024 ** 2, maxNesting: 10, maxInflightBytes: 64 * 1024 ** 2, inflightWaitMs: 2000, keyShare: 0.5, maxNamesPerRequest: 8000 });
     expect(c.filters).toEqual({ maxBytes: 256 * 1024, perKey: 100 });
   });
 
