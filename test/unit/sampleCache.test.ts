@@ -105,8 +105,8 @@ describe('decodeBatches: files decoded together, by their estimated bytes', () =
     expect(decodeBatches(sizes.map(f), limit).map((b) => b.map((x) => x.bytes))).toEqual(expected);
   });
 
-  it('the bound follows the cache budget: 1/128, 256 KiB to 16 MiB', () => {
-    expect(decodeBytesFor(256 * 2 ** 20)).toBe(2 * 2 ** 20);
+  it('the bound follows the cache budget: 1/512, 256 KiB to 16 MiB', () => {
+    expect(decodeBytesFor(256 * 2 ** 20)).toBe(512 * 2 ** 10);
     expect(decodeBytesFor(0)).toBe(256 * 2 ** 10);
     expect(decodeBytesFor(2 ** 40)).toBe(16 * 2 ** 20);
   });

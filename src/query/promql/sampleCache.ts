@@ -79,11 +79,13 @@ const FILE_INDEX = '__f';
 export const SAMPLE_BYTES = 17;
 
 /**
- * The most a decode query decodes at once (by the files' rows), from the cache's budget: 1/128 of it,
- * 256 KiB–16 MiB (2 MiB at the 256 MiB budget of a 24 GB machine, ~120,000 samples). The query's own
- * memory (DuckDB's lists, the result) is ~14× what it decodes (issue 18's workload, measured).
+ * The most a decode query decodes at once (by the files' rows), from the cache's budget: 1/512 of it,
+ * 256 KiB–16 MiB (512 KiB at the 256 MiB budget of a 24 GB machine, ~31,000 samples). Issue 18's
+ * workload (107 files, 400,000 samples) decoded alone: +155–160 MB RSS at its peak in one query,
+ * +137–145 in 2 MiB batches, +115–122 in 512 KiB ones, +104–112 in 256 KiB ones, for ~100–200 ms
+ * more over the 0.35–0.6 s of the decode (a query per batch): docs/memory.md.
  */
-export const decodeBytesFor = (budget: number) => Math.min(16 * 2 ** 20, Math.max(256 * 2 ** 10, Math.floor(budget / 128)));
+export const decodeBytesFor = (budget: number) => Math.min(16 * 2 ** 20, Math.max(256 * 2 ** 10, Math.floor(budget / 512)));
 
 /** A file a call reads: its cache key, its SELECT, and its decoded samples' bytes at most (from its rows). */
 interface PendingFile {
@@ -128,8 +130,8 @@ export class SampleCache {
    * The decoded files of these groups, in order, loading those not held, then dropping the least
    * recently used other files past `budget`. Files are decoded in batches of at most `decodeBytes` by
    * their rows (one DuckDB query each; a larger file alone), not all at once: a decode's transient
-   * memory (DuckDB's lists, the rows copied out, the files built) is ~10× what it keeps (issue 18's
-   * workload: 107 files, 18 MB kept, +178 MB RSS decoded at once; docs/memory.md).
+   * memory (DuckDB's lists and result, the rows copied out, the files built) is several times what it
+   * keeps (issue 18's workload: 107 files, 18 MB kept, +155–165 MB RSS decoded at once; docs/memory.md).
    */
   async get(conn: DuckDBConnection, groups: CachedGroup[], dir: string, cols: CacheColumns, labelsOnly: boolean, budget: number, decodeBytes = decodeBytesFor(budget)): Promise<CachedFile[]> {
     const keys: PendingFile[] = [];
