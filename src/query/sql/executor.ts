@@ -10,7 +10,8 @@ import { scanSql, timestampLiteral, type Snapshot, type TableSource } from '../.
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
-import { RANGE_VARIABLES, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
+import { RANGE_VARIABLES, type FileTableSpec, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
+import { fileTableFor } from './fileTable.ts';
 import { asciiLower, checkSqlText, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
@@ -25,6 +26,8 @@ export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
   maxRows: number;
   maxBytes: number;
+  /** Estimated bytes of small files' rows each query worker may keep in tables (fileTable.ts); 0: none. */
+  fileTableBytes?: number;
 }
 
 export interface QueryRequest {
@@ -417,7 +420,7 @@ function runJob(
   snapshots: Snapshot[],
   sql: string,
   filesDir: string,
-  o: { maxRows: number; maxBytes: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
+  o: { maxRows: number; maxBytes: number; fileTableBytes?: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
 ): Omit<RunJob, 'id'> {
   const links = new Map<string, string>();
   const pathFor = (file: string) => {
@@ -427,7 +430,13 @@ function runJob(
   };
   // The range by variables, not literals: the worker keeps a dataset's view while its files straddle
   // the same bounds ("the last 15 minutes" asked again), instead of creating and binding it anew.
-  const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS) }));
+  // Small files' rows come from a table the worker keeps (fileTable.ts), when they fit its budget.
+  const tables: FileTableSpec[] = [];
+  const views = snapshots.map((snap) => {
+    const inTable = fileTableFor(snap, pathFor, o.fileTableBytes ?? 0);
+    if (inTable) tables.push(inTable.spec);
+    return { name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS, inTable?.table) };
+  });
   return {
     type: 'run',
     links: [...links].map(([name, src]) => ({ name, src })),
@@ -442,6 +451,7 @@ function runJob(
     materialize: o.materialize,
     ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
     ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
+    ...(tables.length ? { fileTables: { budget: o.fileTableBytes ?? 0, tables } } : {}),
   };
 }
 

@@ -44,6 +44,18 @@ export interface RunJob {
    * each result column, as the client's Bind gave them. Always streamed.
    */
   pgFormats?: number[];
+  /**
+   * Tables the views read small files' rows from (fileTables.ts in the worker): made to hold these
+   * files' rows before the views are created. `budget`: the estimated bytes the worker may hold in them.
+   */
+  fileTables?: { budget: number; tables: FileTableSpec[] };
+}
+
+/** A file table (storage/scan.ts `FileTable`): its columns, and each file's id, estimated bytes and rows' SELECT. */
+export interface FileTableSpec {
+  name: string;
+  columns: string;
+  files: { id: number; bytes: number; sql: string }[];
 }
 
 /**

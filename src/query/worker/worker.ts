@@ -38,6 +38,7 @@ import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
 import { RangeSession, runBounded, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
+import { FileTables } from './fileTables.ts';
 
 const dir = process.env.QW_DIR!;
 const spill = process.env.QW_SPILL!;
@@ -150,6 +151,9 @@ async function syncViews(conn: DuckDBConnection, wanted: RunJob['views']): Promi
 /** The connection's range variables (one connection per worker). */
 const session = new RangeSession();
 
+/** Small files' rows kept between queries (fileTables.ts). */
+const fileTables = new FileTables();
+
 /** DuckDB messages name files by their link path: show neither the data directory nor link names. */
 function cleanMessage(message: string): string {
   return message.replaceAll(`${dir}/`, '').replaceAll(dir, '').replaceAll(spill, '');
@@ -197,6 +201,7 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   try {
     await syncLinks(job.links);
+    await fileTables.sync(conn, job.fileTables);
     // A statement run whole with its views as they are sets its range in its own call (runWhole).
     const rangeLater = (job.materialize || job.wholeUpTo !== undefined) && viewsAre(job.views);
     if (!rangeLater) await session.set(conn, job.range);
