@@ -88,6 +88,20 @@ describe('file tables', () => {
     expect((await conn.runAndReadAll(`SELECT DISTINCT p_file_table_id FROM ${name} ORDER BY 1`)).getRowsJson().flat()).toEqual(spec(late, 0).tables[0].files.map((f) => f.id).sort((a, b) => a - b));
   });
 
+  it('a file that cannot be read fails the load and loads none of its batch', async () => {
+    const bad = path.join(dir, 'bad.parquet');
+    await fs.writeFile(bad, 'PAR1 not a parquet file PAR1');
+    const tablesOf = new FileTables();
+    const s = snap(minute(0), minute(4), 'damaged');
+    const damaged = { ...s, files: [...s.files, { ...files[0], key: 'bad', path: bad }] };
+    const spec = fileTableFor(damaged, (f) => f, BUDGET)!.spec;
+    await expect(tablesOf.sync(conn, { budget: BUDGET, tables: [spec] })).rejects.toThrow();
+    expect(tablesOf.heldBytes).toBe(0);
+    // The query runs again without the file set aside: every other file loads.
+    await tablesOf.sync(conn, { budget: BUDGET, tables: [fileTableFor(s, (f) => f, BUDGET)!.spec] });
+    expect((await conn.runAndReadAll(`SELECT count(*)::INTEGER FROM ${spec.name}`)).getRowsJson()).toEqual([[12]]);
+  });
+
   it.each([
     ['a budget of 0', 0, {}],
     ['files above half the budget', 5 * tableBytes({ bytes: 100 }), {}],
