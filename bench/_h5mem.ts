@@ -1,0 +1,38 @@
+import * as fs from 'node:fs';
+import { DuckDBInstance } from '@duckdb/node-api';
+const dir = '/tmp/h5';
+const now = Number(fs.readFileSync(`${dir}/now.txt`, 'utf8'));
+const files = fs.readdirSync(dir).filter((f) => f.endsWith('.parquet')).map((f) => `'${dir}/${f}'`).sort();
+const inst = await DuckDBInstance.create(':memory:', { threads: '2' });
+const conn = await inst.connect();
+await conn.run('SET parquet_metadata_cache = true');
+const lit = (ms: number) => `TIMESTAMP '${new Date(ms).toISOString().replace('T', ' ').replace('Z', '')}'`;
+const start = now - 15 * 60_000 + 7_000;
+const sel = files.slice(-16);
+const cols = `CAST("time" AS TIMESTAMP) AS "time", CAST(level AS VARCHAR) AS level, CAST(service AS VARCHAR) AS service, CAST(latency_ms AS BIGINT) AS latency_ms, CAST(message AS VARCHAR) AS message, CAST(p_timestamp AS TIMESTAMP) AS p_timestamp`;
+for (let i = 0; i < sel.length; i++) await conn.run(`CREATE TEMP TABLE f${i} AS SELECT * FROM read_parquet([${sel[i]}])`);
+await conn.run(`CREATE TEMP TABLE allf AS SELECT *, 0 AS fid FROM read_parquet([${sel}])`);
+const hist = (from: string) => `SELECT time_bucket(INTERVAL '15 seconds', CAST("time" AS TIMESTAMP)) AS t, count(*) AS n FROM (${from}) AS q GROUP BY t ORDER BY t`;
+const pq = `SELECT ${cols} FROM read_parquet([${sel[0]}]) WHERE "time" >= ${lit(start)} UNION ALL SELECT ${cols} FROM read_parquet([${sel.slice(1)}])`;
+const perTable = [`SELECT ${cols} FROM f0 WHERE "time" >= ${lit(start)}`, ...sel.slice(1).map((_, i) => `SELECT ${cols} FROM f${i + 1}`)].join(' UNION ALL ');
+const byTableList = `SELECT ${cols} FROM f0 WHERE "time" >= ${lit(start)} UNION ALL SELECT ${cols} FROM (${sel.slice(1).map((_, i) => `FROM f${i + 1}`).join(' UNION ALL ')})`;
+const one = `SELECT ${cols} FROM allf WHERE "time" >= ${lit(start)}`;
+const time = async (sql: string) => { const ms: number[] = []; for (let i = 0; i < 220; i++) { await new Promise((r) => setTimeout(r, Number(process.env.GAP ?? 0))); const t = performance.now(); await conn.run(sql); if (i >= 20) ms.push(performance.now() - t); } ms.sort((a, b) => a - b); return ms[100].toFixed(2); };
+for (const [n, f] of [['parquet', pq], ['table per file', perTable], ['table per file nested', byTableList], ['one table', one]]) {
+  const a = JSON.stringify((await conn.runAndReadAll(hist(f))).getRowsJson());
+  console.log(n, 'hist', await time(hist(f)), 'count', await time(`SELECT count(*) FROM (${f})`), a.length);
+}
+await conn.run(`CREATE TEMP TABLE cachet AS SELECT ${cols}, 'f' || (row_number() OVER () // 2000) AS p_file FROM read_parquet([${files}])`);
+const inl = Array.from({ length: 15 }, (_, i) => `'f${i + 6}'`).join(',');
+const mixed = `SELECT ${cols} FROM read_parquet([${sel[0]}]) WHERE "time" >= ${lit(start)} UNION ALL SELECT * EXCLUDE (p_file) FROM cachet WHERE p_file IN (${inl})`;
+console.log('mixed', 'hist', await time(hist(mixed)), 'count', await time(`SELECT count(*) FROM (${mixed})`), JSON.stringify((await conn.runAndReadAll(hist(mixed))).getRowsJson()).length);
+const all = `SELECT * EXCLUDE (p_file) FROM cachet WHERE p_file IN (${inl}) OR (p_file IN ('f5') AND "time" >= ${lit(start)})`;
+console.log('all cached', 'hist', await time(hist(all)), 'count', await time(`SELECT count(*) FROM (${all})`), JSON.stringify((await conn.runAndReadAll(hist(all))).getRowsJson()).length);
+const all2 = `SELECT * EXCLUDE (p_file) FROM cachet WHERE p_file IN (${inl}) UNION ALL SELECT * EXCLUDE (p_file) FROM cachet WHERE p_file IN ('f5') AND "time" >= ${lit(start)}`;
+console.log('all cached union', 'hist', await time(hist(all2)), 'count', await time(`SELECT count(*) FROM (${all2})`));
+await conn.run(`CREATE TEMP TABLE cachei AS SELECT ${cols}, (row_number() OVER () // 2000)::INTEGER AS p_file FROM read_parquet([${files}])`);
+const inli = Array.from({ length: 16 }, (_, i) => `${i + 5}`).join(',');
+const alli = `SELECT * EXCLUDE (p_file) FROM cachei WHERE p_file IN (${inli}) AND "time" >= ${lit(start)}`;
+console.log('int fid', 'hist', await time(hist(alli)), 'count', await time(`SELECT count(*) FROM (${alli})`));
+const allr = `SELECT * EXCLUDE (p_file) FROM cachei WHERE p_file >= 5 AND "time" >= ${lit(start)}`;
+console.log('int range', 'hist', await time(hist(allr)), 'count', await time(`SELECT count(*) FROM (${allr})`));

@@ -1,0 +1,13 @@
+import * as fs from 'node:fs';
+import { DuckDBInstance } from '@duckdb/node-api';
+const dir = '/tmp/h5';
+const files = fs.readdirSync(dir).filter((f) => f.endsWith('.parquet')).map((f) => `'${dir}/${f}'`).sort();
+const conn = await (await DuckDBInstance.create(':memory:', { threads: '2' })).connect();
+const mem = async () => (await conn.runAndReadAll(`SELECT sum(memory_usage_bytes)::BIGINT FROM duckdb_memory()`)).getRowsJson()[0][0];
+const before = await mem();
+const rss0 = process.memoryUsage().rss;
+await conn.run(`CREATE TEMP TABLE t AS SELECT CAST("time" AS TIMESTAMP) AS "time", CAST(level AS VARCHAR) AS level, CAST(service AS VARCHAR) AS service, CAST(latency_ms AS BIGINT) AS latency_ms, CAST(message AS VARCHAR) AS message, CAST(p_timestamp AS TIMESTAMP) AS p_timestamp, 1 AS id FROM read_parquet([${files}])`);
+const rows = (await conn.runAndReadAll('SELECT count(*)::INTEGER FROM t')).getRowsJson()[0][0];
+const raw = (await conn.runAndReadAll(`SELECT sum(length(to_json(x)::VARCHAR))::BIGINT FROM (SELECT "time", level, service, latency_ms, message FROM t) x`)).getRowsJson()[0][0];
+const pq = files.reduce((s, f) => s + fs.statSync(f.slice(1, -1)).size, 0);
+console.log({ rows, duckdbBytes: Number(await mem()) - Number(before), rssDelta: process.memoryUsage().rss - rss0, jsonBytes: raw, parquetBytes: pq });
