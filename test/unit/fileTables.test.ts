@@ -103,12 +103,16 @@ describe('file tables', () => {
   });
 
   it.each([
-    ['a budget of 0', 0, {}],
-    ['files above half the budget', 5 * tableBytes({ bytes: 100 }), {}],
+    ['no room', 0, {}],
+    ['files above the room left', 4 * tableBytes({ bytes: 100 }) - 1, {}],
     ['a column named like the file id', 1 << 20, { p_file_table_id: 'BIGINT' }],
-  ] as const)('reads Parquet with %s', (_name, budget, extra) => {
+  ] as const)('reads Parquet with %s', (_name, room, extra) => {
     const s = snap(minute(0), minute(4));
-    expect(fileTableFor({ ...s, schema: { ...s.schema, ...extra } }, (f) => f, budget)).toBeUndefined();
+    expect(fileTableFor({ ...s, schema: { ...s.schema, ...extra } }, (f) => f, room)).toBeUndefined();
+  });
+
+  it('reads from a table when the files fit the room exactly', () => {
+    expect(fileTableFor(snap(minute(0), minute(4)), (f) => f, 4 * tableBytes({ bytes: 100 }))).toBeDefined();
   });
 
   it('keeps one table per dataset and schema, the same ids for the same files', () => {

@@ -432,9 +432,13 @@ function runJob(
   // the same bounds ("the last 15 minutes" asked again), instead of creating and binding it anew.
   // Small files' rows come from a table the worker keeps (fileTable.ts), when they fit its budget.
   const tables: FileTableSpec[] = [];
+  let room = (o.fileTableBytes ?? 0) / 2;
   const views = snapshots.map((snap) => {
-    const inTable = fileTableFor(snap, pathFor, o.fileTableBytes ?? 0);
-    if (inTable) tables.push(inTable.spec);
+    const inTable = fileTableFor(snap, pathFor, room);
+    if (inTable) {
+      tables.push(inTable.spec);
+      room -= inTable.spec.files.reduce((sum, f) => sum + f.bytes, 0);
+    }
     return { name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS, inTable?.table) };
   });
   return {

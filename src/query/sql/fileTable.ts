@@ -33,14 +33,15 @@ export function tableBytes(file: Pick<Snapshot['files'][number], 'bytes' | 'rawB
 }
 
 /**
- * The table the snapshot's files are read from, and what the worker loads into it; undefined when the
- * budget is 0, the snapshot has no file, reads series indexes, has a column named as the file id, or
- * its files are estimated above half the budget (so one query's files always fit beside another's).
+ * The table the snapshot's files are read from, and what the worker loads into it; undefined when
+ * `room` is 0, the snapshot has no file, reads series indexes, has a column named as the file id, or
+ * its files are estimated above `room`: what is left of half the worker's budget after the query's
+ * other datasets (so one query's files always fit beside another's).
  */
-export function fileTableFor(snap: Snapshot, pathFor: (file: string) => string, budget: number): { table: FileTable; spec: FileTableSpec } | undefined {
-  if (budget <= 0 || !snap.files.length || snap.files.some((f) => f.index)) return undefined;
+export function fileTableFor(snap: Snapshot, pathFor: (file: string) => string, room: number): { table: FileTable; spec: FileTableSpec } | undefined {
+  if (room <= 0 || !snap.files.length || snap.files.some((f) => f.index)) return undefined;
   if (Object.keys(snap.schema).some((n) => n.toLowerCase() === FILE_ID_COLUMN)) return undefined;
-  if (snap.files.reduce((sum, f) => sum + tableBytes(f), 0) > budget / 2) return undefined;
+  if (snap.files.reduce((sum, f) => sum + tableBytes(f), 0) > room) return undefined;
   const columns = fileTableColumnsSql(snap);
   // Per dataset and schema: a widened or new column makes a new table (the old one's rows were cast to other types).
   const name = `p_files_${createHash('sha1').update(`${snap.meta.name}\0${columns}`).digest('hex').slice(0, 16)}`;
