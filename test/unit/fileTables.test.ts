@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { scanSql, type Snapshot } from '../../src/storage/scan.ts';
-import { fileTableFor, tableBytes } from '../../src/query/sql/fileTable.ts';
+import { fileTableFor, TABLE_BYTES_PER_COLUMN, tableBytes } from '../../src/query/sql/fileTable.ts';
 import { FileTables } from '../../src/query/worker/fileTables.ts';
 import { tempDir } from '../helpers/server.ts';
 
@@ -75,15 +75,17 @@ describe('file tables', () => {
     const unit = tableBytes(files[0]);
     const spec = (s: Snapshot, budget: number) => ({ budget, tables: [fileTableFor(s, (f) => f, 1 << 20)!.spec] });
     const early = snap(minute(0), minute(2), 'budget');
-    await counting.sync(counted, spec(early, 2 * unit));
+    const fixed = spec(early, 0).tables[0].bytes;
+    expect(fixed).toBe(4 * TABLE_BYTES_PER_COLUMN); // three columns and the file id
+    await counting.sync(counted, spec(early, fixed + 2 * unit));
     expect(calls).toBe(2); // the table, then one INSERT of its files
-    expect(counting.heldBytes).toBe(2 * unit);
-    await counting.sync(counted, spec(early, 2 * unit));
+    expect(counting.heldBytes).toBe(fixed + 2 * unit);
+    await counting.sync(counted, spec(early, fixed + 2 * unit));
     expect(calls).toBe(2); // loaded already: no native call
-    // Two more files past a budget of two: everything goes, then the job's files are loaded.
+    // Two more files past a budget of the table and two files: everything goes, then the job's files are loaded.
     const late = snap(minute(2), minute(4), 'budget');
-    await counting.sync(counted, spec(late, 2 * unit));
-    expect(counting.heldBytes).toBe(2 * unit);
+    await counting.sync(counted, spec(late, fixed + 2 * unit));
+    expect(counting.heldBytes).toBe(fixed + 2 * unit);
     const name = spec(late, 0).tables[0].name;
     expect((await conn.runAndReadAll(`SELECT DISTINCT p_file_table_id FROM ${name} ORDER BY 1`)).getRowsJson().flat()).toEqual(spec(late, 0).tables[0].files.map((f) => f.id).sort((a, b) => a - b));
   });
@@ -96,7 +98,7 @@ describe('file tables', () => {
     const damaged = { ...s, files: [...s.files, { ...files[0], key: 'bad', path: bad }] };
     const spec = fileTableFor(damaged, (f) => f, BUDGET)!.spec;
     await expect(tablesOf.sync(conn, { budget: BUDGET, tables: [spec] })).rejects.toThrow();
-    expect(tablesOf.heldBytes).toBe(0);
+    expect(tablesOf.heldBytes).toBe(spec.bytes); // the table, empty
     // The query runs again without the file set aside: every other file loads.
     await tablesOf.sync(conn, { budget: BUDGET, tables: [fileTableFor(s, (f) => f, BUDGET)!.spec] });
     expect((await conn.runAndReadAll(`SELECT count(*)::INTEGER FROM ${spec.name}`)).getRowsJson()).toEqual([[12]]);
@@ -104,7 +106,8 @@ describe('file tables', () => {
 
   it.each([
     ['no room', 0, {}],
-    ['files above the room left', 4 * tableBytes({ bytes: 100 }) - 1, {}],
+    ['files above the room left', 4 * TABLE_BYTES_PER_COLUMN + 4 * tableBytes({ bytes: 100 }) - 1, {}],
+    ['a wide schema (a table costs per column)', 8 << 20, Object.fromEntries(Array.from({ length: 400 }, (_, i) => [`c${i}`, 'VARCHAR'])) as Record<string, 'VARCHAR'>],
     ['a column named like the file id', 1 << 20, { p_file_table_id: 'BIGINT' }],
   ] as const)('reads Parquet with %s', (_name, room, extra) => {
     const s = snap(minute(0), minute(4));
@@ -112,7 +115,7 @@ describe('file tables', () => {
   });
 
   it('reads from a table when the files fit the room exactly', () => {
-    expect(fileTableFor(snap(minute(0), minute(4)), (f) => f, 4 * tableBytes({ bytes: 100 }))).toBeDefined();
+    expect(fileTableFor(snap(minute(0), minute(4)), (f) => f, 4 * TABLE_BYTES_PER_COLUMN + 4 * tableBytes({ bytes: 100 }))).toBeDefined();
   });
 
   it('keeps one table per dataset and schema, the same ids for the same files', () => {

@@ -437,7 +437,7 @@ function runJob(
     const inTable = fileTableFor(snap, pathFor, room);
     if (inTable) {
       tables.push(inTable.spec);
-      room -= inTable.spec.files.reduce((sum, f) => sum + f.bytes, 0);
+      room -= inTable.spec.bytes + inTable.spec.files.reduce((sum, f) => sum + f.bytes, 0);
     }
     return { name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS, inTable?.table) };
   });

@@ -15,7 +15,7 @@ import type { FileTableSpec, RunJob } from './protocol.ts';
 export class FileTables {
   /** Each table's loaded file ids. */
   private readonly loaded = new Map<string, Set<number>>();
-  /** Estimated bytes of every loaded file. */
+  /** Estimated bytes of every table and loaded file. */
   private bytes = 0;
 
   /** Estimated bytes held now (for the tests and the metrics). */
@@ -28,7 +28,8 @@ export class FileTables {
     if (!spec) return;
     const missing = spec.tables.map((t) => ({ t, files: t.files.filter((f) => !this.loaded.get(t.name)?.has(f.id)) })).filter((m) => m.files.length);
     if (!missing.length) return;
-    const adding = missing.reduce((sum, m) => sum + m.files.reduce((s, f) => s + f.bytes, 0), 0);
+    const tableBytes = (t: FileTableSpec) => (this.loaded.has(t.name) ? 0 : t.bytes);
+    const adding = missing.reduce((sum, m) => sum + tableBytes(m.t) + m.files.reduce((s, f) => s + f.bytes, 0), 0);
     if (this.bytes + adding > spec.budget && this.loaded.size) {
       await this.dropAll(conn);
       return this.sync(conn, spec);
@@ -43,6 +44,7 @@ export class FileTables {
       await conn.run(`CREATE OR REPLACE TEMP TABLE ${table.name} (${table.columns})`);
       ids = new Set();
       this.loaded.set(table.name, ids);
+      this.bytes += table.bytes;
     }
     await conn.run(`INSERT INTO ${table.name} ${files.map((f) => f.sql).join(' UNION ALL ')}`);
     for (const f of files) {

@@ -51,10 +51,11 @@ export interface RunJob {
   fileTables?: { budget: number; tables: FileTableSpec[] };
 }
 
-/** A file table (storage/scan.ts `FileTable`): its columns, and each file's id, estimated bytes and rows' SELECT. */
+/** A file table (storage/scan.ts `FileTable`): its columns and their estimated fixed bytes, and each file's id, estimated bytes and rows' SELECT. */
 export interface FileTableSpec {
   name: string;
   columns: string;
+  bytes: number;
   files: { id: number; bytes: number; sql: string }[];
 }
 
