@@ -1,0 +1,35 @@
+import type { DuckDBPreparedStatement } from '@duckdb/node-api';
+
+/**
+ * A PostgreSQL parameter's value as DuckDB binds it to a prepared statement (issue 35): the statement
+ * the sandbox checked and the service parsed once runs with its `$n` placeholders bound by DuckDB, so
+ * a value never reaches a parser as SQL text and cannot change the statement's structure.
+ *
+ * `VARCHAR` (most values, in PostgreSQL's text form): DuckDB casts it to the type the statement gives
+ * the placeholder, as it casts a string literal there — the same rows as the literal the door wrote
+ * before. The typed kinds keep a type the client declared (int, float, bool) where the statement gives
+ * the placeholder none (`SELECT $1`); `BLOB` carries bytes as hex (a message to a worker is text).
+ */
+export type BoundParam =
+  | null
+  | { type: 'VARCHAR' | 'BLOB' | 'BOOLEAN' | 'SMALLINT' | 'INTEGER' | 'BIGINT' | 'UINTEGER' | 'FLOAT' | 'DOUBLE'; text: string };
+
+/** Binds `params` in order ($1 first). */
+export function bindParams(prepared: DuckDBPreparedStatement, params: readonly BoundParam[]): void {
+  params.forEach((p, i) => bindOne(prepared, i + 1, p));
+}
+
+function bindOne(prepared: DuckDBPreparedStatement, at: number, p: BoundParam): void {
+  if (p === null) return prepared.bindNull(at);
+  switch (p.type) {
+    case 'VARCHAR': return prepared.bindVarchar(at, p.text);
+    case 'BLOB': return prepared.bindBlob(at, Buffer.from(p.text, 'hex'));
+    case 'BOOLEAN': return prepared.bindBoolean(at, p.text === 'true');
+    case 'SMALLINT': return prepared.bindSmallInt(at, Number(p.text));
+    case 'INTEGER': return prepared.bindInteger(at, Number(p.text));
+    case 'UINTEGER': return prepared.bindUInteger(at, Number(p.text));
+    case 'BIGINT': return prepared.bindBigInt(at, BigInt(p.text));
+    case 'FLOAT': return prepared.bindFloat(at, Number(p.text));
+    case 'DOUBLE': return prepared.bindDouble(at, Number(p.text));
+  }
+}
