@@ -194,16 +194,54 @@ function hexBytes(text: string): Buffer | undefined {
   return Buffer.from(hex, 'hex');
 }
 
+/** PostgreSQL's ±infinity timestamps as DuckDB's (whose -infinity is -(2^63 - 1), not -2^63). */
+function duckMicros(pgUs: bigint): bigint {
+  if (pgUs === TIMESTAMP_INFINITY) return TIMESTAMP_INFINITY;
+  if (pgUs === -TIMESTAMP_INFINITY - 1n) return -TIMESTAMP_INFINITY;
+  return pgUs + BigInt(PG_EPOCH_MS) * 1000n;
+}
+
+/** `2026-01-02 03:04:05.678901+02[:30]` (also with `T`, `Z`, no seconds or no offset: UTC, the sessions' zone). */
+const TIMESTAMPTZ_TEXT = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?\s*(?:(Z)|([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?)?$/i;
+
+/**
+ * A timestamptz's text as microseconds since 1970 (its offset applied), or undefined for any other
+ * form (`infinity`, `epoch`, BC dates, zone names: left to DuckDB's cast) and for a day or time that does
+ * not exist (refused by that cast too).
+ */
+function timestamptzMicros(text: string): bigint | undefined {
+  const m = TIMESTAMPTZ_TEXT.exec(text.trim());
+  if (!m) return undefined;
+  const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? 0));
+  const ms = Date.UTC(y, mo - 1, d, h, mi, sec);
+  const back = new Date(ms);
+  if (y < 100 || back.getUTCDate() !== d || back.getUTCMonth() !== mo - 1 || h > 23 || mi > 59 || sec > 59) return undefined;
+  const offset = m[9] ? (m[9] === '-' ? -1 : 1) * (Number(m[10]) * 3600 + Number(m[11] ?? 0) * 60 + Number(m[12] ?? 0)) : 0;
+  return BigInt(ms) * 1000n + BigInt((m[7] ?? '').padEnd(6, '0')) - BigInt(offset) * 1_000_000n;
+}
+
+/** A timestamp parameter: bound as its instant where exact; else its text, cast by DuckDB. */
+function timestampParam(value: Buffer, format: number, oid: number, utc: boolean): BoundParam | undefined {
+  if (oid !== PG.timestamptz.oid && !(oid === PG.timestamp.oid && format === 1)) return undefined;
+  if (format === 1 && value.length !== 8) throw invalidInput(`a binary parameter of type ${oid} must be 8 bytes, not ${value.length}`);
+  const us = format === 1 ? duckMicros(value.readBigInt64BE(0)) : timestamptzMicros(value.toString('utf8'));
+  if (us === undefined) return undefined;
+  // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
+  return { type: oid === PG.timestamp.oid || utc ? 'TIMESTAMP' : 'TIMESTAMPTZ', text: String(us) };
+}
+
 /**
  * One parameter of a Bind as the value DuckDB binds to the statement's placeholder (issue 35: the
  * statement is not parsed again with the value in it). `oid` is the type the client declared (0:
  * unspecified). A declared integer, float or boolean is checked and bound with that type; bytes as
- * bytes; everything else as its PostgreSQL text, which DuckDB casts to the type the statement gives the
+ * bytes; a timestamptz as its instant (`utc`: as its UTC wall-clock time, see catalogRewrite.ts); everything else as its PostgreSQL text, which DuckDB casts to the type the statement gives the
  * placeholder (as it casts a string literal there). Malformed values are refused as PostgreSQL refuses them.
  */
-export function boundParam(value: Buffer | null, format: number, oid: number): BoundParam {
+export function boundParam(value: Buffer | null, format: number, oid: number, utc = false): BoundParam {
   if (value === null) return null;
   if (oid === PG.bytea.oid && format === 1) return { type: 'BLOB', text: value.toString('hex') };
+  const time = timestampParam(value, format, oid, utc);
+  if (time) return time;
   const text = format === 1 ? binaryToText(oid, value) : value.toString('utf8');
   if (text.includes('\0')) throw invalidInput('parameters may not contain NUL characters');
   const int = INTEGER_TYPES[oid];

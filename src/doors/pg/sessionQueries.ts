@@ -208,7 +208,7 @@ export abstract class SessionQueries {
     const template = prepared.classified;
     // A data statement runs as the template the sandbox checked, its values bound by DuckDB (issue 35:
     // one parse, and a value can never reach a parser as SQL); a catalog statement gets literals.
-    const params = template.kind === 'data' && values.length ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0)) : undefined;
+    const params = template.kind === 'data' && values.length ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0, template.utcParams?.includes(i + 1))) : undefined;
     const sql = params || !values.length ? template.sql : await this.withLiterals(prepared, template, values, format);
     this.dropPortal(portal);
     const bytes = SessionState.cost(sql) + (params ?? []).reduce((n, p) => n + 2 * (p?.text.length ?? 0) + 16, 0);

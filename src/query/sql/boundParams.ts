@@ -1,4 +1,4 @@
-import type { DuckDBPreparedStatement } from '@duckdb/node-api';
+import { DuckDBTimestampTZValue, DuckDBTimestampValue, type DuckDBPreparedStatement } from '@duckdb/node-api';
 
 /**
  * A PostgreSQL parameter's value as DuckDB binds it to a prepared statement (issue 35): the statement
@@ -8,11 +8,13 @@ import type { DuckDBPreparedStatement } from '@duckdb/node-api';
  * `VARCHAR` (most values, in PostgreSQL's text form): DuckDB casts it to the type the statement gives
  * the placeholder, as it casts a string literal there — the same rows as the literal the door wrote
  * before. The typed kinds keep a type the client declared (int, float, bool) where the statement gives
- * the placeholder none (`SELECT $1`); `BLOB` carries bytes as hex (a message to a worker is text).
+ * the placeholder none (`SELECT $1`); `BLOB` carries bytes as hex (a message to a worker is text);
+ * `TIMESTAMP`/`TIMESTAMPTZ` carry microseconds since 1970 (DuckDB's cast of text to TIMESTAMP drops a
+ * UTC offset, so a timestamptz is read in the door, where its offset is applied).
  */
 export type BoundParam =
   | null
-  | { type: 'VARCHAR' | 'BLOB' | 'BOOLEAN' | 'SMALLINT' | 'INTEGER' | 'BIGINT' | 'UINTEGER' | 'FLOAT' | 'DOUBLE'; text: string };
+  | { type: 'VARCHAR' | 'BLOB' | 'BOOLEAN' | 'SMALLINT' | 'INTEGER' | 'BIGINT' | 'UINTEGER' | 'FLOAT' | 'DOUBLE' | 'TIMESTAMP' | 'TIMESTAMPTZ'; text: string };
 
 /** Binds `params` in order ($1 first). */
 export function bindParams(prepared: DuckDBPreparedStatement, params: readonly BoundParam[]): void {
@@ -31,5 +33,7 @@ function bindOne(prepared: DuckDBPreparedStatement, at: number, p: BoundParam): 
     case 'BIGINT': return prepared.bindBigInt(at, BigInt(p.text));
     case 'FLOAT': return prepared.bindFloat(at, Number(p.text));
     case 'DOUBLE': return prepared.bindDouble(at, Number(p.text));
+    case 'TIMESTAMP': return prepared.bindTimestamp(at, new DuckDBTimestampValue(BigInt(p.text)));
+    case 'TIMESTAMPTZ': return prepared.bindTimestampTZ(at, new DuckDBTimestampTZValue(BigInt(p.text)));
   }
 }
