@@ -142,6 +142,9 @@ describe('parses per statement', async () => {
     // for its parameters), the catalog database describes it (DuckDB's prepare: its types).
     { door: 'PG extended', what: 'Describe of a data statement with parameters', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: { pg: 1, prepare: 1 } },
     { door: 'PG extended', what: 'Describe of the same statement again (described before)', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: {} },
+    // Not yet one parse: a catalog statement's values are inlined as literals (it runs as text in the
+    // worker's catalog database), a new text per value, checked from a tree of its own.
+    { door: 'PG extended', what: 'a catalog statement with a parameter', run: extended('SELECT relname FROM pg_class WHERE relname = $1', ['app']), expected: { pg: 2, prepare: 2 } },
     { door: 'PG extended', what: 'a data SELECT without parameters', run: extended('SELECT max(n) FROM app', []), expected: { pg: 1, execute: 1 } },
   ];
 
