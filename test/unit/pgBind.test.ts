@@ -112,6 +112,12 @@ describe('boundParam + bindParams: one value per kind and format', () => {
     expect(() => boundParam(value, format, oid)).toThrow(code === 'invalid' ? expect.objectContaining({ kind: 'invalid' }) : expect.objectContaining({ sqlstate: code }));
   });
 
+  it('a timestamptz compared with a nanosecond column is bound as its UTC wall-clock time (catalogRewrite.ts)', async () => {
+    const p = boundParam(text('2026-01-02 05:00:00+02'), 0, OID.timestamptz, true);
+    expect(p?.type).toBe('TIMESTAMP');
+    expect(await run("SELECT $1 = TIMESTAMP_NS '2026-01-02 03:00:00' AS v", [p])).toBe(true);
+  });
+
   it('refuses NUL characters in text', () => expect(() => boundParam(text('a\0b'), 0, OID.text)).toThrow(/NUL/));
 });
 
