@@ -118,6 +118,10 @@ describe('boundParam + bindParams: one value per kind and format', () => {
     expect(await run("SELECT $1 = TIMESTAMP_NS '2026-01-02 03:00:00' AS v", [p])).toBe(true);
   });
 
+  it('values past the statement\'s placeholders (declared, unused) are not bound', async () => {
+    expect(await run('SELECT $1 AS v', [boundParam(text('a'), 0, OID.text), boundParam(text('b'), 0, OID.text)])).toBe('a');
+  });
+
   it('refuses NUL characters in text', () => expect(() => boundParam(text('a\0b'), 0, OID.text)).toThrow(/NUL/));
 });
 

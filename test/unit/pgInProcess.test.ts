@@ -119,6 +119,14 @@ describe('PostgreSQL door in process', async () => {
     expect(fake.of('timeRange').at(-1)!.params).toEqual([bound]);
   });
 
+  it('extended query: placeholders with a gap ($2 alone, which DuckDB cannot bind by position) get literals', async () => {
+    fake.script = { fields: ['x'], rows: [['1']] };
+    await session((c) => c.query('SELECT x FROM app WHERE v = $2', [1, "it's"]));
+    const run = fake.of('executePg').at(-1)!;
+    expect(run.sql).toBe("SELECT x FROM app WHERE v = 'it''s'");
+    expect(run.params).toBeUndefined();
+  });
+
   it('extended query: a named statement is parsed once and bound again; result formats reach the executor', async () => {
     fake.script = { fields: ['n'], types: [PG.text], rows: [['7']] };
     const calls = await session(async (c) => {

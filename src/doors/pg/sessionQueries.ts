@@ -208,7 +208,7 @@ export abstract class SessionQueries {
     const template = prepared.classified;
     // A data statement runs as the template the sandbox checked, its values bound by DuckDB (issue 35:
     // one parse, and a value can never reach a parser as SQL); a catalog statement gets literals.
-    const params = template.kind === 'data' && values.length ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0, template.utcParams?.includes(i + 1))) : undefined;
+    const params = template.kind === 'data' && values.length && placeholdersFromOne(template.sql) ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0, template.utcParams?.includes(i + 1))) : undefined;
     const sql = params || !values.length ? template.sql : await this.withLiterals(prepared, template, values, format);
     this.dropPortal(portal);
     const bytes = SessionState.cost(sql) + (params ?? []).reduce((n, p) => n + 2 * (p?.text.length ?? 0) + 16, 0);
@@ -441,6 +441,19 @@ async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data
     tag: (n) => `SELECT ${n}`,
     close: () => undefined,
   };
+}
+
+/**
+ * Whether the statement's placeholders are $1…$n without a gap: DuckDB binds by position among the
+ * placeholders it found, so `$2` alone could not be bound (such a statement gets literals).
+ */
+function placeholdersFromOne(sql: string): boolean {
+  const seen = new Set<number>();
+  replacePlaceholders(sql, (n) => {
+    seen.add(n);
+    return '';
+  });
+  return seen.size > 0 && Math.max(...seen) === seen.size;
 }
 
 /** Parameter `$n` of a Bind as the literal that replaces it. */

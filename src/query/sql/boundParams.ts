@@ -16,9 +16,12 @@ export type BoundParam =
   | null
   | { type: 'VARCHAR' | 'BLOB' | 'BOOLEAN' | 'SMALLINT' | 'INTEGER' | 'BIGINT' | 'UINTEGER' | 'FLOAT' | 'DOUBLE' | 'TIMESTAMP' | 'TIMESTAMPTZ'; text: string };
 
-/** Binds `params` in order ($1 first). */
+/**
+ * Binds `params` in order ($1 first). Values past the statement's placeholders (PostgreSQL lets a client
+ * declare more parameters than the statement uses) are not bound: DuckDB refuses an index it lacks.
+ */
 export function bindParams(prepared: DuckDBPreparedStatement, params: readonly BoundParam[]): void {
-  params.forEach((p, i) => bindOne(prepared, i + 1, p));
+  params.slice(0, prepared.parameterCount).forEach((p, i) => bindOne(prepared, i + 1, p));
 }
 
 function bindOne(prepared: DuckDBPreparedStatement, at: number, p: BoundParam): void {
