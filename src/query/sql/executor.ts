@@ -18,6 +18,7 @@ import { preAggregationPays } from './preAggregate.ts';
 import { countParses, countParsesWith, parseTree, serializeSql } from './parseTree.ts';
 import { ParsedTrees } from './parsedTrees.ts';
 import { CatalogQueries } from '../catalog/client.ts';
+import type { BoundParam } from './boundParams.ts';
 
 // Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
 countParsesWith((site, n = 1) => sqlParses.inc({ site }, n));
@@ -45,6 +46,8 @@ export interface QueryRequest {
   signal?: AbortSignal;
   /** Only the data files this keeps are read (an index said the others hold no matching row; WAL is always read). */
   files?: (file: Snapshot['files'][number]) => boolean;
+  /** Values of `sql`'s `$n` placeholders (a PostgreSQL Bind): DuckDB binds them, `sql` is not re-parsed. */
+  params?: BoundParam[];
 }
 
 /** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
@@ -68,7 +71,7 @@ export interface SqlQueries {
  */
 export interface PgQueries {
   plan(sql: string): Promise<unknown>;
-  timeRange(sql: string): Promise<TimeRange>;
+  timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange>;
   executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer>;
   readonly catalog: Pick<CatalogQueries, 'classify' | 'describe' | 'run'>;
 }
@@ -209,9 +212,10 @@ export class QueryExecutor implements SqlQueries, PgQueries {
 
   /**
    * The time range a statement's own WHERE gives its dataset (see timeRange.ts), for callers with no
-   * range of their own; the whole range when it gives none. Checked by the sandbox first.
+   * range of their own; the whole range when it gives none. Checked by the sandbox first. `params`:
+   * the values bound to its `$n` (a bound comes from them, so file pruning follows the values).
    */
-  async timeRange(sql: string): Promise<TimeRange> {
+  async timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange> {
     const plan = await this.plan(sql);
     const tree = plan.rangeTree;
     if (tree === undefined) return WHOLE_RANGE;
@@ -224,7 +228,7 @@ export class QueryExecutor implements SqlQueries, PgQueries {
     }
     if (!columns.size) return WHOLE_RANGE;
     // The sandbox's parse (kept with the plan): the statement is not parsed again here.
-    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns));
+    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns, params));
   }
 
   /**
@@ -455,6 +459,7 @@ function runJob(
     materialize: o.materialize,
     ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
     ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
+    ...(req.params ? { params: req.params } : {}),
     ...(tables.length ? { fileTables: { budget: o.fileTableBytes ?? 0, tables } } : {}),
   };
 }

@@ -1,6 +1,7 @@
 import type { ErrorKind } from '../../errors.ts';
 import type { PgType } from '../results/pg.ts';
 import type { ParseSite } from '../sql/parseTree.ts';
+import type { BoundParam } from '../sql/boundParams.ts';
 
 /**
  * Messages between the service and a query worker process (over the child-process IPC channel).
@@ -44,6 +45,8 @@ export interface RunJob {
    * each result column, as the client's Bind gave them. Always streamed.
    */
   pgFormats?: number[];
+  /** Values of the statement's `$n` placeholders (a PostgreSQL Bind), bound by DuckDB when it runs. */
+  params?: BoundParam[];
   /**
    * Tables the views read small files' rows from (fileTables.ts in the worker): made to hold these
    * files' rows before the views are created. `budget`: the estimated bytes the worker may hold in them.

@@ -36,7 +36,7 @@ import { projectionOf, selectProjected, type Projection } from '../promql/labelP
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
-import { RangeSession, runBounded, streamOne } from './session.ts';
+import { RangeSession, runBounded, runWholeBound, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
 import { FileTables } from './fileTables.ts';
 
@@ -300,7 +300,7 @@ async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullab
 async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[], state: NonNullable<typeof current>): Promise<void> {
   if (job.materialize) {
     // A result the parse tree proves small (as for HTTP, see runMaterialized): run whole, one message.
-    const whole = await session.runWhole(conn, job.sql, job.range);
+    const whole = job.params ? await runWholeBound(session, conn, job.sql, job.range, job.params) : await session.runWhole(conn, job.sql, job.range);
     const wholeTypes = whole.columnTypes();
     const encodeAll = dataRowEncoder(wholeTypes, formats);
     const w = new RowWriter();
@@ -308,7 +308,7 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
     send({ type: 'answer', id: job.id, fields: whole.columnNames(), types: wholeTypes.map((t) => t.toString()), pgTypes: wholeTypes.map(pgTypeOf), text: '', data: w.take(), rows: whole.rowCount });
     return;
   }
-  const result = await streamOne(conn, job.sql);
+  const result = await streamOne(conn, job.sql, job.params);
   const columnTypes = result.columnTypes();
   send({ type: 'fields', id: job.id, fields: result.columnNames(), types: columnTypes.map((t) => t.toString()), pgTypes: columnTypes.map(pgTypeOf) });
   const encode = dataRowEncoder(columnTypes, formats);
