@@ -74,7 +74,10 @@ export interface PromqlJob {
   request: string;
 }
 
-/** Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to columns. */
+/**
+ * Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to
+ * columns. As the worker holds it; sent as a PromqlGrantMessage.
+ */
 export interface PromqlGrant {
   type: 'grant';
   id: number;
@@ -134,7 +137,16 @@ export type ParseTally = Partial<Record<ParseSite, number>>;
 
 export type WorkerJob = RunJob | PromqlJob | CatalogJob;
 
-export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
+/** What of a grant depends only on the snapshot's files and segments (promql/grantSets.ts): sent once per worker. */
+export type PromqlFileSet = Pick<PromqlGrant, 'links' | 'labels' | 'timeColumn' | 'stale' | 'histogramColumns' | 'hasValue' | 'cached' | 'cacheBytes'>;
+
+/**
+ * A grant as sent: the range's part (views, minMs, maxMs) and the file-set part, whole (`set`) or, when
+ * the worker's `need` said it holds that part (`have`), by its id alone.
+ */
+export type PromqlGrantMessage = Pick<PromqlGrant, 'type' | 'id' | 'views' | 'minMs' | 'maxMs' | 'labelsOnly'> & { setId: number; set?: PromqlFileSet };
+
+export type ToWorker = WorkerJob | PromqlGrantMessage | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }
@@ -157,9 +169,10 @@ export type FromWorker =
   /**
    * A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`); `labelsOnly`: only
    * its label sets (the series relation); `damaged`: link names of series indexes of the last grant
-   * that could not be read (their files are read instead).
+   * that could not be read (their files are read instead); `have`: ids of the grants' file-set parts
+   * the worker holds (promql/grantSets.ts), which the service then names by id instead of sending.
    */
-  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
+  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[]; have?: number[] }
   /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
   | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[]; checked?: boolean }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }; parses?: ParseTally }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */

@@ -28,7 +28,8 @@ import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../../errors.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
-import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { STREAM_WINDOW, type FromWorker, type PromqlFileSet, type PromqlGrant, type PromqlGrantMessage, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { HeldSets } from '../promql/grantSets.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
 import { SampleCache, selectCached } from '../promql/sampleCache.ts';
@@ -92,13 +93,18 @@ async function lowerPriority(nice: number): Promise<void> {
 
 /** Links now in the directory (it is this worker's alone, and empty when it starts). */
 const linked = new Set<string>();
+/** The PromQL file set (grantSets.ts) whose links the directory holds exactly, if it does. */
+let linkedSet: number | undefined;
 
 /**
  * Makes the directory hold exactly these links: the previous query's that this one does not need go
  * first, then the new ones are made, concurrently. Links kept from earlier queries cost nothing: the
  * same name always means the same immutable file.
  */
-async function syncLinks(links: RunJob['links']): Promise<void> {
+async function syncLinks(links: RunJob['links'], setId?: number): Promise<void> {
+  // The directory holds a PromQL file set's links already (the panels of a dashboard, one after the other).
+  if (setId !== undefined && setId === linkedSet) return;
+  linkedSet = undefined;
   const wanted = new Map(links.map((l) => [l.name, l.src]));
   const stale = [...linked].filter((name) => !wanted.has(name));
   await Promise.all(
@@ -122,6 +128,7 @@ async function syncLinks(links: RunJob['links']): Promise<void> {
       linked.add(name);
     }),
   );
+  linkedSet = setId;
 }
 
 /** The connection's temporary views, by quoted name → the SQL they were created with. */
@@ -328,7 +335,10 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 }
 
 /** The PromQL job under way: the files it was granted, and the grant it waits for. */
-let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void; projection?: Projection } | undefined;
+let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrantMessage) => void; projection?: Projection } | undefined;
+
+/** The file-set parts of grants this worker was sent lately (grantSets.ts): a grant may name one by id. */
+const heldSets = new HeldSets<PromqlFileSet>();
 
 /**
  * A PromQL job: the engine (Go, a child process of this one, promqlEngine.ts) evaluates it and calls back
@@ -363,10 +373,14 @@ async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> 
 
 /** Asks the service for the files and view of [minMs, maxMs] (label sets only, or rows), and installs them. */
 async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, minMs: number, maxMs: number, labelsOnly: boolean, damaged?: string[]): Promise<PromqlGrant> {
-  const granted = new Promise<PromqlGrant>((resolve) => (state.waiting = resolve));
-  send({ type: 'need', id: state.id, minMs, maxMs, labelsOnly, ...(damaged ? { damaged } : {}) });
-  const grant = (state.grant = await granted);
-  await syncLinks(grant.links);
+  const granted = new Promise<PromqlGrantMessage>((resolve) => (state.waiting = resolve));
+  send({ type: 'need', id: state.id, minMs, maxMs, labelsOnly, have: heldSets.ids(), ...(damaged ? { damaged } : {}) });
+  const { set: sent, setId, ...range } = await granted;
+  // Named by id only when this worker said it holds it, and nothing is dropped between need and grant.
+  const set = heldSets.resolve({ setId, set: sent });
+  if (!set) throw new DomainError('unavailable', 'the query worker lost the files of its grant; retry the query', 1);
+  const grant = (state.grant = { ...range, ...set });
+  await syncLinks(grant.links, setId);
   await syncViews(conn, grant.views);
   return grant;
 }
