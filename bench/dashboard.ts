@@ -19,7 +19,10 @@ import { compare, startPrometheus } from './promql.ts';
 
 const HOURS = Number(process.env.BENCH_DASH_HOURS ?? 6);
 const RUNS = Number(process.env.BENCH_DASH_RUNS ?? 7);
-/** `meta`: only the series, labels and label values calls (profiling them without the 50 queries). */
+/**
+ * `meta`: only the series, labels and label values calls (profiling them without the 50 queries);
+ * `small`: only the issue's 6-target install and its 20-panel refresh (profiling the fixed cost per panel).
+ */
 const ONLY = process.env.BENCH_DASH_ONLY ?? '';
 const SCRAPE_MS = 15_000;
 /** Node-exporter targets of the full set (88 series each); 2 Prometheus targets beside them (133 each). */
@@ -226,7 +229,7 @@ interface Install {
 /** The full set on NODES + 2 targets, then the 20-panel refresh on the issue's 6 targets, each beside Prometheus. */
 export async function benchDashboard(): Promise<string[][]> {
   buildPromql();
-  const rows = await benchInstall({ nodes: NODES, hours: HOURS, panelsOnly: false });
+  const rows = ONLY === 'small' ? [] : await benchInstall({ nodes: NODES, hours: HOURS, panelsOnly: false });
   if (SMALL_NODES > 0 && ONLY !== 'meta') rows.push(...(await benchInstall({ nodes: SMALL_NODES, hours: SMALL_HOURS, panelsOnly: true })));
   return rows;
 }

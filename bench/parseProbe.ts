@@ -3,7 +3,8 @@
  * lakehouse_sql_parses_total (query workers' parses reported back) around one new statement sent each
  * way (simple query, extended protocol Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query),
  * then distinct simple-query statements (each a new text, so no cache helps) one after another for a
- * fixed count.
+ * fixed count, and one extended-protocol statement bound to as many distinct values (a PostgreSQL
+ * client's prepared statement: before issue 35's binding, each value made a new text to check).
  * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
  */
 import pg from 'pg';
@@ -44,11 +45,17 @@ export async function parseProbe(): Promise<string[][]> {
     rows.push(['PG simple query (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG simple query (the same text again)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG extended Parse/Bind/Execute (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['info']))]);
+    rows.push(['PG extended, the same text with another value', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['error']))]);
     rows.push(['HTTP /api/v1/query (new text)', await counted(server.port, () => api(server.port, 'POST', '/api/v1/query', { query: `SELECT count(*) ${where(3)}`, startTime: '2026-01-01T00:00:00Z', endTime: '2026-01-02T00:00:00Z' }))]);
     const started = performance.now();
     for (let i = 0; i < STATEMENTS; i++) await client.query(`SELECT count(*) ${where(1000 + i)}`);
     const perSec = STATEMENTS / ((performance.now() - started) / 1000);
     rows.push([`PG simple query, ${STATEMENTS} distinct statements in a row`, `${fmt(perSec, 1)} statements/s`]);
+    const bound = 'SELECT count(*) FROM probe WHERE p_timestamp >= $1 AND n >= $2';
+    const boundStarted = performance.now();
+    for (let i = 0; i < STATEMENTS; i++) await client.query(bound, [new Date(Date.UTC(2026, 0, 1, 0, i % 60)), i]);
+    const boundPerSec = STATEMENTS / ((performance.now() - boundStarted) / 1000);
+    rows.push([`PG extended, one statement bound to ${STATEMENTS} distinct values in a row`, `${fmt(boundPerSec, 1)} statements/s`]);
     return rows;
   } finally {
     await client.end().catch(() => undefined);

@@ -143,6 +143,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       timeoutMs: e.P_QUERY_TIMEOUT,
       maxRows: e.P_QUERY_MAX_ROWS,
       maxBytes: e.P_QUERY_MAX_RESULT_BYTES,
+      fileTableBytes: e.P_QUERY_FILE_TABLE_BYTES ?? Math.min(32 * 1024 * 1024, Math.floor((e.P_QUERY_WORKER_MAX_MEMORY ?? sized.queryWorkerMaxBytes) / 8)),
       maxSqlBytes: e.P_QUERY_MAX_SQL_BYTES,
       maxDepth: e.P_QUERY_MAX_DEPTH,
     },

@@ -180,6 +180,7 @@ const querySettings = {
   P_QUERY_TIMEOUT: duration('30s').describe('Time limit of one query (408); the worker process is killed and replaced.'),
   P_QUERY_MEMORY_LIMIT: z.string().optional().describe('DuckDB memory limit in each query worker. Default: half of P_QUERY_WORKER_MAX_MEMORY, at most 2 GiB (DuckDB does not count list and string intermediates; the other half is their margin).'),
   P_QUERY_THREADS: int(2).describe('DuckDB threads per query.'),
+  P_QUERY_FILE_TABLE_BYTES: sizedBytes().describe("Memory (estimated: twice the raw request bytes behind the rows, plus 40 KiB a column) of small files' rows each query worker keeps in DuckDB tables between queries, within its DuckDB memory limit: a query whose files together fit half of it reads them from there instead of from Parquet (the console's histogram over the last minutes about twice as fast). `0`: always Parquet. Default: an eighth of P_QUERY_WORKER_MAX_MEMORY, at most 32 MiB."),
   P_QUERY_CONCURRENCY: z.coerce.number().int().positive().optional().describe('Queries running at once (one worker process each). Default: a third of the memory budget in workers of at least 160 MiB, 1–4.'),
   P_QUERY_WORKER_MAX_MEMORY: sizedBytes().describe('Hard cap on a query worker process\'s resident memory: over it the worker is killed and the query answers 413. Default: a third of the memory budget shared by the P_QUERY_CONCURRENCY workers, 128 MiB–4 GiB.'),
   P_QUERY_WORKER_CGROUP: z

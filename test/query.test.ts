@@ -256,4 +256,18 @@ describe('query', () => {
       expect(got).toEqual([...want].map(([t, n]) => ({ t, n })));
     }
   });
+
+  it('answers every acknowledged row once as small files arrive between queries (files read from the worker\'s table)', async () => {
+    expect((await server.request('/api/v1/logstream/arriving', { method: 'PUT' })).status).toBe(200);
+    const sent: number[] = [];
+    for (let batch = 0; batch < 4; batch++) {
+      const values = Array.from({ length: 50 }, (_, i) => batch * 1000 + i);
+      await ingest(server, 'arriving', values.map((v) => ({ v })));
+      sent.push(...values);
+      // The second batch is asked for while it may still be in the WAL; the others once in Parquet.
+      if (batch !== 1) await waitFlushed(server, 'arriving');
+      const want = { n: sent.length, total: sent.reduce((a, b) => a + b, 0), distinct: sent.length };
+      expect(await query(server, 'SELECT count(*) AS n, sum(v) AS total, count(DISTINCT v) AS distinct FROM arriving'), `after batch ${batch}`).toEqual([want]);
+    }
+  });
 });

@@ -69,15 +69,16 @@ function rangeCondition(column: string, type: ColumnType | undefined, startMs: n
  * (measured: `count(*)` over 1M rows went from 2.4 ms to 9 ms, since it otherwise needs no column at
  * all; every query reading the time column paid for the test too). Files keep their time order: those
  * crossing the start, those inside, those crossing the end, then the WAL. With `bounds`, the range's
- * values are left to them: the text then depends only on which files straddle which bound.
+ * values are left to them: the text then depends only on which files straddle which bound. With
+ * `table`, every file's rows are read from a table holding them (`fileTableRowsSql`, each row tagged
+ * with its file's id), filtered by file and range, instead of from Parquet; the WAL is read as always.
  */
-export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor: (file: string) => string = (f) => f, bounds?: RangeBounds): string {
-  const columns = Object.entries(snap.schema) as [string, ColumnType][];
-  // A dataset that never received a row still has its time column.
-  if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
+export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor: (file: string) => string = (f) => f, bounds?: RangeBounds, table?: FileTable): string {
+  const columns = scanColumns(snap);
   const t = sqlIdent(snap.meta.timeColumn);
   const range = rangeCondition(t, snap.schema[snap.meta.timeColumn], startMs, endMs, bounds);
   const parts: string[] = [];
+  if (table) parts.push(`SELECT * EXCLUDE (${FILE_ID_COLUMN}) FROM ${table.name} WHERE ${FILE_ID_COLUMN} IN (${table.ids.join(', ')}) AND ${range}`);
   // minMs/maxMs are the floor of the file's first and last time in ms: maxMs + 1 is past every row.
   const head = snap.files.filter((f) => f.minMs < startMs);
   const inside = snap.files.filter((f) => f.minMs >= startMs && f.maxMs + 1 <= endMs);
@@ -92,12 +93,44 @@ export function scanSql(snap: Snapshot, startMs: number, endMs: number, pathFor:
         `${sameColumns ? '' : ', union_by_name = true'})${filter}`,
     );
   };
-  read(head, ` WHERE ${range}`);
-  read(inside, '');
-  read(tail, ` WHERE ${range}`);
+  if (!table) {
+    read(head, ` WHERE ${range}`);
+    read(inside, '');
+    read(tail, ` WHERE ${range}`);
+  }
   if (snap.segments.length) {
     parts.push(`SELECT * FROM (${walScanSql(snap.segments.map((s) => pathFor(s.path)), columns, snap.meta.timeColumn)}) WHERE ${range}`);
   }
   if (!parts.length) parts.push(`SELECT ${castProjection(columns, new Set())} WHERE false`);
   return parts.join(' UNION ALL ');
+}
+
+/** The scan's columns and types: the dataset's schema (a dataset that never received a row still has its time column). */
+function scanColumns(snap: Snapshot): [string, ColumnType][] {
+  const columns = Object.entries(snap.schema) as [string, ColumnType][];
+  if (!columns.length) columns.push([snap.meta.timeColumn, 'TIMESTAMP']);
+  return columns;
+}
+
+/** The column of a file table (`FileTable`) naming the file a row came from. */
+export const FILE_ID_COLUMN = 'p_file_table_id';
+
+/**
+ * A table a caller filled with the rows of a snapshot's files, each as `fileTableRowsSql` gives them
+ * (cast to the dataset's current types, as `scanSql` reads them from Parquet), tagged with the file's
+ * id in FILE_ID_COLUMN: `ids` are the snapshot's files' ids.
+ */
+export interface FileTable {
+  name: string;
+  ids: number[];
+}
+
+/** The column definitions of a file table for this snapshot's schema (its rows' types, then the file id). */
+export function fileTableColumnsSql(snap: Snapshot): string {
+  return [...scanColumns(snap).map(([n, type]) => `${sqlIdent(n)} ${type}`), `${FILE_ID_COLUMN} INTEGER`].join(', ');
+}
+
+/** One file's rows for a file table: exactly what `scanSql` reads of it (every column cast the same way), and its id. */
+export function fileTableRowsSql(snap: Snapshot, file: Snapshot['files'][number], path: string, id: number): string {
+  return `SELECT ${castProjection(scanColumns(snap), new Set(file.columns))}, ${id} FROM read_parquet(${listLiteral([path])}, hive_partitioning = false)`;
 }

@@ -1,3 +1,4 @@
+import { once } from 'node:events';
 import type * as net from 'node:net';
 import { DuckDBInstance } from '@duckdb/node-api';
 import pg from 'pg';
@@ -84,7 +85,17 @@ describe('parses per statement', async () => {
   const server = await startPgServer({ config, keys, queries: executor, storage, connections } as unknown as Services, config.pg!);
   const client = new pg.Client({ host: '127.0.0.1', port: (server.address() as net.AddressInfo).port, user: 'u', password: 'r', database: 'any' });
   await client.connect();
+  // node-postgres's own Connection (its protocol writer and reader), for what its Client never sends:
+  // Parse and Describe of a named statement, as JDBC and psql's \gdesc do before binding.
+  // (@types/pg leaves out the start-up calls the Client makes of it.)
+  const raw = new pg.Connection() as pg.Connection & { connect(port: number, host: string): void; startup(c: Record<string, string>): void; password(p: string): void };
+  raw.connect((server.address() as net.AddressInfo).port, '127.0.0.1');
+  await once(raw, 'connect');
+  raw.on('authenticationCleartextPassword', () => raw.password('r'));
+  raw.startup({ user: 'u', database: 'any' });
+  await once(raw, 'readyForQuery');
   afterAll(async () => {
+    raw.end();
     await client.end().catch(() => undefined);
     await new Promise<void>((resolve) => server.close(() => resolve()));
     duck.closeSync();
@@ -95,6 +106,17 @@ describe('parses per statement', async () => {
   const http = (sql: string) => () => executor.execute({ sql, startMs: 0, endMs: Date.now(), sendNull: false, timeFormat: 'iso', streaming: true, principalId: 'r', canRead: () => true });
   const simple = (sql: string) => () => client.query(sql);
   const extended = (text: string, values: unknown[]) => () => client.query({ text, values });
+  let described = 0;
+  /** Parse + Describe (statement) + Sync; resolves with the parameter types the service described. */
+  const describeStatement = (text: string) => async () => {
+    const name = `d${++described}`;
+    const types = once(raw, 'parameterDescription');
+    raw.parse({ name, text, types: [] }, false);
+    raw.describe({ type: 'S', name }, false);
+    raw.sync();
+    await once(raw, 'readyForQuery');
+    return types;
+  };
 
   // Each row runs after the rows before it, on the same service (its caches as a client meets them).
   const table: { door: string; what: string; run: () => Promise<unknown>; expected: Counts }[] = [
@@ -111,10 +133,18 @@ describe('parses per statement', async () => {
     { door: 'PG simple', what: 'a catalog statement', run: simple("SELECT nspname FROM pg_namespace WHERE nspname = 'public'"), expected: { pg: 1, prepare: 1 } },
     { door: 'PG simple', what: 'a catalog statement with pg_catalog names', run: simple("SELECT c.relname FROM pg_catalog.pg_class c WHERE c.relname = 'app'"), expected: { pg: 1, prepare: 1 } },
     { door: 'PG simple', what: 'the same catalog statement again', run: simple("SELECT nspname FROM pg_namespace WHERE nspname = 'public'"), expected: { prepare: 1 } },
-    // Parse/Bind/Describe/Execute: the template's one parse (its parameter types described from it),
-    // then the sandbox's parse of the statement with the bound values (a new text per value).
-    { door: 'PG extended', what: 'a data SELECT with a parameter', run: extended('SELECT n FROM app WHERE level = $1', ['error']), expected: { pg: 1, prepare: 1, sandbox: 1, execute: 1 } },
-    { door: 'PG extended', what: 'the same statement with another value', run: extended('SELECT n FROM app WHERE level = $1', ['info']), expected: { sandbox: 1, execute: 1 } },
+    // Parse/Bind/Describe/Execute: the template's one parse, which the sandbox checks and plans; the
+    // worker prepares the template (`execute`) and DuckDB binds the values to it: no text per value.
+    { door: 'PG extended', what: 'a data SELECT with a parameter', run: extended('SELECT n FROM app WHERE level = $1', ['error']), expected: { pg: 1, execute: 1 } },
+    { door: 'PG extended', what: 'the same statement with another value', run: extended('SELECT n FROM app WHERE level = $1', ['info']), expected: { execute: 1 } },
+    { door: 'PG extended', what: 'a time range from two bound values', run: extended('SELECT count(*) FROM app WHERE p_timestamp >= $1 AND p_timestamp < $2 AND n > $3', [new Date(0), new Date(), 3]), expected: { pg: 1, execute: 1 } },
+    // A Describe of the statement: the sandbox checks the template from its tree (no text with NULLs
+    // for its parameters), the catalog database describes it (DuckDB's prepare: its types).
+    { door: 'PG extended', what: 'Describe of a data statement with parameters', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: { pg: 1, prepare: 1 } },
+    { door: 'PG extended', what: 'Describe of the same statement again (described before)', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: {} },
+    // Not yet one parse: a catalog statement's values are inlined as literals (it runs as text in the
+    // worker's catalog database), a new text per value, checked from a tree of its own.
+    { door: 'PG extended', what: 'a catalog statement with a parameter', run: extended('SELECT relname FROM pg_class WHERE relname = $1', ['app']), expected: { pg: 2, prepare: 2 } },
     { door: 'PG extended', what: 'a data SELECT without parameters', run: extended('SELECT max(n) FROM app', []), expected: { pg: 1, execute: 1 } },
   ];
 

@@ -2,6 +2,7 @@ import { quotedString } from '@duckdb/node-api';
 import { invalidInput } from '../../errors.ts';
 import { PgError } from './sqlstate.ts';
 import { PG } from '../../query/results/pg.ts';
+import type { BoundParam } from '../../query/sql/boundParams.ts';
 
 /**
  * Bind parameters as SQL literals. A user statement reaches the sandbox and the query worker as text
@@ -159,4 +160,106 @@ export function parameterLiteral(value: Buffer | null, format: number, oid: numb
   }
   const cast = CAST_TO[oid];
   return cast ? `CAST(${quotedString(text)} AS ${cast})` : quotedString(text);
+}
+
+/** DuckDB's types of the declared PostgreSQL integer types, and their ranges. */
+const INTEGER_TYPES: Record<number, { type: 'SMALLINT' | 'INTEGER' | 'BIGINT' | 'UINTEGER'; name: string; min: bigint; max: bigint }> = {
+  [PG.int2.oid]: { type: 'SMALLINT', name: 'smallint', min: -(2n ** 15n), max: 2n ** 15n - 1n },
+  [PG.int4.oid]: { type: 'INTEGER', name: 'integer', min: -(2n ** 31n), max: 2n ** 31n - 1n },
+  [PG.int8.oid]: { type: 'BIGINT', name: 'bigint', min: -(2n ** 63n), max: 2n ** 63n - 1n },
+  [PG.oid.oid]: { type: 'UINTEGER', name: 'oid', min: 0n, max: 2n ** 32n - 1n },
+};
+
+/** boolin's words (PostgreSQL accepts these, case-insensitively, around spaces). */
+const BOOL_WORDS: Record<string, boolean> = { t: true, true: true, y: true, yes: true, on: true, 1: true, f: false, false: false, n: false, no: false, off: false, 0: false };
+
+/** 22P02 invalid_text_representation, as PostgreSQL's input functions answer text they cannot read. */
+const badText = (type: string, text: string) => new PgError('invalid', `invalid input syntax for type ${type}: ${JSON.stringify(text.slice(0, 40))}`, '22P02');
+
+/** A float's text: a number, or NaN and the infinities in the spellings PostgreSQL's float input reads. */
+function floatText(text: string, type: string): string {
+  const t = text.trim();
+  if (NUMBER.test(t)) return t;
+  const special = /^([+-]?)(nan|inf|infinity)$/i.exec(t);
+  if (!special) throw badText(type, text);
+  if (special[2].toLowerCase() === 'nan') return 'NaN';
+  return `${special[1] === '-' ? '-' : ''}Infinity`;
+}
+
+/** A `bytea` in PostgreSQL's hex text form (`\x…`) as bytes; undefined for the escape form. */
+function hexBytes(text: string): Buffer | undefined {
+  if (!text.startsWith('\\x')) return undefined;
+  const hex = text.slice(2).replace(/\s+/g, '');
+  if (hex.length % 2 || !/^[0-9a-f]*$/i.test(hex)) throw badText('bytea', text);
+  return Buffer.from(hex, 'hex');
+}
+
+/** PostgreSQL's ±infinity timestamps as DuckDB's (whose -infinity is -(2^63 - 1), not -2^63). */
+function duckMicros(pgUs: bigint): bigint {
+  if (pgUs === TIMESTAMP_INFINITY) return TIMESTAMP_INFINITY;
+  if (pgUs === -TIMESTAMP_INFINITY - 1n) return -TIMESTAMP_INFINITY;
+  return pgUs + BigInt(PG_EPOCH_MS) * 1000n;
+}
+
+/** `2026-01-02 03:04:05.678901+02[:30]` (also with `T`, `Z`, no seconds or no offset: UTC, the sessions' zone). */
+const TIMESTAMPTZ_TEXT = /^(\d{4})-(\d\d)-(\d\d)[ T](\d\d):(\d\d)(?::(\d\d)(?:\.(\d{1,6}))?)?\s*(?:(Z)|([+-])(\d\d)(?::?(\d\d))?(?::?(\d\d))?)?$/i;
+
+/**
+ * A timestamptz's text as microseconds since 1970 (its offset applied), or undefined for any other
+ * form (`infinity`, `epoch`, BC dates, zone names: left to DuckDB's cast) and for a day or time that does
+ * not exist (refused by that cast too).
+ */
+function timestamptzMicros(text: string): bigint | undefined {
+  const m = TIMESTAMPTZ_TEXT.exec(text.trim());
+  if (!m) return undefined;
+  const [y, mo, d, h, mi, sec] = [1, 2, 3, 4, 5, 6].map((i) => Number(m[i] ?? 0));
+  const ms = Date.UTC(y, mo - 1, d, h, mi, sec);
+  const back = new Date(ms);
+  if (y < 100 || back.getUTCDate() !== d || back.getUTCMonth() !== mo - 1 || h > 23 || mi > 59 || sec > 59) return undefined;
+  const offset = m[9] ? (m[9] === '-' ? -1 : 1) * (Number(m[10]) * 3600 + Number(m[11] ?? 0) * 60 + Number(m[12] ?? 0)) : 0;
+  return BigInt(ms) * 1000n + BigInt((m[7] ?? '').padEnd(6, '0')) - BigInt(offset) * 1_000_000n;
+}
+
+/** A timestamp parameter: bound as its instant where exact; else its text, cast by DuckDB. */
+function timestampParam(value: Buffer, format: number, oid: number, utc: boolean): BoundParam | undefined {
+  if (oid !== PG.timestamptz.oid && !(oid === PG.timestamp.oid && format === 1)) return undefined;
+  if (format === 1 && value.length !== 8) throw invalidInput(`a binary parameter of type ${oid} must be 8 bytes, not ${value.length}`);
+  const us = format === 1 ? duckMicros(value.readBigInt64BE(0)) : timestamptzMicros(value.toString('utf8'));
+  if (us === undefined) return undefined;
+  // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
+  return { type: oid === PG.timestamp.oid || utc ? 'TIMESTAMP' : 'TIMESTAMPTZ', text: String(us) };
+}
+
+/**
+ * One parameter of a Bind as the value DuckDB binds to the statement's placeholder (issue 35: the
+ * statement is not parsed again with the value in it). `oid` is the type the client declared (0:
+ * unspecified). A declared integer, float or boolean is checked and bound with that type; bytes as
+ * bytes; a timestamptz as its instant (`utc`: as its UTC wall-clock time, see catalogRewrite.ts); everything else as its PostgreSQL text, which DuckDB casts to the type the statement gives the
+ * placeholder (as it casts a string literal there). Malformed values are refused as PostgreSQL refuses them.
+ */
+export function boundParam(value: Buffer | null, format: number, oid: number, utc = false): BoundParam {
+  if (value === null) return null;
+  if (oid === PG.bytea.oid && format === 1) return { type: 'BLOB', text: value.toString('hex') };
+  const time = timestampParam(value, format, oid, utc);
+  if (time) return time;
+  const text = format === 1 ? binaryToText(oid, value) : value.toString('utf8');
+  if (text.includes('\0')) throw invalidInput('parameters may not contain NUL characters');
+  const int = INTEGER_TYPES[oid];
+  if (int) {
+    const t = text.trim();
+    if (!/^[+-]?\d+$/.test(t)) throw badText(int.name, text);
+    const n = BigInt(t);
+    if (n < int.min || n > int.max) throw new PgError('invalid', `value "${t}" is out of range for type ${int.name}`, '22003');
+    return { type: int.type, text: String(n) };
+  }
+  if (oid === PG.float4.oid) return { type: 'FLOAT', text: floatText(text, 'real') };
+  if (oid === PG.float8.oid) return { type: 'DOUBLE', text: floatText(text, 'double precision') };
+  if (oid === PG.numeric.oid) return { type: 'VARCHAR', text: floatText(text, 'numeric') };
+  if (oid === PG.bool.oid) {
+    const b = BOOL_WORDS[text.trim().toLowerCase()];
+    if (b === undefined) throw badText('boolean', text);
+    return { type: 'BOOLEAN', text: String(b) };
+  }
+  const bytes = oid === PG.bytea.oid ? hexBytes(text) : undefined;
+  return bytes ? { type: 'BLOB', text: bytes.toString('hex') } : { type: 'VARCHAR', text };
 }

@@ -9,7 +9,8 @@ import { canAccess } from '../shared/auth.ts';
 import type { Statement } from '../../query/catalog/catalogDb.ts';
 import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { msg, ProtocolViolation, readBind, readParse, Reader, splitRows } from './messages.ts';
-import { parameterLiteral } from './params.ts';
+import { boundParam, parameterLiteral } from './params.ts';
+import type { BoundParam } from '../../query/sql/boundParams.ts';
 import { placeholderCount, replacePlaceholders, splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
 import { copyLines, copyOut, headerLine, type CopyOut } from './copy.ts';
 import { invalidSqlstate, PgError, SQLSTATE } from './sqlstate.ts';
@@ -44,6 +45,8 @@ interface Prepared {
 
 interface Portal {
   statement: Statement;
+  /** A data statement's parameter values, bound by DuckDB to its placeholders (not written into its text). */
+  params?: BoundParam[];
   bytes: number;
   formats: number[];
   cursor?: Cursor;
@@ -200,23 +203,29 @@ export abstract class SessionQueries {
     }
     const nFormats = formats.length;
     if (nFormats > 1 && nFormats !== values.length) throw new PgError('invalid', `bind message has ${nFormats} parameter formats but ${values.length} parameters`, '08P01');
-    const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
-    if (needsInference && !prepared.inferred) prepared.inferred = await this.deps.queries.catalog.describe(this.catalogRequest(), prepared.sql).then((d) => d.params, () => []);
+    const format = (i: number) => (nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i]);
     prepared.classified ??= await this.prepareStatement(prepared.sql);
     const template = prepared.classified;
-    const sql = values.length
-      ? replacePlaceholders(template.sql, (n) => {
-          const i = n - 1;
-          if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
-          const format = nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i];
-          return boundLiteral(prepared, template, n, values[i], format);
-        })
-      : template.sql;
+    // A data statement runs as the template the sandbox checked, its values bound by DuckDB (issue 35:
+    // one parse, and a value can never reach a parser as SQL); a catalog statement gets literals.
+    const params = template.kind === 'data' && values.length && placeholdersFromOne(template.sql) ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0, template.utcParams?.includes(i + 1))) : undefined;
+    const sql = params || !values.length ? template.sql : await this.withLiterals(prepared, template, values, format);
     this.dropPortal(portal);
-    const bytes = SessionState.cost(sql);
+    const bytes = SessionState.cost(sql) + (params ?? []).reduce((n, p) => n + 2 * (p?.text.length ?? 0) + 16, 0);
     this.state!.take(bytes, 'bind another portal');
-    this.portals.set(portal, { statement: { kind: template.kind, sql }, bytes, formats: resultFormats, pendingRows: 0, sent: 0 });
+    this.portals.set(portal, { statement: { kind: template.kind, sql }, ...(params ? { params } : {}), bytes, formats: resultFormats, pendingRows: 0, sent: 0 });
     await this.write(msg.bindComplete());
+  }
+
+  /** The template with each `$n` replaced by its value's literal (catalog statements, run as text). */
+  private async withLiterals(prepared: Prepared, template: Statement, values: (Buffer | null)[], format: (i: number) => number): Promise<string> {
+    const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
+    if (needsInference && !prepared.inferred) prepared.inferred = await this.deps.queries.catalog.describe(this.catalogRequest(), prepared.sql).then((d) => d.params, () => []);
+    return replacePlaceholders(template.sql, (n) => {
+      const i = n - 1;
+      if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
+      return boundLiteral(prepared, template, n, values[i], format(i));
+    });
   }
 
   private async describe(kind: string, name: string, r: Reader): Promise<void> {
@@ -231,7 +240,7 @@ export abstract class SessionQueries {
     if (kind !== 'P') throw new ProtocolViolation(`invalid DESCRIBE message subtype '${kind}'`);
     const portal = this.portals.get(name);
     if (!portal) throw new PgError('not_found', `portal "${name}" does not exist`, '34000');
-    portal.cursor ??= await this.open(portal.statement, portal.formats);
+    portal.cursor ??= await this.open(portal.statement, portal.formats, portal.params);
     await this.write(portal.cursor.fields ? rowDescription(portal.cursor.fields) : msg.noData());
   }
 
@@ -239,7 +248,7 @@ export abstract class SessionQueries {
     r.end();
     const portal = this.portals.get(name);
     if (!portal) throw new PgError('not_found', `portal "${name}" does not exist`, '34000');
-    portal.cursor ??= await this.open(portal.statement, portal.formats);
+    portal.cursor ??= await this.open(portal.statement, portal.formats, portal.params);
     await this.executePortal(portal, maxRows > 0 ? maxRows : 0);
   }
 
@@ -257,7 +266,8 @@ export abstract class SessionQueries {
       const cmd = sessionCommand(statement.sql, this.settings, this.txn);
       return { params: [], fields: cmd.columns?.map((name) => ({ name, type: PG.text, format: 0 })) };
     }
-    if (statement.kind === 'data') await this.deps.queries.plan(replacePlaceholders(statement.sql, () => 'NULL'));
+    // The sandbox checks the template from its kept tree (placeholders and all): no parse of a new text.
+    if (statement.kind === 'data') await this.deps.queries.plan(statement.sql);
     const d = await this.deps.queries.catalog.describe(this.catalogRequest(), statement.sql);
     prepared.inferred ??= d.params;
     const params = Array.from({ length: prepared.params }, (_, i) => (prepared.paramTypes[i] > 0 ? prepared.paramTypes[i] : (d.paramTypes[i] ?? PG.text).oid));
@@ -355,7 +365,7 @@ export abstract class SessionQueries {
   }
 
   /** Starts a statement: its columns are known once this resolves. */
-  protected async open(statement: Statement, formats: number[]): Promise<Cursor> {
+  protected async open(statement: Statement, formats: number[], params?: BoundParam[]): Promise<Cursor> {
     if (this.txn === 'E' && !(statement.kind === 'session' && /^\s*(rollback|commit|end|abort)\b/i.test(statement.sql))) {
       throw new PgError('invalid', 'current transaction is aborted, commands ignored until end of transaction block', '25P02');
     }
@@ -377,7 +387,7 @@ export abstract class SessionQueries {
     }
     if (statement.kind === 'catalog') return this.openCatalog(statement.sql, formats);
     const principal = this.principal!;
-    const range = await this.deps.queries.timeRange(statement.sql);
+    const range = await this.deps.queries.timeRange(statement.sql, params);
     // Cancellable from the start (a CancelRequest, or the client leaving, while the worker still plans
     // or computes its first batch); the query's worker is stopped either way.
     const abort = new AbortController();
@@ -387,7 +397,7 @@ export abstract class SessionQueries {
     let answer;
     try {
       answer = await this.deps.queries.executePg(
-        { sql: statement.sql, startMs: range.startMs, endMs: range.endMs, principalId: principal.id, canRead: (name) => canAccess(principal, name), signal: abort.signal },
+        { sql: statement.sql, startMs: range.startMs, endMs: range.endMs, principalId: principal.id, canRead: (name) => canAccess(principal, name), signal: abort.signal, ...(params ? { params } : {}) },
         formats,
       );
     } catch (err) {
@@ -431,6 +441,19 @@ async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data
     tag: (n) => `SELECT ${n}`,
     close: () => undefined,
   };
+}
+
+/**
+ * Whether the statement's placeholders are $1…$n without a gap: DuckDB binds by position among the
+ * placeholders it found, so `$2` alone could not be bound (such a statement gets literals).
+ */
+function placeholdersFromOne(sql: string): boolean {
+  const seen = new Set<number>();
+  replacePlaceholders(sql, (n) => {
+    seen.add(n);
+    return '';
+  });
+  return seen.size > 0 && Math.max(...seen) === seen.size;
 }
 
 /** Parameter `$n` of a Bind as the literal that replaces it. */

@@ -8,6 +8,8 @@ import { OTLP_MARKER_COLUMN, otlpSeriesView } from './otlp.ts';
 import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
 import type { LabelIndex } from './labelIndex.ts';
 import { PATH_PLACEHOLDER, type CachedGroup } from './sampleCache.ts';
+import { fileSetKey, GrantSets, setRef } from './grantSets.ts';
+import type { PromqlFileSet } from '../worker/protocol.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
 
 export interface PromqlLimits {
@@ -94,7 +96,7 @@ export class PromqlExecutor {
           const labelsOnly = m.labelsOnly === true;
           const snap = labelsOnly ? await this.source.seriesSnapshot(name, minMs, maxMs + 1) : await this.source.snapshot(name, minMs, maxMs + 1);
           releases.push(snap.release);
-          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, indexLinks));
+          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, indexLinks, m.have));
         } else if (m.type === 'promql') return m.json;
         else if (m.type === 'error') throw new DomainError(m.kind, m.message);
       }
@@ -105,13 +107,11 @@ export class PromqlExecutor {
     }
   }
 
-  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, indexLinks: Map<string, string>) {
-    const links = new Map<string, string>();
-    const pathFor = (file: string) => {
-      const n = linkName(file);
-      links.set(n, file);
-      return `${filesDir}/${n}`;
-    };
+  /** The file-set parts of grants built lately (grantSets.ts), named by id to workers that hold them. */
+  private readonly sets = new GrantSets<PromqlFileSet>();
+
+  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, indexLinks: Map<string, string>, have: number[] | undefined) {
+    const pathFor = (file: string) => `${filesDir}/${linkName(file)}`;
     for (const f of snap.files) if (f.index) indexLinks.set(linkName(f.path), f.key);
     // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
     // selects nothing.
@@ -122,58 +122,54 @@ export class PromqlExecutor {
     const cacheable = isMetrics && snap.schema[OTLP_MARKER_COLUMN] === undefined ? this.cacheable(snap) : [];
     const inCache = new Set(cacheable);
     const rest: Snapshot = cacheable.length ? { ...snap, files: snap.files.filter((f) => !inCache.has(f)) } : snap;
-    const cached = this.cachedGroups(rest, cacheable, labelsOnly, pathFor);
-    const scan = isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined;
-    const linkList = () => [...links].map(([n, src]) => ({ name: n, src }));
     const timeColumn = snap.meta.timeColumn;
+    const schemaJson = JSON.stringify(snap.schema);
+    const key = fileSetKey({ dataset: snap.meta.name, labelsOnly, schemaJson, timeColumn, files: snap.files, segments: snap.segments, cacheBytes: this.limits.cacheBytes ?? 0 });
+    // Every file and segment of the snapshot is linked: the views and the cached groups read a part each.
+    const links = () => [...snap.files.map((f) => f.path), ...snap.segments.map((s) => s.path)].map((src) => ({ name: linkName(src), src }));
     // Label sets come from the series relation (files' series indexes, or per file the tuples an index
     // would hold), under the data view's name and column names, so that a view over it reads either.
     const series = () =>
       seriesRelationSql({ schema: snap.schema, timeColumn, files: rest.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
-    // OTLP points (a dataset that got any has their flags column) are read through the Prometheus
-    // mapping of promqlOtlp.ts; remote-write rows pass through it unchanged. For label sets the mapping
-    // reads the series relation, which holds every column it names series by (seriesIndexColumns).
-    const otlpOpts = { timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns ?? new Set<string>() };
-    const mapped =
-      !isMetrics || !this.limits.otlpColumns
-        ? undefined
-        : labelsOnly
-        ? otlpSeriesView(`(${series()})`, Object.fromEntries(seriesIndexColumns(snap.schema).map((c) => [c, snap.schema[c]])), {
-            ...otlpOpts,
-            spanColumns: [SERIES_MIN_TIME, SERIES_MAX_TIME],
-            remoteWriteRows: snap.schema[STALE_COLUMN] !== undefined,
-          })
-        : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
+    const scan = isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined;
+    const range = { minMs, maxMs, labelsOnly };
+    const mapped = isMetrics && this.limits.otlpColumns ? this.otlpMapped(snap, labelsOnly, series, scan) : undefined;
     if (mapped) {
-      return {
-        links: linkList(),
-        views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }],
-        labels: mapped.labels,
-        timeColumn,
-        stale: true,
-        hasValue: true,
-        histogramColumns: mapped.histogramColumns,
-        minMs,
-        maxMs,
-        labelsOnly,
-      };
+      const set = this.sets.get(key, () => ({ links: links(), labels: mapped.labels, timeColumn, stale: true, hasValue: true, histogramColumns: mapped.histogramColumns }));
+      return { ...range, views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }], ...setRef(set, have) };
     }
+    const set = this.sets.get(key, () => {
+      const cached = this.cachedGroups(rest, cacheable, labelsOnly, schemaJson);
+      return {
+        links: links(),
+        ...(cached.length ? { cached, cacheBytes: this.limits.cacheBytes } : {}),
+        labels: labelColumns(snap.schema, this.limits.fixedColumns),
+        timeColumn,
+        stale: snap.schema[STALE_COLUMN] !== undefined,
+        hasValue,
+        histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
+      };
+    });
     // Nothing left for the view (every file cached, no WAL): no DuckDB scan at all.
-    const restEmpty = cached.length > 0 && !rest.files.length && !snap.segments.length;
+    const restEmpty = cacheable.length > 0 && !rest.files.length && !snap.segments.length;
     const sql = !isMetrics || restEmpty ? undefined : labelsOnly ? series() : scan;
-    return {
-      links: linkList(),
-      views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [],
-      ...(cached.length ? { cached, cacheBytes: this.limits.cacheBytes } : {}),
-      labels: labelColumns(snap.schema, this.limits.fixedColumns),
-      timeColumn,
-      stale: snap.schema[STALE_COLUMN] !== undefined,
-      hasValue,
-      histogramColumns: [...Object.keys(HISTOGRAM_COLUMNS), 'data_point_sum'].filter((c) => snap.schema[c] !== undefined),
-      minMs,
-      maxMs,
-      labelsOnly,
-    };
+    return { ...range, views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [], ...setRef(set, have) };
+  }
+
+  /**
+   * OTLP points (a dataset that got any has their flags column) are read through the Prometheus mapping
+   * of otlp.ts; remote-write rows pass through it unchanged. For label sets the mapping reads the series
+   * relation, which holds every column it names series by (seriesIndexColumns).
+   */
+  private otlpMapped(snap: Snapshot, labelsOnly: boolean, series: () => string, scan: string | undefined) {
+    const otlpOpts = { timeColumn: snap.meta.timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns ?? new Set<string>() };
+    return labelsOnly
+      ? otlpSeriesView(`(${series()})`, Object.fromEntries(seriesIndexColumns(snap.schema).map((c) => [c, snap.schema[c]])), {
+          ...otlpOpts,
+          spanColumns: [SERIES_MIN_TIME, SERIES_MAX_TIME],
+          remoteWriteRows: snap.schema[STALE_COLUMN] !== undefined,
+        })
+      : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
   }
 
   /** Files the worker's sample cache may hold: each at most a quarter of its budget (17 bytes a sample row). */
@@ -189,10 +185,10 @@ export class PromqlExecutor {
    */
   private readonly templates = new Map<string, Map<string, string>>();
 
-  /** Each cached file's whole content as a SELECT (its path a placeholder), grouped by that SQL. */
-  private cachedGroups(rest: Snapshot, files: Snapshot['files'], labelsOnly: boolean, pathFor: (file: string) => string): CachedGroup[] {
+  /** Each cached file's whole content as a SELECT (its path a placeholder), grouped by that SQL; files by link name. */
+  private cachedGroups(rest: Snapshot, files: Snapshot['files'], labelsOnly: boolean, schemaJson: string): CachedGroup[] {
     const groups = new Map<string, { paths: string[]; rows: number[] }>();
-    const context = `${labelsOnly ? 'L' : 'S'}\u0000${rest.meta.timeColumn}\u0000${JSON.stringify(rest.schema)}\u0000`;
+    const context = `${labelsOnly ? 'L' : 'S'}\u0000${rest.meta.timeColumn}\u0000${schemaJson}\u0000`;
     // Bounded: past it (schemas changing, files replaced by compaction), built again as needed.
     if (this.templates.size > 64) this.templates.clear();
     let byPath = this.templates.get(context);
@@ -205,7 +201,7 @@ export class PromqlExecutor {
           : scanSql({ ...rest, files: [f], segments: [] }, f.minMs, f.maxMs + 1, () => PATH_PLACEHOLDER);
         byPath.set(f.path, sql);
       }
-      const name = pathFor(f.path).split('/').pop()!;
+      const name = linkName(f.path);
       const group = groups.get(sql);
       if (group) {
         group.paths.push(name);

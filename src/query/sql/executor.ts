@@ -10,13 +10,15 @@ import { scanSql, timestampLiteral, type Snapshot, type TableSource } from '../.
 import type { QueryPool } from '../worker/pool.ts';
 import type { PgType } from '../results/pg.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
-import { RANGE_VARIABLES, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
+import { RANGE_VARIABLES, type FileTableSpec, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
+import { fileTableFor } from './fileTable.ts';
 import { asciiLower, checkSqlText, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
 import { TIME_COLUMN } from '../../model.ts';
 import { preAggregationPays } from './preAggregate.ts';
 import { countParses, countParsesWith, parseTree, serializeSql } from './parseTree.ts';
 import { ParsedTrees } from './parsedTrees.ts';
 import { CatalogQueries } from '../catalog/client.ts';
+import type { BoundParam } from './boundParams.ts';
 
 // Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
 countParsesWith((site, n = 1) => sqlParses.inc({ site }, n));
@@ -25,6 +27,8 @@ export interface QueryLimits extends SandboxLimits {
   timeoutMs: number;
   maxRows: number;
   maxBytes: number;
+  /** Estimated bytes of small files' rows each query worker may keep in tables (fileTable.ts); 0: none. */
+  fileTableBytes?: number;
 }
 
 export interface QueryRequest {
@@ -42,6 +46,8 @@ export interface QueryRequest {
   signal?: AbortSignal;
   /** Only the data files this keeps are read (an index said the others hold no matching row; WAL is always read). */
   files?: (file: Snapshot['files'][number]) => boolean;
+  /** Values of `sql`'s `$n` placeholders (a PostgreSQL Bind): DuckDB binds them, `sql` is not re-parsed. */
+  params?: BoundParam[];
 }
 
 /** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
@@ -65,7 +71,7 @@ export interface SqlQueries {
  */
 export interface PgQueries {
   plan(sql: string): Promise<unknown>;
-  timeRange(sql: string): Promise<TimeRange>;
+  timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange>;
   executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer>;
   readonly catalog: Pick<CatalogQueries, 'classify' | 'describe' | 'run'>;
 }
@@ -206,9 +212,10 @@ export class QueryExecutor implements SqlQueries, PgQueries {
 
   /**
    * The time range a statement's own WHERE gives its dataset (see timeRange.ts), for callers with no
-   * range of their own; the whole range when it gives none. Checked by the sandbox first.
+   * range of their own; the whole range when it gives none. Checked by the sandbox first. `params`:
+   * the values bound to its `$n` (a bound comes from them, so file pruning follows the values).
    */
-  async timeRange(sql: string): Promise<TimeRange> {
+  async timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange> {
     const plan = await this.plan(sql);
     const tree = plan.rangeTree;
     if (tree === undefined) return WHOLE_RANGE;
@@ -221,7 +228,7 @@ export class QueryExecutor implements SqlQueries, PgQueries {
     }
     if (!columns.size) return WHOLE_RANGE;
     // The sandbox's parse (kept with the plan): the statement is not parsed again here.
-    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns));
+    return withConnection(this.duck, (conn) => timeRangeOf(conn, parseTree(tree), columns, params));
   }
 
   /**
@@ -417,7 +424,7 @@ function runJob(
   snapshots: Snapshot[],
   sql: string,
   filesDir: string,
-  o: { maxRows: number; maxBytes: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
+  o: { maxRows: number; maxBytes: number; fileTableBytes?: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
 ): Omit<RunJob, 'id'> {
   const links = new Map<string, string>();
   const pathFor = (file: string) => {
@@ -427,7 +434,17 @@ function runJob(
   };
   // The range by variables, not literals: the worker keeps a dataset's view while its files straddle
   // the same bounds ("the last 15 minutes" asked again), instead of creating and binding it anew.
-  const views = snapshots.map((snap) => ({ name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS) }));
+  // Small files' rows come from a table the worker keeps (fileTable.ts), when they fit its budget.
+  const tables: FileTableSpec[] = [];
+  let room = (o.fileTableBytes ?? 0) / 2;
+  const views = snapshots.map((snap) => {
+    const inTable = fileTableFor(snap, pathFor, room);
+    if (inTable) {
+      tables.push(inTable.spec);
+      room -= inTable.spec.bytes + inTable.spec.files.reduce((sum, f) => sum + f.bytes, 0);
+    }
+    return { name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS, inTable?.table) };
+  });
   return {
     type: 'run',
     links: [...links].map(([name, src]) => ({ name, src })),
@@ -442,6 +459,8 @@ function runJob(
     materialize: o.materialize,
     ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
     ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
+    ...(req.params ? { params: req.params } : {}),
+    ...(tables.length ? { fileTables: { budget: o.fileTableBytes ?? 0, tables } } : {}),
   };
 }
 

@@ -4,6 +4,7 @@ import type { Statement } from '../catalog/catalogDb.ts';
 import { PG, RowWriter, type PgType } from '../results/pg.ts';
 import type { PgAnswer, PgQueries, QueryAnswer, QueryRequest, SqlQueries } from './executor.ts';
 import { WHOLE_RANGE, type TimeRange } from './timeRange.ts';
+import type { BoundParam } from './boundParams.ts';
 
 /** What the next query answers: columns and rows (JSON objects), an error before the columns, or one after `failAfter` rows. */
 export interface QueryScript {
@@ -62,6 +63,8 @@ export interface RecordedPg {
   principalId?: string;
   canRead?: (dataset: string) => boolean;
   signal?: AbortSignal;
+  /** Values bound to the statement's placeholders (a PostgreSQL Bind of a data statement). */
+  params?: readonly BoundParam[];
 }
 
 /** DataRow messages of text values, as the query worker sends them. */
@@ -112,13 +115,13 @@ export class RecordingPgQueries implements PgQueries {
     return {};
   }
 
-  async timeRange(sql: string): Promise<TimeRange> {
-    this.calls.push({ op: 'timeRange', sql });
+  async timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange> {
+    this.calls.push({ op: 'timeRange', sql, ...(params ? { params } : {}) });
     return WHOLE_RANGE;
   }
 
   async executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer> {
-    this.calls.push({ op: 'executePg', sql: req.sql, formats, principalId: req.principalId, canRead: req.canRead, signal: req.signal });
+    this.calls.push({ op: 'executePg', sql: req.sql, formats, principalId: req.principalId, canRead: req.canRead, signal: req.signal, ...(req.params ? { params: req.params } : {}) });
     await this.maybeHang(req.signal);
     const { rows = [], throws, failAfter } = this.script;
     if (throws && failAfter === undefined) throw throws;

@@ -1,5 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
-import { treeJson } from './parseTree.ts';
+import { cloneTree, treeJson } from './parseTree.ts';
+import { bindParams, type BoundParam } from './boundParams.ts';
 
 /**
  * The time range of a statement that has no range beside it (the PostgreSQL front door): taken from
@@ -29,17 +30,26 @@ export const WHOLE_RANGE: TimeRange = { startMs: new Date('0001-01-01T00:00:00Z'
 /** Functions allowed in a bound's constant expression (all cheap, none reads data). */
 const CONSTANT_FUNCTIONS = new Set(['+', '-', 'now', 'current_timestamp', 'get_current_timestamp', 'transaction_timestamp', 'current_date', 'today', 'date_trunc', 'to_timestamp', 'epoch_ms', 'make_timestamp', 'timezone', 'strptime', 'date_add', 'date_sub', 'to_days', 'to_hours', 'to_minutes', 'to_seconds']);
 
-function isConstant(n: unknown): boolean {
+/** `$n` of a statement run with bound values (a PostgreSQL Bind): 1-based, within the values. */
+function paramIndex(node: Node, params: readonly BoundParam[] | undefined): number | undefined {
+  const n = Number(node.identifier);
+  return params && Number.isInteger(n) && n >= 1 && n <= params.length ? n : undefined;
+}
+
+function isConstant(n: unknown, params?: readonly BoundParam[]): boolean {
   if (n === null || typeof n !== 'object') return true;
-  if (Array.isArray(n)) return n.every(isConstant);
+  if (Array.isArray(n)) return n.every((v) => isConstant(v, params));
   const node = n as Node;
   switch (node.class) {
     case 'CONSTANT':
       return true;
+    case 'PARAMETER':
+      // A bound value is a constant of this statement (DuckDB binds it when the bound is evaluated).
+      return paramIndex(node, params) !== undefined;
     case 'CAST':
-      return isConstant(node.child);
+      return isConstant(node.child, params);
     case 'FUNCTION':
-      return CONSTANT_FUNCTIONS.has(String(node.function_name).toLowerCase()) && !node.schema && isConstant(node.children);
+      return CONSTANT_FUNCTIONS.has(String(node.function_name).toLowerCase()) && !node.schema && isConstant(node.children, params);
     default:
       return false;
   }
@@ -56,9 +66,9 @@ const FLIP: Record<string, string> = {
 };
 
 /** Conditions of the WHERE tree that bound `isTime` columns, as (side, constant expression). */
-function bounds(where: Node | null | undefined, isTime: (col: Node) => boolean): Bound[] {
+function bounds(where: Node | null | undefined, isTime: (col: Node) => boolean, isConstant: (n: unknown) => boolean): Bound[] {
   if (!where) return [];
-  if (where.class === 'CONJUNCTION' && where.type === 'CONJUNCTION_AND') return ((where.children as Node[]) ?? []).flatMap((c) => bounds(c, isTime));
+  if (where.class === 'CONJUNCTION' && where.type === 'CONJUNCTION_AND') return ((where.children as Node[]) ?? []).flatMap((c) => bounds(c, isTime, isConstant));
   if (where.class === 'BETWEEN') {
     const input = where.input as Node;
     if (!isTime(input)) return [];
@@ -114,7 +124,7 @@ export function rangeInputs(statement: Node): Node | undefined {
  * The statement's range, given its parse tree (json_serialize_sql) and the time column of each
  * dataset by lower-case name. `conn` evaluates the constant bounds.
  */
-export async function timeRangeOf(conn: DuckDBConnection, statement: Node, timeColumns: ReadonlyMap<string, string>): Promise<TimeRange> {
+export async function timeRangeOf(conn: DuckDBConnection, statement: Node, timeColumns: ReadonlyMap<string, string>, params?: readonly BoundParam[]): Promise<TimeRange> {
   const node = (statement.node ?? statement) as Node;
   if (node.type !== 'SELECT_NODE' || countTables(statement) !== 1) return WHOLE_RANGE;
   const from = node.from_table as Node | undefined;
@@ -130,11 +140,11 @@ export async function timeRangeOf(conn: DuckDBConnection, statement: Node, timeC
     // `t.ts`, `logs.ts`, `public.logs.ts`: the qualifier must name this table.
     return names.length === 1 || qualifiers.has(names[names.length - 2]);
   };
-  const found = bounds(node.where_clause as Node | null, isTime);
+  const found = bounds(node.where_clause as Node | null, isTime, (n) => isConstant(n, params));
   if (!found.length) return WHOLE_RANGE;
   let { startMs, endMs } = WHOLE_RANGE;
   for (const b of found) {
-    const us = await evaluateMicros(conn, b.expr);
+    const us = await evaluateMicros(conn, b.expr, params);
     if (us === undefined) continue;
     // Outwards to whole milliseconds: floor for a lower bound, past the value for an upper one.
     const floorMs = Math.floor(us / 1000);
@@ -146,8 +156,32 @@ export async function timeRangeOf(conn: DuckDBConnection, statement: Node, timeC
   return { startMs, endMs };
 }
 
+/**
+ * The expression with its `$n` numbered from 1 in order of appearance, and the values they take: the
+ * values are bound by DuckDB, never written into the text evaluated.
+ */
+function renumbered(expr: Node, params: readonly BoundParam[] | undefined): { expr: Node; values: BoundParam[] } {
+  const values: BoundParam[] = [];
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== 'object') return;
+    if (Array.isArray(n)) return n.forEach(walk);
+    const node = n as Node;
+    const i = node.class === 'PARAMETER' ? paramIndex(node, params) : undefined;
+    if (i !== undefined) {
+      values.push(params![i - 1]);
+      node.identifier = String(values.length);
+      return;
+    }
+    Object.values(node).forEach(walk);
+  };
+  const copy = cloneTree(expr);
+  walk(copy);
+  return { expr: copy, values };
+}
+
 /** A constant expression's value as microseconds since the epoch (as a TIMESTAMP), or undefined. */
-async function evaluateMicros(conn: DuckDBConnection, expr: Node): Promise<number | undefined> {
+async function evaluateMicros(conn: DuckDBConnection, bound: Node, params?: readonly BoundParam[]): Promise<number | undefined> {
+  const { expr, values } = renumbered(bound, params);
   const statement = {
     error: false,
     statements: [
@@ -174,7 +208,14 @@ async function evaluateMicros(conn: DuckDBConnection, expr: Node): Promise<numbe
     const json = treeJson(statement);
     const sqlReader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS s', [json]);
     const sql = String(sqlReader.getRowObjects()[0].s);
-    const r = await conn.runAndReadAll(`SELECT epoch_us(CAST(v AS TIMESTAMP)) AS us FROM (${sql}) AS t(v)`);
+    const prepared = await conn.prepare(`SELECT epoch_us(CAST(v AS TIMESTAMP)) AS us FROM (${sql}) AS t(v)`);
+    let r;
+    try {
+      bindParams(prepared, values);
+      r = await prepared.runAndReadAll();
+    } finally {
+      prepared.destroySync();
+    }
     const v = r.getRowObjects()[0]?.us;
     if (v === null || v === undefined) return undefined;
     const n = Number(v as bigint);

@@ -6,7 +6,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { DomainError, tooManyRequests, unavailable } from '../../errors.ts';
 import { entryBeside, fromSource } from '../../entrypoints.ts';
 import { log } from '../../log.ts';
-import type { FromWorker, PromqlGrant, ToWorker, WorkerJob } from './protocol.ts';
+import type { FromWorker, PromqlGrantMessage, ToWorker, WorkerJob } from './protocol.ts';
 import type { WorkerCgroup, WorkerCgroups } from './cgroup.ts';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -54,7 +54,7 @@ export interface Execution {
   /** Tells the worker a streamed chunk was written out (flow control). */
   ack: () => void;
   /** Answers a PromQL job's request for files (`need`). */
-  grant: (g: Omit<PromqlGrant, 'type' | 'id'>) => void;
+  grant: (g: Omit<PromqlGrantMessage, 'type' | 'id'>) => void;
   /** Ends the query with this error at once; its worker process is killed and replaced. */
   cancel: (reason: DomainError) => void;
 }

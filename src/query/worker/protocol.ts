@@ -1,6 +1,7 @@
 import type { ErrorKind } from '../../errors.ts';
 import type { PgType } from '../results/pg.ts';
 import type { ParseSite } from '../sql/parseTree.ts';
+import type { BoundParam } from '../sql/boundParams.ts';
 
 /**
  * Messages between the service and a query worker process (over the child-process IPC channel).
@@ -44,6 +45,21 @@ export interface RunJob {
    * each result column, as the client's Bind gave them. Always streamed.
    */
   pgFormats?: number[];
+  /** Values of the statement's `$n` placeholders (a PostgreSQL Bind), bound by DuckDB when it runs. */
+  params?: BoundParam[];
+  /**
+   * Tables the views read small files' rows from (fileTables.ts in the worker): made to hold these
+   * files' rows before the views are created. `budget`: the estimated bytes the worker may hold in them.
+   */
+  fileTables?: { budget: number; tables: FileTableSpec[] };
+}
+
+/** A file table (storage/scan.ts `FileTable`): its columns and their estimated fixed bytes, and each file's id, estimated bytes and rows' SELECT. */
+export interface FileTableSpec {
+  name: string;
+  columns: string;
+  bytes: number;
+  files: { id: number; bytes: number; sql: string }[];
 }
 
 /**
@@ -58,7 +74,10 @@ export interface PromqlJob {
   request: string;
 }
 
-/** Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to columns. */
+/**
+ * Files and view of the dataset a PromQL job reads, covering [minMs, maxMs]; `labels` maps label names to
+ * columns. As the worker holds it; sent as a PromqlGrantMessage.
+ */
 export interface PromqlGrant {
   type: 'grant';
   id: number;
@@ -83,9 +102,10 @@ export interface PromqlGrant {
   /**
    * Files read through the worker's sample cache (src/query/promql/sampleCache.ts) rather than the view,
    * each by a SELECT of its whole content (label sets only: its series relation) with its path as
-   * PATH_PLACEHOLDER, grouped by that SQL; `cacheBytes`: the cache's budget.
+   * PATH_PLACEHOLDER, grouped by that SQL, with each file's rows (its decode batches are bounded by
+   * them); `cacheBytes`: the cache's budget.
    */
-  cached?: { sql: string; paths: string[] }[];
+  cached?: { sql: string; paths: string[]; rows?: number[] }[];
   cacheBytes?: number;
 }
 
@@ -118,7 +138,16 @@ export type ParseTally = Partial<Record<ParseSite, number>>;
 
 export type WorkerJob = RunJob | PromqlJob | CatalogJob;
 
-export type ToWorker = WorkerJob | PromqlGrant | { type: 'ack'; id: number };
+/** What of a grant depends only on the snapshot's files and segments (promql/grantSets.ts): sent once per worker. */
+export type PromqlFileSet = Pick<PromqlGrant, 'links' | 'labels' | 'timeColumn' | 'stale' | 'histogramColumns' | 'hasValue' | 'cached' | 'cacheBytes'>;
+
+/**
+ * A grant as sent: the range's part (views, minMs, maxMs) and the file-set part, whole (`set`) or, when
+ * the worker's `need` said it holds that part (`have`), by its id alone.
+ */
+export type PromqlGrantMessage = Pick<PromqlGrant, 'type' | 'id' | 'views' | 'minMs' | 'maxMs' | 'labelsOnly'> & { setId: number; set?: PromqlFileSet };
+
+export type ToWorker = WorkerJob | PromqlGrantMessage | { type: 'ack'; id: number };
 
 export type FromWorker =
   | { type: 'ready' }
@@ -141,9 +170,10 @@ export type FromWorker =
   /**
    * A PromQL job needs the dataset's rows in [minMs, maxMs] (answered by a `grant`); `labelsOnly`: only
    * its label sets (the series relation); `damaged`: link names of series indexes of the last grant
-   * that could not be read (their files are read instead).
+   * that could not be read (their files are read instead); `have`: ids of the grants' file-set parts
+   * the worker holds (promql/grantSets.ts), which the service then names by id instead of sending.
    */
-  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[] }
+  | { type: 'need'; id: number; minMs: number; maxMs: number; labelsOnly?: boolean; damaged?: string[]; have?: number[] }
   /** A catalog job's answer: a classification (`classify`) or a description (`describe`). */
   | { type: 'catalog'; id: number; statement?: { kind: 'session' | 'catalog' | 'data'; sql: string; utcParams?: number[]; checked?: boolean }; described?: { params: string[]; paramTypes: PgType[]; columns: { name: string; type: PgType }[] }; parses?: ParseTally }
   /** A PromQL job's answer: the Prometheus API's JSON body (success or error envelope). */

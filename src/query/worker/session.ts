@@ -5,6 +5,7 @@
  */
 import type { DuckDBConnection, DuckDBMaterializedResult, DuckDBResult } from '@duckdb/node-api';
 import { RANGE_VARIABLES, type RunJob } from './protocol.ts';
+import { bindParams, type BoundParam } from '../sql/boundParams.ts';
 
 /** The statements setting a range as the variables views read; '' when `current` (its key) holds it already. */
 export function rangeStatements(range: RunJob['range'], current: string | undefined): string {
@@ -111,10 +112,26 @@ export async function runBounded(session: RangeSession, conn: DuckDBConnection, 
  * A statement streamed out of DuckDB, prepared directly: the sandbox lets exactly one statement through,
  * and `conn.stream` would first split the text into statements in a native call of its own.
  */
-export async function streamOne(conn: DuckDBConnection, sql: string): Promise<DuckDBResult> {
+export async function streamOne(conn: DuckDBConnection, sql: string, params?: readonly BoundParam[]): Promise<DuckDBResult> {
   const prepared = await conn.prepare(sql);
   try {
+    if (params) bindParams(prepared, params);
     return await prepared.stream();
+  } finally {
+    prepared.destroySync();
+  }
+}
+
+/**
+ * A statement with bound parameters (a PostgreSQL Bind) run whole: the range in a call of its own (a
+ * prepared statement is one statement), then the statement prepared once and run with the values.
+ */
+export async function runWholeBound(session: RangeSession, conn: DuckDBConnection, sql: string, range: RunJob['range'], params: readonly BoundParam[]): Promise<DuckDBMaterializedResult> {
+  await session.set(conn, range);
+  const prepared = await conn.prepare(sql);
+  try {
+    bindParams(prepared, params);
+    return await prepared.run();
   } finally {
     prepared.destroySync();
   }

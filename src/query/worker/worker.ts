@@ -28,7 +28,8 @@ import * as path from 'node:path';
 import { DuckDBInstance, quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../../errors.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
-import { STREAM_WINDOW, type FromWorker, type PromqlGrant, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { STREAM_WINDOW, type FromWorker, type PromqlFileSet, type PromqlGrant, type PromqlGrantMessage, type PromqlJob, type RunJob, type ToWorker } from './protocol.ts';
+import { HeldSets } from '../promql/grantSets.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
 import { SampleCache, selectCached } from '../promql/sampleCache.ts';
@@ -36,8 +37,9 @@ import { projectionOf, selectProjected, type Projection } from '../promql/labelP
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
-import { RangeSession, runBounded, streamOne } from './session.ts';
+import { RangeSession, runBounded, runWholeBound, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
+import { FileTables } from './fileTables.ts';
 
 const dir = process.env.QW_DIR!;
 const spill = process.env.QW_SPILL!;
@@ -91,13 +93,18 @@ async function lowerPriority(nice: number): Promise<void> {
 
 /** Links now in the directory (it is this worker's alone, and empty when it starts). */
 const linked = new Set<string>();
+/** The PromQL file set (grantSets.ts) whose links the directory holds exactly, if it does. */
+let linkedSet: number | undefined;
 
 /**
  * Makes the directory hold exactly these links: the previous query's that this one does not need go
  * first, then the new ones are made, concurrently. Links kept from earlier queries cost nothing: the
  * same name always means the same immutable file.
  */
-async function syncLinks(links: RunJob['links']): Promise<void> {
+async function syncLinks(links: RunJob['links'], setId?: number): Promise<void> {
+  // The directory holds a PromQL file set's links already (the panels of a dashboard, one after the other).
+  if (setId !== undefined && setId === linkedSet) return;
+  linkedSet = undefined;
   const wanted = new Map(links.map((l) => [l.name, l.src]));
   const stale = [...linked].filter((name) => !wanted.has(name));
   await Promise.all(
@@ -121,6 +128,7 @@ async function syncLinks(links: RunJob['links']): Promise<void> {
       linked.add(name);
     }),
   );
+  linkedSet = setId;
 }
 
 /** The connection's temporary views, by quoted name → the SQL they were created with. */
@@ -149,6 +157,9 @@ async function syncViews(conn: DuckDBConnection, wanted: RunJob['views']): Promi
 
 /** The connection's range variables (one connection per worker). */
 const session = new RangeSession();
+
+/** Small files' rows kept between queries (fileTables.ts). */
+const fileTables = new FileTables();
 
 /** DuckDB messages name files by their link path: show neither the data directory nor link names. */
 function cleanMessage(message: string): string {
@@ -197,6 +208,7 @@ async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   try {
     await syncLinks(job.links);
+    await fileTables.sync(conn, job.fileTables);
     // A statement run whole with its views as they are sets its range in its own call (runWhole).
     const rangeLater = (job.materialize || job.wholeUpTo !== undefined) && viewsAre(job.views);
     if (!rangeLater) await session.set(conn, job.range);
@@ -295,7 +307,7 @@ async function runStreamed(conn: DuckDBConnection, job: RunJob, state: NonNullab
 async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[], state: NonNullable<typeof current>): Promise<void> {
   if (job.materialize) {
     // A result the parse tree proves small (as for HTTP, see runMaterialized): run whole, one message.
-    const whole = await session.runWhole(conn, job.sql, job.range);
+    const whole = job.params ? await runWholeBound(session, conn, job.sql, job.range, job.params) : await session.runWhole(conn, job.sql, job.range);
     const wholeTypes = whole.columnTypes();
     const encodeAll = dataRowEncoder(wholeTypes, formats);
     const w = new RowWriter();
@@ -303,7 +315,7 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
     send({ type: 'answer', id: job.id, fields: whole.columnNames(), types: wholeTypes.map((t) => t.toString()), pgTypes: wholeTypes.map(pgTypeOf), text: '', data: w.take(), rows: whole.rowCount });
     return;
   }
-  const result = await streamOne(conn, job.sql);
+  const result = await streamOne(conn, job.sql, job.params);
   const columnTypes = result.columnTypes();
   send({ type: 'fields', id: job.id, fields: result.columnNames(), types: columnTypes.map((t) => t.toString()), pgTypes: columnTypes.map(pgTypeOf) });
   const encode = dataRowEncoder(columnTypes, formats);
@@ -323,7 +335,10 @@ async function runPgRows(conn: DuckDBConnection, job: RunJob, formats: number[],
 }
 
 /** The PromQL job under way: the files it was granted, and the grant it waits for. */
-let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrant) => void; projection?: Projection } | undefined;
+let promqlCurrent: { id: number; grant?: PromqlGrant; waiting?: (g: PromqlGrantMessage) => void; projection?: Projection } | undefined;
+
+/** The file-set parts of grants this worker was sent lately (grantSets.ts): a grant may name one by id. */
+const heldSets = new HeldSets<PromqlFileSet>();
 
 /**
  * A PromQL job: the engine (Go, a child process of this one, promqlEngine.ts) evaluates it and calls back
@@ -358,10 +373,14 @@ async function runPromql(conn: DuckDBConnection, job: PromqlJob): Promise<void> 
 
 /** Asks the service for the files and view of [minMs, maxMs] (label sets only, or rows), and installs them. */
 async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, minMs: number, maxMs: number, labelsOnly: boolean, damaged?: string[]): Promise<PromqlGrant> {
-  const granted = new Promise<PromqlGrant>((resolve) => (state.waiting = resolve));
-  send({ type: 'need', id: state.id, minMs, maxMs, labelsOnly, ...(damaged ? { damaged } : {}) });
-  const grant = (state.grant = await granted);
-  await syncLinks(grant.links);
+  const granted = new Promise<PromqlGrantMessage>((resolve) => (state.waiting = resolve));
+  send({ type: 'need', id: state.id, minMs, maxMs, labelsOnly, have: heldSets.ids(), ...(damaged ? { damaged } : {}) });
+  const { set: sent, setId, ...range } = await granted;
+  // Named by id only when this worker said it holds it, and nothing is dropped between need and grant.
+  const set = heldSets.resolve({ setId, set: sent });
+  if (!set) throw new DomainError('unavailable', 'the query worker lost the files of its grant; retry the query', 1);
+  const grant = (state.grant = { ...range, ...set });
+  await syncLinks(grant.links, setId);
   await syncViews(conn, grant.views);
   return grant;
 }
