@@ -1,4 +1,4 @@
-import { DuckDBTimestampTZValue, DuckDBTimestampValue, type DuckDBPreparedStatement } from '@duckdb/node-api';
+import { DuckDBTimestampTZValue, DuckDBTimestampValue, type DuckDBConnection, type DuckDBPreparedStatement } from '@duckdb/node-api';
 
 /**
  * A PostgreSQL parameter's value as DuckDB binds it to a prepared statement (issue 35): the statement
@@ -22,6 +22,20 @@ export type BoundParam =
  */
 export function bindParams(prepared: DuckDBPreparedStatement, params: readonly BoundParam[]): void {
   params.slice(0, prepared.parameterCount).forEach((p, i) => bindOne(prepared, i + 1, p));
+}
+
+/**
+ * `sql` prepared once, its placeholders bound to `params` (none: nothing bound), handed to `use`, and the
+ * prepared statement released whatever `use` does (a result it returns outlives it, as DuckDB allows).
+ */
+export async function withPrepared<T>(conn: DuckDBConnection, sql: string, params: readonly BoundParam[] | undefined, use: (prepared: DuckDBPreparedStatement) => Promise<T>): Promise<T> {
+  const prepared = await conn.prepare(sql);
+  try {
+    if (params) bindParams(prepared, params);
+    return await use(prepared);
+  } finally {
+    prepared.destroySync();
+  }
 }
 
 function bindOne(prepared: DuckDBPreparedStatement, at: number, p: BoundParam): void {

@@ -1,6 +1,6 @@
 import type { DuckDBConnection } from '@duckdb/node-api';
 import { cloneTree, treeJson } from './parseTree.ts';
-import { bindParams, type BoundParam } from './boundParams.ts';
+import { withPrepared, type BoundParam } from './boundParams.ts';
 
 /**
  * The time range of a statement that has no range beside it (the PostgreSQL front door): taken from
@@ -208,14 +208,7 @@ async function evaluateMicros(conn: DuckDBConnection, bound: Node, params?: read
     const json = treeJson(statement);
     const sqlReader = await conn.runAndReadAll('SELECT json_deserialize_sql($1::JSON) AS s', [json]);
     const sql = String(sqlReader.getRowObjects()[0].s);
-    const prepared = await conn.prepare(`SELECT epoch_us(CAST(v AS TIMESTAMP)) AS us FROM (${sql}) AS t(v)`);
-    let r;
-    try {
-      bindParams(prepared, values);
-      r = await prepared.runAndReadAll();
-    } finally {
-      prepared.destroySync();
-    }
+    const r = await withPrepared(conn, `SELECT epoch_us(CAST(v AS TIMESTAMP)) AS us FROM (${sql}) AS t(v)`, values, (prepared) => prepared.runAndReadAll());
     const v = r.getRowObjects()[0]?.us;
     if (v === null || v === undefined) return undefined;
     const n = Number(v as bigint);

@@ -5,7 +5,7 @@
  */
 import type { DuckDBConnection, DuckDBMaterializedResult, DuckDBResult } from '@duckdb/node-api';
 import { RANGE_VARIABLES, type RunJob } from './protocol.ts';
-import { bindParams, type BoundParam } from '../sql/boundParams.ts';
+import { withPrepared, type BoundParam } from '../sql/boundParams.ts';
 
 /** The statements setting a range as the variables views read; '' when `current` (its key) holds it already. */
 export function rangeStatements(range: RunJob['range'], current: string | undefined): string {
@@ -113,13 +113,7 @@ export async function runBounded(session: RangeSession, conn: DuckDBConnection, 
  * and `conn.stream` would first split the text into statements in a native call of its own.
  */
 export async function streamOne(conn: DuckDBConnection, sql: string, params?: readonly BoundParam[]): Promise<DuckDBResult> {
-  const prepared = await conn.prepare(sql);
-  try {
-    if (params) bindParams(prepared, params);
-    return await prepared.stream();
-  } finally {
-    prepared.destroySync();
-  }
+  return withPrepared(conn, sql, params, (prepared) => prepared.stream());
 }
 
 /**
@@ -128,11 +122,5 @@ export async function streamOne(conn: DuckDBConnection, sql: string, params?: re
  */
 export async function runWholeBound(session: RangeSession, conn: DuckDBConnection, sql: string, range: RunJob['range'], params: readonly BoundParam[]): Promise<DuckDBMaterializedResult> {
   await session.set(conn, range);
-  const prepared = await conn.prepare(sql);
-  try {
-    bindParams(prepared, params);
-    return await prepared.run();
-  } finally {
-    prepared.destroySync();
-  }
+  return withPrepared(conn, sql, params, (prepared) => prepared.run());
 }
