@@ -7,7 +7,7 @@ import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } 
 import { OTLP_MARKER_COLUMN, otlpSeriesView } from './otlp.ts';
 import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';
 import type { LabelIndex } from './labelIndex.ts';
-import { PATH_PLACEHOLDER, type CachedGroup } from './sampleCache.ts';
+import { PATH_PLACEHOLDER, SAMPLE_BYTES, type CachedGroup } from './sampleCache.ts';
 import { fileSetKey, GrantSets, setRef } from './grantSets.ts';
 import type { PromqlFileSet } from '../worker/protocol.ts';
 import { scanSql, SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql, type Snapshot, type TableSource } from '../../storage/scan.ts';
@@ -172,7 +172,7 @@ export class PromqlExecutor {
       : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
   }
 
-  /** Files the worker's sample cache may hold: each at most a quarter of its budget (17 bytes a sample row). */
+  /** Files the worker's sample cache may hold: each at most a quarter of its budget (SAMPLE_BYTES a sample row). */
   private cacheable(snap: Snapshot): Snapshot['files'] {
     const budget = this.limits.cacheBytes ?? 0;
     return budget > 0 ? snap.files.filter((f) => f.rows * SAMPLE_BYTES <= budget / 4) : [];
@@ -215,5 +215,3 @@ export class PromqlExecutor {
 
 const META_OPS = new Set<PromqlRequest['op']>(['series', 'labels', 'label_values']);
 
-/** A decoded sample in the worker's cache: i64 time, f64 value, u8 kind. */
-const SAMPLE_BYTES = 17;
