@@ -58,21 +58,23 @@ export class GrantSets<T> {
   /** The part for these inputs: the one built before for the same key, or `build()`'s under a new id. */
   get(key: string, build: () => T): FileSet<T> {
     const known = this.byKey.get(key);
-    if (known) {
-      // Most recently used last, so the first is the one to drop.
-      this.byKey.delete(key);
-      this.byKey.set(key, known);
-      return known;
-    }
-    const made = { id: this.nextId++, content: build() };
-    this.byKey.set(key, made);
-    if (this.byKey.size > this.max) this.byKey.delete(this.byKey.keys().next().value!);
-    return made;
+    return remember(this.byKey, key, known ?? { id: this.nextId++, content: build() }, this.max);
   }
 
   get size(): number {
     return this.byKey.size;
   }
+}
+
+/**
+ * Puts `value` under `key` as the most recently used (a Map iterates in insertion order), then drops the
+ * least recently used past `max`; answers `value`. Both sides' bounded maps below.
+ */
+function remember<K, V>(map: Map<K, V>, key: K, value: V, max: number): V {
+  map.delete(key);
+  map.set(key, value);
+  if (map.size > max) map.delete(map.keys().next().value!);
+  return value;
 }
 
 /** What a grant carries of a part: its content only when the worker does not hold it. */
@@ -95,17 +97,7 @@ export class HeldSets<T> {
   }
 
   resolve(ref: { setId: number; set?: T }): T | undefined {
-    if (ref.set !== undefined) {
-      this.byId.delete(ref.setId);
-      this.byId.set(ref.setId, ref.set);
-      if (this.byId.size > this.max) this.byId.delete(this.byId.keys().next().value!);
-      return ref.set;
-    }
-    const held = this.byId.get(ref.setId);
-    if (held !== undefined) {
-      this.byId.delete(ref.setId);
-      this.byId.set(ref.setId, held);
-    }
-    return held;
+    const content = ref.set ?? this.byId.get(ref.setId);
+    return content === undefined ? undefined : remember(this.byId, ref.setId, content, this.max);
   }
 }
