@@ -126,7 +126,8 @@ export class IdleClosingDuckDB {
    * docs/memory.md). The next user opens a new one (10–40 ms). A no-op with `idleMs` 0 (kept open).
    */
   release(): void {
-    if (this.idleMs === 0) return;
+    // Nothing open and nothing opening: nothing to let go (the next use keeps it for the idle time).
+    if (this.idleMs === 0 || (!this.instance && this.users === 0)) return;
     this.releasing = true;
     if (this.users === 0) this.closeIfIdle();
   }

@@ -84,6 +84,15 @@ describe('IdleClosingDuckDB', () => {
     db.release();
   });
 
+  it('release() with nothing open leaves the next use its idle time', async () => {
+    const db = new IdleClosingDuckDB(open, 3_600_000);
+    db.release();
+    expect(await one(db)).toBe(2);
+    expect(db.isOpen).toBe(true);
+    db.release();
+    expect(db.isOpen).toBe(false);
+  });
+
   it('release() leaves an instance kept open (idle time 0) open', async () => {
     const db = new IdleClosingDuckDB(open, 0);
     expect(await one(db)).toBe(2);
