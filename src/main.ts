@@ -5,7 +5,6 @@ import { AccessStore } from './access/store.ts';
 import { storedRoles } from './access/roleMapping.ts';
 import { Components } from './component.ts';
 import { loadConfig, type Config } from './config.ts';
-import { GrpcListener } from './doors/grpc/listener.ts';
 import { HttpListener } from './doors/http/listener.ts';
 import { PgListener } from './doors/pg/listener.ts';
 import { ApiKeys } from './doors/shared/auth.ts';
@@ -85,7 +84,9 @@ async function build(parts: Components, config: Config, tmp: string, id: string,
   // Every door on its listener: PostgreSQL, OTLP/gRPC (before HTTP answers liveness), then HTTP.
   const pg = config.pg ? await parts.start(new PgListener(services, config.pg)) : undefined;
   const grpcAddr = config.otlpGrpc.addr;
-  const grpc = grpcAddr ? await parts.start(new GrpcListener({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest })) : undefined;
+  // The gRPC door's libraries (@grpc/grpc-js, ~10 MB of an idle process) load only when it listens.
+  const grpcDoor = grpcAddr ? await import('./doors/grpc/listener.ts') : undefined;
+  const grpc = grpcDoor && grpcAddr ? await parts.start(new grpcDoor.GrpcListener({ ...config.otlpGrpc, addr: grpcAddr }, { keys, ingest, connections, slowBody: config.ingest })) : undefined;
   const http = await parts.start(new HttpListener(services));
   announce(config, keys, id, { http: http.port, grpc: grpc?.port, pg: pg?.port });
 }

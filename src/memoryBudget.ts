@@ -67,10 +67,11 @@ export function sizedDefaults(budget: number) {
     // (1 MiB semi-spaces) against 48 MiB on a large machine, so the ingest threads, which allocate
     // every decoded value, scavenged ~16× as often and promoted short-lived values into the old
     // generation: 16.4–18.3 s of CPU per million JSON events in a 512 MiB cgroup against 11.8–13.0
-    // without (bench/container.ts, docs/performance.md). Semi-spaces of 1/128 of the budget, 4–16 MiB
-    // (the young generation is three of them): 12 MiB at 512 MiB, which took 14 s; 48 MiB added
-    // ~60 MB to the peak for no further gain.
-    ingestYoungGenerationBytes: 3 * clamp(budget / 128, 4 * MiB, 16 * MiB),
+    // without (bench/container.ts, docs/performance.md). Three semi-spaces of 1/128 of the budget, at
+    // least 12 MiB (at 512 MiB, which took 14 s) and at most 16 MiB: 48 MiB, the cap until 2026-11-28,
+    // cost the same CPU per event outside a cgroup (10.1 against 10.2 s per million JSON events, three
+    // pairs) and ~35 MB more at the peak, two threads' semi-spaces (docs/memory.md).
+    ingestYoungGenerationBytes: clamp((3 * budget) / 128, 12 * MiB, 16 * MiB),
   };
 }
 

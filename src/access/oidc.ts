@@ -1,4 +1,4 @@
-import * as client from 'openid-client';
+import type * as OpenId from 'openid-client';
 import { forbidden, unauthorized } from '../errors.ts';
 import { log } from '../log.ts';
 import { parseRoleMap, rolesFor, type RoleDirectory, type RoleMapping } from './roleMapping.ts';
@@ -24,6 +24,13 @@ export interface OidcSettings {
 /** A user's sign-in as the session keeps it. */
 export type SignedIn = Omit<StoredSession, 'v' | 'createdAt' | 'expiresAt'>;
 
+/**
+ * openid-client (and jose beneath it, ~6 MB of an idle process) is loaded on the first sign-in, not at
+ * start: most services run without single sign-on, and one with it pays the load once (docs/memory.md).
+ */
+let loaded: Promise<typeof OpenId> | undefined;
+const openid = (): Promise<typeof OpenId> => (loaded ??= import('openid-client'));
+
 /** The name shown for a user: the first of these claims the provider sends. */
 const NAME_CLAIMS = ['email', 'preferred_username', 'name', 'sub'] as const;
 
@@ -40,7 +47,7 @@ export function reason(err: unknown): string {
 }
 
 export class OidcClient {
-  private configuration?: Promise<client.Configuration>;
+  private configuration?: Promise<OpenId.Configuration>;
   readonly mapping: RoleMapping;
 
   constructor(
@@ -52,8 +59,9 @@ export class OidcClient {
   }
 
   /** Discovery, on first use and again after a failure (a provider down at start-up does not stop the service). */
-  private config(): Promise<client.Configuration> {
+  private config(): Promise<OpenId.Configuration> {
     this.configuration ??= (async () => {
+      const client = await openid();
       const { issuer, clientId, clientSecret } = this.settings;
       const auth = clientSecret ? client.ClientSecretBasic(clientSecret) : client.None();
       const insecure = new URL(issuer).protocol === 'http:' ? [client.allowInsecureRequests] : [];
@@ -69,6 +77,7 @@ export class OidcClient {
   /** A new sign-in's secrets and the provider URL to send the browser to. */
   async begin(redirectUri: string): Promise<{ url: URL; tx: Omit<LoginTransaction, 'redirect' | 'expiresAt'> }> {
     const config = await this.config();
+    const client = await openid();
     const tx = { state: client.randomState(), nonce: client.randomNonce(), codeVerifier: client.randomPKCECodeVerifier() };
     const scope = this.settings.scope.split(/\s+/).includes('openid') ? this.settings.scope : `openid ${this.settings.scope}`;
     const url = client.buildAuthorizationUrl(config, {
@@ -89,6 +98,7 @@ export class OidcClient {
    */
   async finish(callback: URL, tx: LoginTransaction): Promise<SignedIn> {
     const config = await this.config();
+    const client = await openid();
     let claims: Record<string, unknown>;
     try {
       const tokens = await client.authorizationCodeGrant(config, callback, { pkceCodeVerifier: tx.codeVerifier, expectedState: tx.state, expectedNonce: tx.nonce, idTokenExpected: true });

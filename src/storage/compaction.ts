@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import type { ColumnType } from '../model.ts';
 import { failpoint } from '../failpoint.ts';
 import { log } from '../log.ts';
-import { castProjection, listLiteral, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
+import { castProjection, listLiteral, releaseDuckDB, sqlIdent, sqlString, withConnection, type DuckDBSource } from '../duckdb.ts';
 import type { FileEntry } from './catalog.ts';
 import type { Dataset, StorageContext } from './dataset.ts';
 import { compactedFileName, dataFileKey, hourPartition, stagingDir } from './layout.ts';
@@ -276,6 +276,8 @@ export async function compactDataset(
     try {
       await turn(() => mergeGroup(ctx, manifests, ds, group));
       merged += group.length;
+      // What a merge leaves in the storage DuckDB stays until the instance closes: close it once unused.
+      releaseDuckDB(ctx.duck);
       // The pause is cut short by a shutdown, which waits for the compaction under way: a pass over
       // hundreds of groups would otherwise hold the shutdown for minutes.
       for (let waited = 0; waited < MERGE_SETTLE_MS && !stopped(); waited += 100) await new Promise((r) => setTimeout(r, 100));

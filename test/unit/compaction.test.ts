@@ -7,6 +7,7 @@ import { compactDataset, mergeParquet, planCompaction, runParts, timeRuns, UPGRA
 import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
 import type { Manifests } from '../../src/storage/manifests.ts';
 import { compactions } from '../../src/metrics.ts';
+import { IdleClosingDuckDB, openDuckDB, withConnection } from '../../src/duckdb.ts';
 
 const file = (key: string, over: Partial<FileEntry> = {}): FileEntry => ({ key, rows: 10, bytes: 100, minMs: 0, maxMs: 1000, columns: ['a'], nodeId: 'n1', ...over });
 
@@ -132,6 +133,27 @@ describe('compactDataset: each merge takes its turn among the flushes', () => {
     };
     expect(await compactDataset(ctx, {} as Manifests, ds, turn, () => stopping)).toBe(2);
     expect(merges).toBe(1);
+  });
+
+  it('lets the storage DuckDB go after a merge, without waiting for its idle time', async () => {
+    const h = (name: string) => file(`ds/date=2026-11-23/hour=01/minute=00/${name}.parquet`);
+    const files = [h('a'), h('b')];
+    const ds = { deleted: false, catalog: { all: () => files } } as unknown as Dataset;
+    const dir = await tempDir('compact-release-');
+    // An idle time no test waits for: a close seen here is the release after the merge.
+    const duck = new IdleClosingDuckDB(() => openDuckDB({ dataDir: dir, threads: 1, memoryLimit: '64MB', tempDir: path.join(dir, 'tmp') }), 3_600_000);
+    const ctx = { duck, quarantine: { has: () => false }, settings: { nodeId: 'n1', compactionTargetBytes: 1000 } } as unknown as StorageContext;
+    let openDuringMerge = false;
+    // The merge's stand-in uses the storage DuckDB as a merge does, and the pass then stops (no pause).
+    const turn = async <T>(_fn: () => Promise<T>): Promise<T> => {
+      await withConnection(duck, (conn) => conn.run('SELECT 1'));
+      openDuringMerge = duck.isOpen;
+      return undefined as T;
+    };
+    expect(await compactDataset(ctx, {} as Manifests, ds, turn, () => openDuringMerge && !duck.isOpen)).toBe(2);
+    expect(openDuringMerge).toBe(true);
+    expect(duck.isOpen).toBe(false);
+    expect(duck.opens).toBe(1);
   });
 
   it('a failing group ends only itself: the other groups and hours are merged, the failure counted', async () => {

@@ -58,6 +58,48 @@ describe('IdleClosingDuckDB', () => {
     expect(db.opens).toBe(1);
   });
 
+  it('release() closes at once when unused, else when the last connection closes, without waiting for the idle time', async () => {
+    // An idle time no test waits for: every close here is release()'s, observed right after the step.
+    const db = new IdleClosingDuckDB(open, 3_600_000);
+    expect(await one(db)).toBe(2);
+    expect(db.isOpen).toBe(true);
+    db.release();
+    expect(db.isOpen).toBe(false);
+    let finish!: () => void;
+    const held = new Promise<void>((r) => (finish = r));
+    const inUse = withConnection(db, async (conn) => {
+      await held;
+      return Number((await conn.runAndReadAll('SELECT 7 AS n')).getRowObjects()[0].n);
+    });
+    await waitFor('opened again', async () => db.isOpen);
+    db.release();
+    expect(db.isOpen).toBe(true); // a connection is open on it
+    finish();
+    expect(await inUse).toBe(7);
+    expect(db.isOpen).toBe(false);
+    expect(db.opens).toBe(2);
+    // Released once: the next use keeps the instance for the idle time again.
+    expect(await one(db)).toBe(2);
+    expect(db.isOpen).toBe(true);
+    db.release();
+  });
+
+  it('release() with nothing open leaves the next use its idle time', async () => {
+    const db = new IdleClosingDuckDB(open, 3_600_000);
+    db.release();
+    expect(await one(db)).toBe(2);
+    expect(db.isOpen).toBe(true);
+    db.release();
+    expect(db.isOpen).toBe(false);
+  });
+
+  it('release() leaves an instance kept open (idle time 0) open', async () => {
+    const db = new IdleClosingDuckDB(open, 0);
+    expect(await one(db)).toBe(2);
+    db.release();
+    expect(db.isOpen).toBe(true);
+  });
+
   it('with an idle time of 0 stays open', async () => {
     const db = new IdleClosingDuckDB(open, 0);
     expect(await one(db)).toBe(2);

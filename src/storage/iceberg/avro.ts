@@ -1,5 +1,5 @@
 import { Readable } from 'node:stream';
-import avro from 'avsc';
+import type Avro from 'avsc';
 
 /**
  * Iceberg's Avro files (spec "Manifests" and "Manifest Lists", format version 2): their schemas with
@@ -166,14 +166,21 @@ export const MANIFEST_FILE_SCHEMA = {
  * Compiled avsc types by schema text: compiling one (avsc generates its reader and writer code) cost
  * more than encoding a manifest, and there are only a few schemas (one per partition field name).
  */
-const TYPES = new Map<string, avro.Type>();
+const TYPES = new Map<string, Avro.Type>();
 const TYPES_KEPT = 64;
 
-function compiled(schemaText: string, schema: object): avro.Type {
+/**
+ * avsc is loaded on the first manifest written or read, not at start (~4 MB of an idle process): a
+ * service publishes Iceberg tables only after its first flush, and reads them only then.
+ */
+let loaded: Promise<typeof Avro> | undefined;
+const avsc = (): Promise<typeof Avro> => (loaded ??= import('avsc').then((m) => m.default));
+
+function compiled(avro: typeof Avro, schemaText: string, schema: object): Avro.Type {
   let type = TYPES.get(schemaText);
   if (!type) {
     if (TYPES.size >= TYPES_KEPT) TYPES.clear();
-    type = avro.Type.forSchema(schema as avro.Schema);
+    type = avro.Type.forSchema(schema as Avro.Schema);
     TYPES.set(schemaText, type);
   }
   return type;
@@ -181,6 +188,7 @@ function compiled(schemaText: string, schema: object): avro.Type {
 
 /** Writes records as one Avro object container file (no compression), with string metadata in the header. */
 export async function encodeAvroFile(schema: object, records: object[], metadata: Record<string, string>): Promise<Buffer> {
+  const avro = await avsc();
   const schemaText = JSON.stringify(schema);
   // The header's schema is the schema as given: avsc exports a compiled type's schema without the
   // fields' `field-id` attributes, and header metadata given here overwrites what it would write.
@@ -188,7 +196,7 @@ export async function encodeAvroFile(schema: object, records: object[], metadata
   // avsc's BlockEncoder takes header metadata (lib/containers.js), which its type declarations omit.
   // 'always': a file of no records (a snapshot of an emptied table) is still a valid Avro file.
   const options = { metadata: meta, writeHeader: 'always' } as unknown as ConstructorParameters<typeof avro.streams.BlockEncoder>[1];
-  const encoder = new avro.streams.BlockEncoder(compiled(schemaText, schema), options);
+  const encoder = new avro.streams.BlockEncoder(compiled(avro, schemaText, schema), options);
   const chunks: Buffer[] = [];
   const done = new Promise<void>((resolve, reject) => {
     encoder.on('data', (chunk: Buffer) => chunks.push(chunk));
@@ -203,8 +211,9 @@ export async function encodeAvroFile(schema: object, records: object[], metadata
 
 /** Reads an Avro object container file: its records and its header's metadata (schema included). */
 export async function decodeAvroFile<T>(bytes: Buffer): Promise<{ records: T[]; metadata: Record<string, string> }> {
+  const avro = await avsc();
   // The header's schema compiled once per schema text (other workers' manifests share a few schemas).
-  const decoder = new avro.streams.BlockDecoder({ parseHook: (schema) => compiled(JSON.stringify(schema), schema as object) });
+  const decoder = new avro.streams.BlockDecoder({ parseHook: (schema) => compiled(avro, JSON.stringify(schema), schema as object) });
   const records: T[] = [];
   const metadata: Record<string, string> = {};
   const done = new Promise<void>((resolve, reject) => {
