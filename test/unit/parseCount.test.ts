@@ -122,9 +122,10 @@ describe('parses per statement', async () => {
   const extendedTyped = (text: string, types: number[], values: (string | null)[]) => async () => {
     const name = `b${++bound}`;
     const done = once(raw, 'readyForQuery');
-    raw.parse({ name, text, types }, false);
+    // pg's writer sends `types` as int32 OIDs and `rows` as an int32 (@types/pg types them as strings).
+    raw.parse({ name, text, types: types as unknown as string[] }, false);
     raw.bind({ statement: name, values }, false);
-    raw.execute({ rows: 0 }, false);
+    raw.execute({ rows: 0 as unknown as string }, false);
     raw.sync();
     await done;
   };

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { boundParam, withoutGaps } from '../../src/doors/pg/params.ts';
-import { CatalogDb } from '../../src/query/catalog/catalogDb.ts';
+import { CatalogDb, type DatasetSchema } from '../../src/query/catalog/catalogDb.ts';
 import { replacePlaceholders } from '../../src/query/catalog/sqlText.ts';
 
 /**
@@ -12,7 +12,7 @@ import { replacePlaceholders } from '../../src/query/catalog/sqlText.ts';
  */
 
 const OID = { text: 25, int4: 23, int8: 20, oid: 26, unknown: 0 };
-const datasets = () => [
+const datasets = (): DatasetSchema[] => [
   { name: 'app', schema: { p_timestamp: 'TIMESTAMP', level: 'VARCHAR', n: 'BIGINT' } },
   { name: 'Mixed Case', schema: { p_timestamp: 'TIMESTAMP', v: 'DOUBLE' } },
 ];
