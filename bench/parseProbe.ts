@@ -9,7 +9,6 @@
  * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
  */
 import pg from 'pg';
-import { freePort } from '../test/helpers/server.ts';
 import { api, BENCH_KEY, fmt, post, runIfMain, startService } from './lib.ts';
 
 const STATEMENTS = 300;
@@ -32,8 +31,8 @@ async function counted(port: number, run: () => Promise<unknown>): Promise<strin
 }
 
 export async function parseProbe(): Promise<string[][]> {
-  const pgPort = await freePort();
-  const server = await startService({ P_PG_ADDR: `127.0.0.1:${pgPort}` });
+  const server = await startService({ P_PG_ADDR: '127.0.0.1:0' });
+  const pgPort = server.pgPort!;
   const client = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'bench', password: BENCH_KEY, database: 'bench' });
   try {
     await api(server.port, 'PUT', '/api/v1/logstream/probe');
