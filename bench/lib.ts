@@ -1,11 +1,11 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as http from 'node:http';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { buildService } from '../scripts/build-service.ts';
-import { freePort } from '../test/helpers/server.ts';
+import { listeningLine, type ListeningLine } from '../test/helpers/server.ts';
 
 import { prepareRequest, RawConnection } from './loadgen.ts';
 
@@ -15,7 +15,10 @@ export const root = path.resolve(import.meta.dirname, '..');
 export const BENCH_KEY = 'bench-admin-key';
 
 export interface BenchServer {
+  /** The ports the service bound (its `listening` line): gRPC and PostgreSQL when asked for. */
   port: number;
+  grpcPort?: number;
+  pgPort?: number;
   dataDir: string;
   pid: number;
   stop: () => Promise<void>;
@@ -165,19 +168,21 @@ export async function startService(
   // The service as `npm start` runs it: the build in dist/, made fresh once per benchmark run.
   await (built ??= buildService());
   const dataDir = env.P_DATA_DIR ?? (await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-bench-')));
-  const port = await freePort();
   const command = [...wrap, process.execPath, ...nodeArgs, path.join(root, 'dist/main.js')];
   const child = spawn(command[0], command.slice(1), {
     cwd: root,
-    // The extra front doors' fixed default ports would collide between benchmark services: off unless asked for.
-    env: { ...process.env, P_ADDR: `127.0.0.1:${port}`, P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', P_OTLP_GRPC_ADDR: 'off', P_PG_ADDR: 'off', ...env },
-    stdio: ['ignore', process.env.BENCH_SERVICE_LOG ? 'inherit' : 'ignore', 'inherit'],
+    // Port 0: the service binds a free port and reports it in its `listening` line (no port picked here
+    // and bound later, which another process could take in between). The extra front doors' fixed
+    // default ports would collide between benchmark services: off unless asked for (`127.0.0.1:0` too).
+    env: { ...process.env, P_ADDR: '127.0.0.1:0', P_DATA_DIR: dataDir, P_API_KEYS: BENCH_KEY, P_LOG_LEVEL: 'warn', P_OTLP_GRPC_ADDR: 'off', P_PG_ADDR: 'off', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
   });
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const ports = await announcedPorts(child);
   for (let i = 0; i < 300; i++) {
     if (child.exitCode !== null) throw new Error(`service exited at start (code ${child.exitCode}); env ${JSON.stringify(env)}`);
     try {
-      const res = await fetch(`http://127.0.0.1:${port}/api/v1/liveness`);
+      const res = await fetch(`http://127.0.0.1:${ports.port}/api/v1/liveness`);
       if (res.ok) break;
     } catch {
       /* starting */
@@ -185,7 +190,9 @@ export async function startService(
     await new Promise((r) => setTimeout(r, 100));
   }
   return {
-    port,
+    port: ports.port,
+    ...(ports.grpcPort ? { grpcPort: ports.grpcPort } : {}),
+    ...(ports.pgPort ? { pgPort: ports.pgPort } : {}),
     dataDir,
     pid: child.pid!,
     stop: async () => {
@@ -193,6 +200,31 @@ export async function startService(
       await exited;
     },
   };
+}
+
+/**
+ * The ports the service bound, from its `listening` line (logged at every level). Its stdout is read to
+ * the end (shown when BENCH_SERVICE_LOG is set), but kept only until that line is out.
+ */
+function announcedPorts(child: ChildProcess): Promise<ListeningLine> {
+  return new Promise((resolve, reject) => {
+    let output = '';
+    let found = false;
+    child.stdout!.on('data', (d: Buffer) => {
+      if (process.env.BENCH_SERVICE_LOG) process.stdout.write(d);
+      if (found) return;
+      output += d.toString();
+      const ports = listeningLine(output);
+      if (ports) {
+        found = true;
+        output = '';
+        resolve(ports);
+      }
+    });
+    child.once('exit', (code) => {
+      if (!found) reject(new Error(`service exited at start (code ${code}) before its listening line`));
+    });
+  });
 }
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 64 });

@@ -3,7 +3,6 @@
  * same protobuf bodies, 8 in flight at once (8 keep-alive HTTP connections; 8 concurrent calls on one
  * HTTP/2 connection, as a Collector's exporter sends), records/s and the service's CPU per record.
  */
-import { freePort } from '../test/helpers/server.ts';
 import { RawOtlpClient } from '../test/helpers/otlpGrpc.ts';
 import { api, BENCH_KEY, fmt, sendAll, settle, startService, waitFlushed, watchTree } from './lib.ts';
 import { logsRequest, spansRequest, toProtobuf } from './otel.ts';
@@ -37,9 +36,8 @@ export async function benchOtlpGrpc(): Promise<string[][]> {
   const PER_REQUEST = 1000;
   const REQUESTS = Number(process.env.BENCH_OTLP_REQUESTS ?? 200);
   const base = Date.now() - 3_600_000;
-  const grpcPort = await freePort();
-  const target = `127.0.0.1:${grpcPort}`;
-  const server = await startService({ P_FLUSH_INTERVAL: '5s', P_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', P_OTLP_GRPC_ADDR: target });
+  const server = await startService({ P_FLUSH_INTERVAL: '5s', P_LOG_LEVEL: process.env.BENCH_LOG_LEVEL ?? 'warn', P_OTLP_GRPC_ADDR: '127.0.0.1:0' });
+  const target = `127.0.0.1:${server.grpcPort!}`;
   const rows: string[][] = [['case', 'records', 'seconds', 'records/s', 'CPU s/1M records']];
   try {
     await settle(server.pid);

@@ -4,11 +4,11 @@
  * way (simple query, extended protocol Parse/Bind/Execute with the `pg` client, HTTP /api/v1/query),
  * then distinct simple-query statements (each a new text, so no cache helps) one after another for a
  * fixed count, and one extended-protocol statement bound to as many distinct values (a PostgreSQL
- * client's prepared statement: before issue 35's binding, each value made a new text to check).
+ * client's prepared statement: before issue 35's binding, each value made a new text to check), and two
+ * catalog statements with parameters (`$1::regclass`, has_table_privilege($1, …)) bound the same way.
  * Run: `node bench/parseProbe.ts` (builds dist/ first, as every benchmark).
  */
 import pg from 'pg';
-import { freePort } from '../test/helpers/server.ts';
 import { api, BENCH_KEY, fmt, post, runIfMain, startService } from './lib.ts';
 
 const STATEMENTS = 300;
@@ -31,8 +31,8 @@ async function counted(port: number, run: () => Promise<unknown>): Promise<strin
 }
 
 export async function parseProbe(): Promise<string[][]> {
-  const pgPort = await freePort();
-  const server = await startService({ P_PG_ADDR: `127.0.0.1:${pgPort}` });
+  const server = await startService({ P_PG_ADDR: '127.0.0.1:0' });
+  const pgPort = server.pgPort!;
   const client = new pg.Client({ host: '127.0.0.1', port: pgPort, user: 'bench', password: BENCH_KEY, database: 'bench' });
   try {
     await api(server.port, 'PUT', '/api/v1/logstream/probe');
@@ -46,6 +46,10 @@ export async function parseProbe(): Promise<string[][]> {
     rows.push(['PG simple query (the same text again)', await counted(server.port, () => client.query(`SELECT count(*) ${where(1)}`))]);
     rows.push(['PG extended Parse/Bind/Execute (new text)', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['info']))]);
     rows.push(['PG extended, the same text with another value', await counted(server.port, () => client.query(`SELECT count(*) ${where(2)} AND level = $1`, ['error']))]);
+    // Catalog statements with parameters, as drivers send them for metadata (issue 35, branch pgcat).
+    const catalog = 'SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass';
+    rows.push(['PG extended catalog statement ($1::regclass, new text)', await counted(server.port, () => client.query(catalog, ['probe']))]);
+    rows.push(['PG extended catalog statement, another value', await counted(server.port, () => client.query(catalog, ['public.probe']))]);
     rows.push(['HTTP /api/v1/query (new text)', await counted(server.port, () => api(server.port, 'POST', '/api/v1/query', { query: `SELECT count(*) ${where(3)}`, startTime: '2026-01-01T00:00:00Z', endTime: '2026-01-02T00:00:00Z' }))]);
     const started = performance.now();
     for (let i = 0; i < STATEMENTS; i++) await client.query(`SELECT count(*) ${where(1000 + i)}`);
@@ -56,6 +60,11 @@ export async function parseProbe(): Promise<string[][]> {
     for (let i = 0; i < STATEMENTS; i++) await client.query(bound, [new Date(Date.UTC(2026, 0, 1, 0, i % 60)), i]);
     const boundPerSec = STATEMENTS / ((performance.now() - boundStarted) / 1000);
     rows.push([`PG extended, one statement bound to ${STATEMENTS} distinct values in a row`, `${fmt(boundPerSec, 1)} statements/s`]);
+    const named = 'SELECT n.nspname, has_table_privilege($1, \'SELECT\') AS ok FROM pg_catalog.pg_namespace n WHERE n.nspname = $2';
+    const catalogStarted = performance.now();
+    for (let i = 0; i < STATEMENTS; i++) await client.query(i % 2 ? catalog : named, i % 2 ? [`probe${i}`] : [`probe${i}`, 'public']);
+    const catalogPerSec = STATEMENTS / ((performance.now() - catalogStarted) / 1000);
+    rows.push([`PG extended, two catalog statements bound to ${STATEMENTS} distinct values in a row`, `${fmt(catalogPerSec, 1)} statements/s`]);
     return rows;
   } finally {
     await client.end().catch(() => undefined);

@@ -8,7 +8,6 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { freePort } from '../test/helpers/server.ts';
 import { api, BENCH_KEY, fmt, listFiles, median, post, sendAll, startService, waitFlushed } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 
@@ -105,10 +104,10 @@ function httpStreamRows(port: number, sql: string): Promise<number> {
 }
 
 export async function benchPgWire(rowsWanted = Number(process.env.BENCH_PG_ROWS ?? 1_000_000)): Promise<string[][]> {
-  const pgPort = await freePort();
   // No compaction during the run: the direct read lists the Parquet files, and a compacted file's
   // sources stay on disk for a grace period (both would be counted).
-  const server = await startService({ P_PG_ADDR: `127.0.0.1:${pgPort}`, P_QUERY_TIMEOUT: '300s', P_COMPACTION_INTERVAL: '24h' });
+  const server = await startService({ P_PG_ADDR: '127.0.0.1:0', P_QUERY_TIMEOUT: '300s', P_COMPACTION_INTERVAL: '24h' });
+  const pgPort = server.pgPort!;
   try {
     const events = makeLogEvents(rowsWanted, 11);
     const bodies: string[] = [];

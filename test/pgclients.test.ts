@@ -58,6 +58,10 @@ describe('psycopg 3 and SQLAlchemy', () => {
     const out = JSON.parse(stdout) as Record<string, unknown>;
     expect(out.psycopg_rows).toEqual([[3, 'warn']]);
     expect((out.psycopg_binary as unknown[]).slice(0, 2)).toEqual([3, 0.25]);
+    expect(out.psycopg_regclass).toEqual([['clientlogs']]);
+    expect(out.psycopg_privilege).toEqual([[true, 'public']]);
+    // PostgreSQL 15's answers to the same libpq calls (declared types: $2 unused; none: 42P18).
+    expect(out.libpq_gap).toEqual([['1', '3'], ['1', '3'], ['42P18'], ['42P18']]);
     expect(out.sa_schemas).toContain('public');
     expect(out.sa_tables).toEqual(['clientlogs']);
     expect(out.sa_columns).toEqual(expect.arrayContaining([['level', 'TEXT'], ['n', 'BIGINT'], ['p_timestamp', 'TIMESTAMP'], ['ratio', 'DOUBLE PRECISION']]));

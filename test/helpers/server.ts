@@ -132,14 +132,14 @@ export async function startServer(opts: { env?: Record<string, string>; dataDir?
   };
 }
 
-interface ListeningLine {
+export interface ListeningLine {
   port: number;
   grpcPort: number | null;
   pgPort: number | null;
 }
 
 /** The service's `listening` log line (src/main.ts), once it is out: every port it bound. */
-function listeningLine(output: string): ListeningLine | undefined {
+export function listeningLine(output: string): ListeningLine | undefined {
   // Whole lines only: the last piece may be a line still being written.
   for (const line of output.split('\n').slice(0, -1)) {
     if (line.includes('"msg":"listening"')) return JSON.parse(line) as ListeningLine;

@@ -117,6 +117,18 @@ describe('parses per statement', async () => {
     await once(raw, 'readyForQuery');
     return types;
   };
+  let bound = 0;
+  /** Parse (with declared parameter types) + Bind + Execute + Sync, as drivers that declare types send them. */
+  const extendedTyped = (text: string, types: number[], values: (string | null)[]) => async () => {
+    const name = `b${++bound}`;
+    const done = once(raw, 'readyForQuery');
+    // pg's writer sends `types` as int32 OIDs and `rows` as an int32 (@types/pg types them as strings).
+    raw.parse({ name, text, types: types as unknown as string[] }, false);
+    raw.bind({ statement: name, values }, false);
+    raw.execute({ rows: 0 as unknown as string }, false);
+    raw.sync();
+    await done;
+  };
 
   // Each row runs after the rows before it, on the same service (its caches as a client meets them).
   const table: { door: string; what: string; run: () => Promise<unknown>; expected: Counts }[] = [
@@ -142,9 +154,19 @@ describe('parses per statement', async () => {
     // for its parameters), the catalog database describes it (DuckDB's prepare: its types).
     { door: 'PG extended', what: 'Describe of a data statement with parameters', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: { pg: 1, prepare: 1 } },
     { door: 'PG extended', what: 'Describe of the same statement again (described before)', run: describeStatement('SELECT level FROM app WHERE n > $1 AND level = $2'), expected: {} },
-    // Not yet one parse: a catalog statement's values are inlined as literals (it runs as text in the
-    // worker's catalog database), a new text per value, checked from a tree of its own.
-    { door: 'PG extended', what: 'a catalog statement with a parameter', run: extended('SELECT relname FROM pg_class WHERE relname = $1', ['app']), expected: { pg: 2, prepare: 2 } },
+    // A catalog statement: classified and rewritten once with its placeholders (`$1::regclass` becomes a
+    // lookup of the parameter), checked as it will run; the worker prepares it and DuckDB binds the values.
+    { door: 'PG extended', what: 'a catalog statement with a parameter', run: extended('SELECT relname FROM pg_class WHERE relname = $1', ['app']), expected: { pg: 1, prepare: 1 } },
+    { door: 'PG extended', what: 'the same catalog statement with another value', run: extended('SELECT relname FROM pg_class WHERE relname = $1', ['other']), expected: { prepare: 1 } },
+    { door: 'PG extended', what: 'a catalog statement with $1::regclass', run: extended('SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass', ['app']), expected: { pg: 1, prepare: 1 } },
+    { door: 'PG extended', what: 'the same $1::regclass statement with another value', run: extended('SELECT c.relname FROM pg_catalog.pg_class c WHERE c.oid = $1::regclass', ['public.app']), expected: { prepare: 1 } },
+    { door: 'PG extended', what: 'has_table_privilege($1, …) and n.nspname = $2', run: extended("SELECT has_table_privilege($1, 'SELECT') AS ok FROM pg_namespace n WHERE n.nspname = $2", ['app', 'public']), expected: { pg: 1, prepare: 1 } },
+    // Placeholders with a gap ($1 and $3): renumbered once on the template, the values bound.
+    { door: 'PG extended', what: 'a data SELECT with a gap, types declared', run: extendedTyped('SELECT n FROM app WHERE level = $1 AND n > $3', [25, 20, 20], ['warn', '0', '3']), expected: { pg: 1, execute: 1 } },
+    { door: 'PG extended', what: 'the same gap statement with other values', run: extendedTyped('SELECT n FROM app WHERE level = $1 AND n > $3', [25, 20, 20], ['info', null, '5']), expected: { execute: 1 } },
+    { door: 'PG extended', what: 'a catalog statement with a gap, types declared', run: extendedTyped('SELECT relname FROM pg_class WHERE relname = $1 OR relname = $3', [25, 25, 25], ['app', 'x', 'y']), expected: { pg: 1, prepare: 1 } },
+    // As PostgreSQL's Parse: a skipped parameter without a declared type is refused before any parse.
+    { door: 'PG extended', what: 'a gap without a declared type (42P18)', run: extendedTyped('SELECT n FROM app WHERE level = $1 AND n > $3', [], ['warn', '0', '3']), expected: {} },
     { door: 'PG extended', what: 'a data SELECT without parameters', run: extended('SELECT max(n) FROM app', []), expected: { pg: 1, execute: 1 } },
   ];
 

@@ -119,12 +119,12 @@ describe('PostgreSQL door in process', async () => {
     expect(fake.of('timeRange').at(-1)!.params).toEqual([bound]);
   });
 
-  it('extended query: placeholders with a gap ($2 alone, which DuckDB cannot bind by position) get literals', async () => {
-    fake.script = { fields: ['x'], rows: [['1']] };
-    await session((c) => c.query('SELECT x FROM app WHERE v = $2', [1, "it's"]));
-    const run = fake.of('executePg').at(-1)!;
-    expect(run.sql).toBe("SELECT x FROM app WHERE v = 'it''s'");
-    expect(run.params).toBeUndefined();
+  it('extended query: a skipped placeholder without a declared type is refused at Parse, as PostgreSQL does (42P18)', async () => {
+    const before = fake.calls.length;
+    // node-postgres declares no parameter types: PostgreSQL 15 answers this Parse with 42P18 too.
+    const err = await session((c) => c.query('SELECT x FROM app WHERE v = $2', [1, "it's"]).then(() => undefined, (e: { code?: string; message: string }) => e));
+    expect(err).toMatchObject({ code: '42P18', message: 'could not determine data type of parameter $1' });
+    expect(fake.calls.slice(before).filter((c) => c.op === 'executePg' || c.op === 'classify')).toEqual([]);
   });
 
   it('extended query: a named statement is parsed once and bound again; result formats reach the executor', async () => {

@@ -3,6 +3,7 @@ import { invalidInput } from '../../errors.ts';
 import { PgError } from './sqlstate.ts';
 import { PG } from '../../query/results/pg.ts';
 import type { BoundParam } from '../../query/sql/boundParams.ts';
+import { replacePlaceholders } from '../../query/catalog/sqlText.ts';
 
 /**
  * Bind parameters as SQL literals. A user statement reaches the sandbox and the query worker as text
@@ -262,4 +263,33 @@ export function boundParam(value: Buffer | null, format: number, oid: number, ut
   }
   const bytes = oid === PG.bytea.oid ? hexBytes(text) : undefined;
   return bytes ? { type: 'BLOB', text: bytes.toString('hex') } : { type: 'VARCHAR', text };
+}
+
+/** PostgreSQL's `unknown` type: a parameter declared so has no type either. */
+const UNKNOWN_OID = 705;
+
+/**
+ * A statement whose placeholders skip a number (`$1` and `$3`, no `$2`), as DuckDB can bind it: DuckDB
+ * numbers the placeholders it found 1…k and cannot bind `$3` of such a statement, so they are renumbered
+ * once, on the template (`$1`, `$2`), and `positions` says which parameter of the Bind each one takes
+ * (`[1, 3]`). As PostgreSQL's Parse does (exec_parse_message), a parameter the statement does not use
+ * (skipped, or declared past its highest `$n`) whose type the client left unspecified is refused: 42P18
+ * "could not determine data type of parameter $2" (checked with psycopg's libpq against PostgreSQL 15).
+ * Without a gap the statement comes back as it is.
+ */
+export function withoutGaps(sql: string, paramTypes: readonly number[]): { sql: string; positions?: number[] } {
+  const used = new Set<number>();
+  replacePlaceholders(sql, (n) => {
+    used.add(n);
+    return '';
+  });
+  const positions = [...used].sort((a, b) => a - b);
+  const highest = positions[positions.length - 1] ?? 0;
+  // Also a declared parameter past the highest `$n` (PostgreSQL 15 via psycopg's libpq: the same error).
+  for (let n = 1; n <= Math.max(highest, paramTypes.length); n++) {
+    const declared = paramTypes[n - 1] ?? 0;
+    if (!used.has(n) && (declared === 0 || declared === UNKNOWN_OID)) throw new PgError('invalid', `could not determine data type of parameter $${n}`, '42P18');
+  }
+  if (highest === positions.length) return { sql };
+  return { sql: replacePlaceholders(sql, (n) => `$${positions.indexOf(n) + 1}`), positions };
 }

@@ -9,7 +9,7 @@ import { canAccess } from '../shared/auth.ts';
 import type { Statement } from '../../query/catalog/catalogDb.ts';
 import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { msg, ProtocolViolation, readBind, readParse, Reader, splitRows } from './messages.ts';
-import { boundParam, parameterLiteral } from './params.ts';
+import { boundParam, parameterLiteral, withoutGaps } from './params.ts';
 import type { BoundParam } from '../../query/sql/boundParams.ts';
 import { placeholderCount, replacePlaceholders, splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
 import { copyLines, copyOut, headerLine, type CopyOut } from './copy.ts';
@@ -35,17 +35,20 @@ interface Prepared {
   /** What it counts against the session's and key's state bounds. */
   bytes: number;
   paramTypes: number[];
-  /** Placeholders in the statement. */
+  /** Parameters a Bind supplies (the highest `$n`, or more declared). */
   params: number;
-  /** DuckDB types of the placeholders (for unspecified parameter types), learnt once. */
-  inferred?: string[];
+  /**
+   * A statement with a gap in its placeholders, renumbered (`sql` is then the renumbered text): the
+   * Bind's parameter each placeholder takes, in order (params.ts withoutGaps).
+   */
+  positions?: number[];
   /** The statement classified (and rewritten) once, with its placeholders; each Bind fills them in. */
   classified?: Statement;
 }
 
 interface Portal {
   statement: Statement;
-  /** A data statement's parameter values, bound by DuckDB to its placeholders (not written into its text). */
+  /** A data or catalog statement's parameter values, bound by DuckDB to its placeholders (not written into its text). */
   params?: BoundParam[];
   bytes: number;
   formats: number[];
@@ -107,7 +110,8 @@ export abstract class SessionQueries {
     this.dropStatement(name);
     const bytes = SessionState.cost(sql);
     this.state!.take(bytes, 'prepare another');
-    this.statements.set(name, { sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length) });
+    const dense = withoutGaps(sql, paramTypes);
+    this.statements.set(name, { sql: dense.sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length), ...(dense.positions ? { positions: dense.positions } : {}) });
   }
 
   protected dropStatement(name: string): void {
@@ -206,26 +210,17 @@ export abstract class SessionQueries {
     const format = (i: number) => (nFormats === 0 ? 0 : nFormats === 1 ? formats[0] : formats[i]);
     prepared.classified ??= await this.prepareStatement(prepared.sql);
     const template = prepared.classified;
-    // A data statement runs as the template the sandbox checked, its values bound by DuckDB (issue 35:
-    // one parse, and a value can never reach a parser as SQL); a catalog statement gets literals.
-    const params = template.kind === 'data' && values.length && placeholdersFromOne(template.sql) ? values.map((v, i) => boundParam(v, format(i), prepared.paramTypes[i] ?? 0, template.utcParams?.includes(i + 1))) : undefined;
-    const sql = params || !values.length ? template.sql : await this.withLiterals(prepared, template, values, format);
+    // A data or catalog statement runs as the template classified (and, for data, checked by the
+    // sandbox) once, its values bound by DuckDB (issue 35: one parse, and a value never reaches a parser
+    // as SQL). A session command, which the door reads itself (no parser), gets literals.
+    const positions = prepared.positions ?? values.map((_, i) => i + 1);
+    const params = template.kind !== 'session' && values.length ? positions.map((n, k) => boundParam(values[n - 1], format(n - 1), prepared.paramTypes[n - 1] ?? 0, template.utcParams?.includes(k + 1))) : undefined;
+    const sql = params || !values.length ? template.sql : withLiterals(prepared, values, format);
     this.dropPortal(portal);
     const bytes = SessionState.cost(sql) + (params ?? []).reduce((n, p) => n + 2 * (p?.text.length ?? 0) + 16, 0);
     this.state!.take(bytes, 'bind another portal');
     this.portals.set(portal, { statement: { kind: template.kind, sql }, ...(params ? { params } : {}), bytes, formats: resultFormats, pendingRows: 0, sent: 0 });
     await this.write(msg.bindComplete());
-  }
-
-  /** The template with each `$n` replaced by its value's literal (catalog statements, run as text). */
-  private async withLiterals(prepared: Prepared, template: Statement, values: (Buffer | null)[], format: (i: number) => number): Promise<string> {
-    const needsInference = values.some((v, i) => v !== null && !(prepared.paramTypes[i] > 0));
-    if (needsInference && !prepared.inferred) prepared.inferred = await this.deps.queries.catalog.describe(this.catalogRequest(), prepared.sql).then((d) => d.params, () => []);
-    return replacePlaceholders(template.sql, (n) => {
-      const i = n - 1;
-      if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
-      return boundLiteral(prepared, template, n, values[i], format(i));
-    });
   }
 
   private async describe(kind: string, name: string, r: Reader): Promise<void> {
@@ -269,8 +264,9 @@ export abstract class SessionQueries {
     // The sandbox checks the template from its kept tree (placeholders and all): no parse of a new text.
     if (statement.kind === 'data') await this.deps.queries.plan(statement.sql);
     const d = await this.deps.queries.catalog.describe(this.catalogRequest(), statement.sql);
-    prepared.inferred ??= d.params;
-    const params = Array.from({ length: prepared.params }, (_, i) => (prepared.paramTypes[i] > 0 ? prepared.paramTypes[i] : (d.paramTypes[i] ?? PG.text).oid));
+    // A renumbered statement's placeholder k is parameter positions[k] (an undeclared skipped one was refused at Parse).
+    const described = (i: number) => d.paramTypes[prepared.positions ? prepared.positions.indexOf(i + 1) : i];
+    const params = Array.from({ length: prepared.params }, (_, i) => (prepared.paramTypes[i] > 0 ? prepared.paramTypes[i] : (described(i) ?? PG.text).oid));
     return { params, fields: d.columns.length ? d.columns.map((c) => ({ name: c.name, type: c.type, format: 0 })) : undefined };
   }
 
@@ -348,13 +344,13 @@ export abstract class SessionQueries {
   }
 
   /** Runs a catalog statement on a query worker; a CancelRequest or the client leaving stops it. */
-  protected async openCatalog(sql: string, formats: number[]): Promise<Cursor> {
+  protected async openCatalog(sql: string, formats: number[], params?: BoundParam[]): Promise<Cursor> {
     const abort = new AbortController();
     const onClose = () => abort.abort();
     this.socket.once('close', onClose);
     this.active = { cancel: () => abort.abort() };
     try {
-      return await catalogCursor(() => this.deps.queries.catalog.run(this.catalogRequest(abort.signal), sql, formats));
+      return await catalogCursor(() => this.deps.queries.catalog.run(this.catalogRequest(abort.signal), sql, formats, params));
     } catch (err) {
       throw this.cancelled ? new QueryCancelled() : err;
     } finally {
@@ -385,7 +381,7 @@ export abstract class SessionQueries {
         close: () => undefined,
       };
     }
-    if (statement.kind === 'catalog') return this.openCatalog(statement.sql, formats);
+    if (statement.kind === 'catalog') return this.openCatalog(statement.sql, formats, params);
     const principal = this.principal!;
     const range = await this.deps.queries.timeRange(statement.sql, params);
     // Cancellable from the start (a CancelRequest, or the client leaving, while the worker still plans
@@ -444,25 +440,15 @@ async function catalogCursor(run: () => Promise<{ fields: Cursor['fields']; data
 }
 
 /**
- * Whether the statement's placeholders are $1…$n without a gap: DuckDB binds by position among the
- * placeholders it found, so `$2` alone could not be bound (such a statement gets literals).
+ * A session command's text with each `$n` replaced by its value's literal: the door reads session
+ * commands itself (sessionCommands.ts), no parser sees them, and nothing can bind a value there.
  */
-function placeholdersFromOne(sql: string): boolean {
-  const seen = new Set<number>();
-  replacePlaceholders(sql, (n) => {
-    seen.add(n);
-    return '';
+function withLiterals(prepared: Prepared, values: (Buffer | null)[], format: (i: number) => number): string {
+  return replacePlaceholders(prepared.sql, (n) => {
+    const i = (prepared.positions?.[n - 1] ?? n) - 1;
+    if (i < 0 || i >= values.length) throw new DomainError('invalid', `there is no parameter $${n}`);
+    return parameterLiteral(values[i], format(i), prepared.paramTypes[i] ?? 0);
   });
-  return seen.size > 0 && Math.max(...seen) === seen.size;
-}
-
-/** Parameter `$n` of a Bind as the literal that replaces it. */
-function boundLiteral(prepared: Prepared, template: Statement, n: number, value: Buffer | null, format: number): string {
-  const i = n - 1;
-  const literal = parameterLiteral(value, format, prepared.paramTypes[i] ?? 0, prepared.inferred?.[i]);
-  // A timestamptz compared with a nanosecond time column: its UTC wall-clock time (catalogRewrite.ts).
-  const utc = value !== null && prepared.paramTypes[i] === PG.timestamptz.oid && template.utcParams?.includes(n);
-  return utc ? `timezone('UTC', ${literal})` : literal;
 }
 
 function rowDescription(fields: { name: string; type: PgType; format: number }[]): Buffer {

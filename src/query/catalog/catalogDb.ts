@@ -8,6 +8,7 @@ import { announcedAs, dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '.
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
 import { countParses, parseTree, serializeSql, treeJson } from '../sql/parseTree.ts';
+import { withPrepared, type BoundParam } from '../sql/boundParams.ts';
 import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
 
 /**
@@ -222,12 +223,16 @@ export class CatalogDb {
     });
   }
 
-  /** Runs a catalog statement; its (small) answer is whole before the first row is sent. */
-  async run(sql: string, formats: number[], tree?: string, checked = false): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
+  /**
+   * Runs a catalog statement; its (small) answer is whole before the first row is sent. `params`: values
+   * DuckDB binds to its placeholders (`$1::regclass` is `__pg_regclass($1)` by then: a lookup of the value).
+   */
+  async run(sql: string, formats: number[], tree?: string, checked = false, params?: readonly BoundParam[]): Promise<{ fields: { name: string; type: PgType; format: number }[]; next: () => Promise<{ data: Buffer; rows: number } | undefined>; close: () => void }> {
     const result = await this.withConn(async (conn) => {
       try {
         if (!checked) await parse(conn, sql, this.limits.maxDepth, tree);
         countParses('prepare');
+        if (params) return await withPrepared(conn, sql, params, (prepared) => prepared.run());
         return (await conn.run(sql)) as DuckDBMaterializedResult;
       } catch (err) {
         const message = (err as Error).message;

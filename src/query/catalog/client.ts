@@ -15,6 +15,7 @@ import type { CatalogJob, FromWorker } from '../worker/protocol.ts';
 import { nsColumns, type DatasetSchema, type Statement } from './catalogDb.ts';
 import { countParses, type ParseSite } from '../sql/parseTree.ts';
 import { pgSyntax } from './sqlText.ts';
+import type { BoundParam } from '../sql/boundParams.ts';
 
 export interface CatalogRequest {
   /** Who asks (admission control counts per key). */
@@ -94,11 +95,14 @@ export class CatalogQueries {
     return m.described;
   }
 
-  /** Runs a catalog statement; its (small, at most P_QUERY_MAX_ROWS rows) answer comes whole. */
-  async run(req: CatalogRequest, sql: string, formats: number[]): Promise<CatalogAnswer> {
+  /**
+   * Runs a catalog statement; its (small, at most P_QUERY_MAX_ROWS rows) answer comes whole. `params`:
+   * a Bind's values, bound by DuckDB to the statement's placeholders (the template, never a text per value).
+   */
+  async run(req: CatalogRequest, sql: string, formats: number[], params?: BoundParam[]): Promise<CatalogAnswer> {
     // A statement a classification checked as it runs needs no tree; any other is checked from one.
     const checked = this.checked.has(sql);
-    const m = await this.job(req, { op: 'run', sql, pgFormats: formats, ...(checked ? { checked } : { tree: await this.parse?.(sql) }) });
+    const m = await this.job(req, { op: 'run', sql, pgFormats: formats, ...(params ? { params } : {}), ...(checked ? { checked } : { tree: await this.parse?.(sql) }) });
     if (m.type !== 'answer' || !m.pgTypes || !m.data) throw new DomainError('storage', `unexpected message from the query worker: ${m.type}`);
     const format = (i: number) => (formats.length === 0 ? 0 : formats.length === 1 ? formats[0] : (formats[i] ?? 0));
     const types = m.pgTypes;
@@ -110,7 +114,7 @@ export class CatalogQueries {
   }
 
   /** One job on a worker under the key's admission and the time limit: its one answer message. */
-  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats' | 'tree' | 'checked'>): Promise<WorkerAnswer> {
+  private async job(req: CatalogRequest, op: Pick<CatalogJob, 'op' | 'sql' | 'pgFormats' | 'tree' | 'checked' | 'params'>): Promise<WorkerAnswer> {
     checkSqlText(op.sql, this.limits);
     const datasets = req.datasets.map((d) => ({ name: d.name, schema: d.schema as Record<string, string> }));
     const exec = await this.pool.run(req.principalId, () => ({ type: 'catalog', ...op, datasets, maxRows: this.limits.maxRows, maxDepth: this.limits.maxDepth }));

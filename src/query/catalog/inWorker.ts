@@ -46,7 +46,7 @@ export async function runCatalog(job: CatalogJob, reply: (m: FromWorker) => void
     else if (job.op === 'describe') send({ type: 'catalog', id: job.id, described: await catalog.describe(job.sql, job.tree) });
     else {
       const formats = job.pgFormats ?? [];
-      const answer = await catalog.run(job.sql, formats, job.tree, job.checked);
+      const answer = await catalog.run(job.sql, formats, job.tree, job.checked, job.params);
       const parts: Buffer[] = [];
       let rows = 0;
       for (let b = await answer.next(); b; b = await answer.next()) {

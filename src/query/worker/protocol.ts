@@ -129,6 +129,8 @@ export interface CatalogJob {
   checked?: boolean;
   /** For `run`: the result format code of each column. */
   pgFormats?: number[];
+  /** For `run`: a Bind's values, bound by DuckDB to the statement's placeholders (issue 35: not spliced in as text). */
+  params?: BoundParam[];
   maxRows: number;
   maxDepth: number;
 }
