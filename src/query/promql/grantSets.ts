@@ -84,16 +84,21 @@ export function setRef<T>(set: FileSet<T>, workerHas: readonly number[] | undefi
 
 /**
  * A worker's side: the parts it was sent, the last `max` kept (a dashboard's panels alternate between a
- * few ranges). `resolve` takes a grant's part (content or id) and answers the content.
+ * few ranges: `[1m]`, `[5m]`, `[10m]`, an offset…). `resolve` takes a grant's part (content or id) and answers the content.
  */
 export class HeldSets<T> {
   private readonly byId = new Map<number, T>();
 
-  constructor(private readonly max = 4) {}
+  constructor(private readonly max = 8) {}
 
   /** The ids held, for the next `need`. */
   ids(): number[] {
     return [...this.byId.keys()];
+  }
+
+  /** The parts held, with their ids (least recently used first). */
+  entries(): [number, T][] {
+    return [...this.byId];
   }
 
   resolve(ref: { setId: number; set?: T }): T | undefined {

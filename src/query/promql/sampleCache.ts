@@ -112,10 +112,30 @@ export function decodeBatches<T extends { bytes: number }>(files: T[], limit: nu
   return out;
 }
 
+/**
+ * A group's files with their cache keys and SELECTs, built once per group object: a worker keeps a
+ * grant's groups across jobs (grantSets.ts), and building a key per file and call (the template with
+ * the path put in, ~1 KB) cost ~0.3 ms of every panel over an hour of minute files. The same key
+ * strings each call also keep their hashes (V8 caches a string's hash in it).
+ */
+function pendingFiles(g: CachedGroup, dir: string, labelsOnly: boolean): PendingFile[] {
+  const memo = pendingMemo.get(g);
+  if (memo && memo.dir === dir && memo.labelsOnly === labelsOnly) return memo.files;
+  const files = g.paths.map((p, i) => {
+    const sql = g.sql.replaceAll(PATH_PLACEHOLDER, `${dir}/${p}`.replaceAll("'", "''"));
+    return { key: `${labelsOnly ? 'L' : 'S'}${sql}`, sql, bytes: labelsOnly ? 0 : (g.rows?.[i] ?? Infinity) * SAMPLE_BYTES };
+  });
+  pendingMemo.set(g, { dir, labelsOnly, files });
+  return files;
+}
+const pendingMemo = new WeakMap<CachedGroup, { dir: string; labelsOnly: boolean; files: PendingFile[] }>();
+
 export class SampleCache {
   /** The decode queries of the last call: each one's files and their samples' bytes (what it decoded at once). */
   lastDecodes: { files: number; sampleBytes: number }[] = [];
-  private readonly files = new Map<string, CachedFile>();
+  /** Decoded files by key (pendingFiles), each with the number of the last call that used it. */
+  private readonly files = new Map<string, { file: CachedFile; used: number }>();
+  private calls = 0;
   private readonly series = new Map<string, Series>();
   private readonly byId = new Map<number, Series>();
   private nextId = 0;
@@ -134,41 +154,42 @@ export class SampleCache {
    * keeps (issue 18's workload: 107 files, 18 MB kept, +155–165 MB RSS decoded at once; docs/memory.md).
    */
   async get(conn: DuckDBConnection, groups: CachedGroup[], dir: string, cols: CacheColumns, labelsOnly: boolean, budget: number, decodeBytes = decodeBytesFor(budget)): Promise<CachedFile[]> {
-    const keys: PendingFile[] = [];
-    for (const g of groups)
-      g.paths.forEach((p, i) => {
-        const sql = g.sql.replaceAll(PATH_PLACEHOLDER, `${dir}/${p}`.replaceAll("'", "''"));
-        keys.push({ key: `${labelsOnly ? 'L' : 'S'}${sql}`, sql, bytes: labelsOnly ? 0 : (g.rows?.[i] ?? Infinity) * SAMPLE_BYTES });
-      });
+    const keys = groups.flatMap((g) => pendingFiles(g, dir, labelsOnly));
     const missing = keys.filter((k) => !this.files.has(k.key));
     this.lastDecodes = [];
     for (const batch of decodeBatches(missing, decodeBytes)) {
       const loaded = await this.load(conn, batch.map((m) => m.sql), cols, labelsOnly);
       let samples = 0;
       batch.forEach((m, i) => {
-        this.files.set(m.key, loaded[i]);
+        this.files.set(m.key, { file: loaded[i], used: 0 });
         this.bytes += loaded[i].bytes;
         samples += loaded[i].t.length;
       });
       this.lastDecodes.push({ files: batch.length, sampleBytes: samples * SAMPLE_BYTES });
     }
+    const used = ++this.calls;
     const out = keys.map(({ key }) => {
-      const f = this.files.get(key)!;
-      // Most recently used last: a Map iterates in insertion order.
-      this.files.delete(key);
-      this.files.set(key, f);
-      return f;
+      const held = this.files.get(key)!;
+      held.used = used;
+      return held.file;
     });
-    // The files of this call stay (the label sets of the files returned must): past the budget by at
-    // most what this one selector reads, until the next call.
-    const inUse = new Set(keys.map((k) => k.key));
-    for (const [key, f] of this.files) {
-      if (this.bytes <= budget || inUse.has(key)) break;
-      this.files.delete(key);
-      this.bytes -= f.bytes;
-      for (const id of f.ids) this.release(id);
-    }
+    if (this.bytes > budget) this.evict(budget, used);
     return out;
+  }
+
+  /**
+   * Drops the least recently used files until the cache is within `budget`. The files of this call
+   * (`used`) stay: the label sets of the files returned must, so the cache is past the budget by at
+   * most what this one selector reads, until the next call.
+   */
+  private evict(budget: number, used: number): void {
+    const byAge = [...this.files].filter(([, h]) => h.used !== used).sort((a, b) => a[1].used - b[1].used);
+    for (const [key, { file }] of byAge) {
+      if (this.bytes <= budget) break;
+      this.files.delete(key);
+      this.bytes -= file.bytes;
+      for (const id of file.ids) this.release(id);
+    }
   }
 
   /** One past the largest id given (ids are dense: an array indexed by id covers every label set). */

@@ -6,7 +6,8 @@
  * The second line of the sandbox (the first is `sandbox.ts`): this DuckDB may open files only in the
  * worker's own directory, which holds, during a query, hard links to exactly the Parquet files and WAL
  * segments of the datasets that query was allowed to read (kept for the next query only while it
- * needs them). External access (other files, URLs, extensions) is off and the configuration locked
+ * needs them; a PromQL job, whose DuckDB runs only the service's SQL, also keeps the links of the other
+ * file sets the worker holds: linkDir.ts). External access (other files, URLs, extensions) is off and the configuration locked
  * before any user SQL.
  *
  * One query at a time, on one long-lived connection: a dataset's temporary view is created only when
@@ -37,6 +38,7 @@ import { projectionOf, selectProjected, type Projection } from '../promql/labelP
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
+import { LinkDir } from './linkDir.ts';
 import { RangeSession, runBounded, runWholeBound, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
 import { FileTables } from './fileTables.ts';
@@ -91,45 +93,8 @@ async function lowerPriority(nice: number): Promise<void> {
   }
 }
 
-/** Links now in the directory (it is this worker's alone, and empty when it starts). */
-const linked = new Set<string>();
-/** The PromQL file set (grantSets.ts) whose links the directory holds exactly, if it does. */
-let linkedSet: number | undefined;
-
-/**
- * Makes the directory hold exactly these links: the previous query's that this one does not need go
- * first, then the new ones are made, concurrently. Links kept from earlier queries cost nothing: the
- * same name always means the same immutable file.
- */
-async function syncLinks(links: RunJob['links'], setId?: number): Promise<void> {
-  // The directory holds a PromQL file set's links already (the panels of a dashboard, one after the other).
-  if (setId !== undefined && setId === linkedSet) return;
-  linkedSet = undefined;
-  const wanted = new Map(links.map((l) => [l.name, l.src]));
-  const stale = [...linked].filter((name) => !wanted.has(name));
-  await Promise.all(
-    stale.map(async (name) => {
-      await fs.rm(path.join(dir, name), { force: true });
-      linked.delete(name);
-    }),
-  );
-  const fresh = [...wanted].filter(([name]) => !linked.has(name));
-  await Promise.all(
-    fresh.map(async ([name, src]) => {
-      const target = path.join(dir, name);
-      try {
-        await fs.link(src, target);
-      } catch (err) {
-        const code = (err as NodeJS.ErrnoException).code;
-        if (code === 'EXDEV') await fs.symlink(src, target); // data on another file system
-        else if (code === 'ENOENT') throw new DomainError('not_found', 'a file of the dataset is gone (deleted or compacted meanwhile); retry the query');
-        else if (code !== 'EEXIST') throw err;
-      }
-      linked.add(name);
-    }),
-  );
-  linkedSet = setId;
-}
+/** The files this worker's DuckDB may open (linkDir.ts). */
+const links = new LinkDir(dir);
 
 /** The connection's temporary views, by quoted name → the SQL they were created with. */
 const views = new Map<string, string>();
@@ -207,7 +172,7 @@ let current: { id: number; acked: number; sent: number; wake?: () => void } | un
 async function run(conn: DuckDBConnection, job: RunJob): Promise<void> {
   const state: NonNullable<typeof current> = (current = { id: job.id, acked: 0, sent: 0 });
   try {
-    await syncLinks(job.links);
+    await links.sync(job.links);
     await fileTables.sync(conn, job.fileTables);
     // A statement run whole with its views as they are sets its range in its own call (runWhole).
     const rangeLater = (job.materialize || job.wholeUpTo !== undefined) && viewsAre(job.views);
@@ -380,7 +345,7 @@ async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlC
   const set = heldSets.resolve({ setId, set: sent });
   if (!set) throw new DomainError('unavailable', 'the query worker lost the files of its grant; retry the query', 1);
   const grant = (state.grant = { ...range, ...set });
-  await syncLinks(grant.links, setId);
+  await links.sync(grant.links, { setId, held: heldSets.entries() });
   await syncViews(conn, grant.views);
   return grant;
 }
