@@ -6,7 +6,7 @@ import { LinkDir, type Link } from '../../src/query/worker/linkDir.ts';
 
 /**
  * A query worker's link directory (linkDir.ts): an SQL job's directory holds exactly its links; a PromQL
- * job's keeps the links of the file sets the worker holds, and drops a set's once it is no longer held.
+ * job's keeps the links of the file sets of its dataset the worker holds, and drops a set's once it is no longer held.
  * Checked against the directory's real content (hard links in a temp directory).
  */
 describe('LinkDir', () => {
@@ -27,7 +27,7 @@ describe('LinkDir', () => {
     await fs.rm(root, { recursive: true, force: true });
   });
 
-  const set = (...ns: string[]) => ({ links: ns.map(src) });
+  const set = (...ns: string[]) => ({ dataset: 'app', links: ns.map(src) });
 
   it.each([
     {
@@ -70,11 +70,23 @@ describe('LinkDir', () => {
       ],
       expected: [names('a', 'b'), names('e'), names('a', 'b')],
     },
+    {
+      what: 'PromQL: a held set of another dataset loses its links (access is per dataset)',
+      steps: [
+        { links: ['a', 'b'], setId: 1, held: { 1: ['a', 'b'] } },
+        { links: ['c'], setId: 2, held: { 1: ['a', 'b'], 2: ['c'] }, other: [2] },
+        { links: ['d'], setId: 3, held: { 1: ['a', 'b'], 2: ['c'], 3: ['d'] }, other: [2] },
+      ],
+      expected: [names('a', 'b'), names('c'), names('d')],
+    },
   ])('$what', async ({ steps, expected }) => {
     const d = new LinkDir(dir);
     for (const [i, s] of steps.entries()) {
-      const held = s.held ? Object.entries(s.held).map(([id, ns]) => [Number(id), set(...ns)] as const) : undefined;
-      await d.sync(s.links.map(src), s.setId === undefined ? undefined : { setId: s.setId, held: held! });
+      // Sets are of dataset `app` unless listed in `other` (dataset `other`).
+      const other = new Set<number>('other' in s ? (s.other as number[]) : []);
+      const datasetOf = (id: number) => (other.has(id) ? 'other' : 'app');
+      const held = s.held ? Object.entries(s.held).map(([id, ns]) => [Number(id), { ...set(...ns), dataset: datasetOf(Number(id)) }] as const) : undefined;
+      await d.sync(s.links.map(src), s.setId === undefined ? undefined : { setId: s.setId, dataset: datasetOf(s.setId), held: held! });
       expect(await onDisk(), `step ${i}`).toEqual(expected[i]);
       expect(d.names(), `step ${i}`).toEqual(expected[i]);
     }
@@ -83,9 +95,9 @@ describe('LinkDir', () => {
   it('a set whose links are all there is not looked at again (a file gone since stays linked)', async () => {
     const d = new LinkDir(dir);
     const held = [[1, set('a', 'b')] as const];
-    await d.sync(set('a', 'b').links, { setId: 1, held });
+    await d.sync(set('a', 'b').links, { setId: 1, dataset: 'app', held });
     await fs.rm(src('a').src);
-    await d.sync(set('a', 'b').links, { setId: 1, held });
+    await d.sync(set('a', 'b').links, { setId: 1, dataset: 'app', held });
     // The link keeps the file's bytes: the decoded or linked file is still the one granted.
     expect(await fs.readFile(path.join(dir, 'a.parquet'), 'utf8')).toBe('a');
   });

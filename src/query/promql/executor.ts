@@ -135,12 +135,13 @@ export class PromqlExecutor {
     const range = { minMs, maxMs, labelsOnly };
     const mapped = isMetrics && this.limits.otlpColumns ? this.otlpMapped(snap, labelsOnly, series, scan) : undefined;
     if (mapped) {
-      const set = this.sets.get(key, () => ({ links: links(), labels: mapped.labels, timeColumn, stale: true, hasValue: true, histogramColumns: mapped.histogramColumns }));
+      const set = this.sets.get(key, () => ({ dataset: snap.meta.name, links: links(), labels: mapped.labels, timeColumn, stale: true, hasValue: true, histogramColumns: mapped.histogramColumns }));
       return { ...range, views: [{ name: quotedIdentifier(snap.meta.name), sql: mapped.sql }], ...setRef(set, have) };
     }
     const set = this.sets.get(key, () => {
       const cached = this.cachedGroups(rest, cacheable, labelsOnly, schemaJson);
       return {
+        dataset: snap.meta.name,
         links: links(),
         ...(cached.length ? { cached, cacheBytes: this.limits.cacheBytes } : {}),
         labels: labelColumns(snap.schema, this.limits.fixedColumns),

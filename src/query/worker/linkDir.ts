@@ -8,13 +8,17 @@ export interface Link {
   src: string;
 }
 
+/** A file set a worker holds: its id, dataset and links. */
+export type HeldSet = readonly [number, { dataset: string; links: readonly Link[] }];
+
 /**
  * A query worker's directory of links: the only files its DuckDB may open (worker.ts). It is this
  * worker's alone, and empty when the worker starts.
  *
  * An SQL job's directory holds exactly its links. A PromQL job's also keeps the links of the other file
- * sets the worker holds (grantSets.ts `HeldSets`): its DuckDB runs only the service's own SQL over them,
- * never the user's, and a dashboard's panels alternate between a few ranges — a `[10m]` or an
+ * sets of the same dataset the worker holds (grantSets.ts `HeldSets`): files the job's principal may
+ * read (access is granted per dataset), over which its DuckDB runs only the service's own SQL, and a
+ * dashboard's panels alternate between a few ranges — a `[10m]` or an
  * `offset 30m` panel's set differs from the `[5m]` panels' by tens of minute files, which were unlinked
  * and linked again on every switch, 2–3 ms a panel (docs/performance.md). The next SQL job removes them;
  * a set no longer held loses its links at the next PromQL job. Links kept cost nothing: the same name
@@ -34,12 +38,13 @@ export class LinkDir {
 
   /**
    * Makes the directory hold `links` (stale ones go first, then the new ones are made, concurrently).
-   * `promql`: the job's file set id and the sets the worker holds (the job's among them), whose links stay.
+   * `promql`: the job's file set id and dataset, and the sets the worker holds (the job's among them):
+   * those of the same dataset keep their links.
    */
-  async sync(links: readonly Link[], promql?: { setId: number; held: readonly (readonly [number, { links: readonly Link[] }])[] }): Promise<void> {
+  async sync(links: readonly Link[], promql?: { setId: number; dataset: string; held: readonly HeldSet[] }): Promise<void> {
     // The directory holds this PromQL file set's links already (a dashboard's panels, one after the other).
     if (promql && this.complete.has(promql.setId)) return;
-    const held = promql?.held ?? [];
+    const held = (promql?.held ?? []).filter(([, set]) => set.dataset === promql?.dataset);
     for (const id of this.complete) if (!held.some(([h]) => h === id)) this.complete.delete(id);
     const keep = new Set(links.map((l) => l.name));
     for (const [, set] of held) for (const l of set.links) keep.add(l.name);

@@ -81,6 +81,8 @@ export interface PromqlJob {
 export interface PromqlGrant {
   type: 'grant';
   id: number;
+  /** The dataset the links are files of (a worker keeps other held sets' links only for the same dataset: linkDir.ts). */
+  dataset: string;
   links: { src: string; name: string }[];
   views: { name: string; sql: string }[];
   labels: { label: string; column: string }[];
@@ -141,7 +143,7 @@ export type ParseTally = Partial<Record<ParseSite, number>>;
 export type WorkerJob = RunJob | PromqlJob | CatalogJob;
 
 /** What of a grant depends only on the snapshot's files and segments (promql/grantSets.ts): sent once per worker. */
-export type PromqlFileSet = Pick<PromqlGrant, 'links' | 'labels' | 'timeColumn' | 'stale' | 'histogramColumns' | 'hasValue' | 'cached' | 'cacheBytes'>;
+export type PromqlFileSet = Pick<PromqlGrant, 'dataset' | 'links' | 'labels' | 'timeColumn' | 'stale' | 'histogramColumns' | 'hasValue' | 'cached' | 'cacheBytes'>;
 
 /**
  * A grant as sent: the range's part (views, minMs, maxMs) and the file-set part, whole (`set`) or, when

@@ -345,7 +345,7 @@ async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlC
   const set = heldSets.resolve({ setId, set: sent });
   if (!set) throw new DomainError('unavailable', 'the query worker lost the files of its grant; retry the query', 1);
   const grant = (state.grant = { ...range, ...set });
-  await links.sync(grant.links, { setId, held: heldSets.entries() });
+  await links.sync(grant.links, { setId, dataset: grant.dataset, held: heldSets.entries() });
   await syncViews(conn, grant.views);
   return grant;
 }
