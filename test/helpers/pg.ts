@@ -1,30 +1,11 @@
-import { spawn } from 'node:child_process';
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { promisify } from 'node:util';
 import { ANY_PORT, startServer, type TestServer } from './server.ts';
 
-/**
- * Runs a client program with stdin closed (/dev/null): psql 15.20 reads stdin after a refused
- * `COPY … FROM STDIN` and waited forever on an open pipe (15.18 did not). Resolves stdout; rejects with
- * stderr on a non-zero exit, or when it outlives `timeout`.
- */
-function run(file: string, args: string[], opts: { env: NodeJS.ProcessEnv; timeout: number }): Promise<{ stdout: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { env: opts.env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
-    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeout);
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      clearTimeout(timer);
-      if (code === 0) resolve({ stdout });
-      else reject(new Error(`${path.basename(file)} exited ${signal ?? code}: ${stderr}`));
-    });
-  });
-}
+const run = promisify(execFile);
 
 /** Where scripts/test-setup.d/45-postgres-clients.sh puts the PostgreSQL clients. */
 export const PG_CLIENTS = path.join(process.env.LAKEHOUSE_TEST_CACHE ?? path.join(os.homedir(), '.cache/lakehouse-test'), 'pg-clients');
@@ -52,9 +33,12 @@ export function psqlPath(): string {
 
 /** Runs psql with one command (-c), unaligned output; resolves stdout, rejects with stderr on failure. */
 export async function psql(server: PgTestServer, command: string, opts: { password?: string; extra?: string[]; env?: Record<string, string> } = {}): Promise<string> {
-  const { stdout } = await run(psqlPath(), ['-X', '-h', '127.0.0.1', '-p', String(server.pgPort), '-U', 'anyone', '-d', 'anydb', '-v', 'ON_ERROR_STOP=1', ...(opts.extra ?? []), '-c', command], {
+  const running = run(psqlPath(), ['-X', '-h', '127.0.0.1', '-p', String(server.pgPort), '-U', 'anyone', '-d', 'anydb', '-v', 'ON_ERROR_STOP=1', ...(opts.extra ?? []), '-c', command], {
     env: { ...process.env, PGPASSWORD: opts.password ?? server.apiKey, PGCONNECT_TIMEOUT: '20', ...opts.env },
     timeout: 60_000,
   });
-  return stdout;
+  // stdin at its end: psql 15.20 reads it after a refused `COPY … FROM STDIN`, and waited forever on an
+  // open pipe (15.18 did not).
+  running.child.stdin?.end();
+  return (await running).stdout;
 }
