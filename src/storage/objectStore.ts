@@ -1,8 +1,8 @@
 
-import * as fsSync from 'node:fs';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { DomainError } from '../errors.ts';
+import { RecentSizes } from './recentSizes.ts';
 
 /** An object a reader needs is not in the store (deleted with its dataset, or lost). */
 export class MissingObjectError extends DomainError {
@@ -59,6 +59,9 @@ export interface ObjectStore {
 
 /** Up to this many files, acquire() looks at them synchronously (see there). */
 const SYNC_STAT_MAX_FILES = 256;
+
+/** How long a local file's size, once looked at, stands for acquire() (recentSizes.ts). */
+export const SIZE_FRESH_MS = 1_000;
 
 async function fsyncDir(dir: string): Promise<void> {
   const handle = await fs.open(dir, 'r');
@@ -117,20 +120,33 @@ async function writeSynced(file: string, body: Buffer | string): Promise<void> {
 /** The embedded default: objects are files under a root directory. */
 export class LocalObjectStore implements ObjectStore {
   readonly kind = 'local' as const;
+  /** Sizes acquire() saw lately; forgotten for each key this store writes or deletes. */
+  private readonly recent = new RecentSizes(SIZE_FRESH_MS);
+  /** Keys' paths (a query's snapshot asks for the same ~180 files panel after panel). */
+  private paths = new Map<string, string>();
+
   constructor(readonly root: string) {}
 
   private file(key: string): string {
-    return path.join(this.root, ...key.split('/'));
+    let p = this.paths.get(key);
+    if (p === undefined) {
+      p = path.join(this.root, ...key.split('/'));
+      if (this.paths.size >= 100_000) this.paths = new Map();
+      this.paths.set(key, p);
+    }
+    return p;
   }
 
   async putFile(key: string, localPath: string): Promise<void> {
     const target = this.file(key);
     await replaceFile(target, tempBeside(target), (tmp) => fs.copyFile(localPath, tmp));
+    this.recent.forget([target]);
   }
 
   /** An exclusive hard link of a complete temp file: it appears whole, and only if the key is free. */
   async putIfAbsent(key: string, body: Buffer | string): Promise<boolean> {
     const target = this.file(key);
+    this.recent.forget([target]);
     await fs.mkdir(path.dirname(target), { recursive: true });
     const tmp = tempBeside(target);
     try {
@@ -148,6 +164,7 @@ export class LocalObjectStore implements ObjectStore {
 
   async putBytes(key: string, body: Buffer | string): Promise<void> {
     await writeFileDurable(this.file(key), body);
+    this.recent.forget([this.file(key)]);
   }
 
   async getBytes(key: string): Promise<Buffer | undefined> {
@@ -188,12 +205,14 @@ export class LocalObjectStore implements ObjectStore {
 
   async delete(keys: string[]): Promise<void> {
     await Promise.all(keys.map((key) => fs.rm(this.file(key), { force: true })));
+    this.recent.forget(keys.map((key) => this.file(key)));
   }
 
   async deletePrefix(prefix: string): Promise<void> {
     const trimmed = prefix.replace(/\/+$/, '');
     if (!trimmed) throw new Error('refusing to delete the whole store');
     await fs.rm(this.file(trimmed), { recursive: true, force: true });
+    this.recent.forgetUnder(this.file(trimmed));
   }
 
   async localPath(key: string): Promise<string> {
@@ -205,11 +224,12 @@ export class LocalObjectStore implements ObjectStore {
     const paths = keys.map((key) => this.file(key));
     // A query's files, looked at on the event loop: a stat of a local file is microseconds, while a
     // trip through libuv's thread pool waits behind the WAL's fsyncs when ingestion is busy. Many
-    // files go through the pool instead, so the loop never stalls for long.
+    // files go through the pool instead, so the loop never stalls for long. A file looked at within
+    // the last SIZE_FRESH_MS is not looked at again (recentSizes.ts: a dashboard's panels).
     if (paths.length <= SYNC_STAT_MAX_FILES) {
       const sizes = paths.map((p, i) => {
         try {
-          return fsSync.statSync(p).size;
+          return this.recent.size(p);
         } catch (err) {
           throw (err as NodeJS.ErrnoException).code === 'ENOENT' ? new MissingObjectError(keys[i]) : err;
         }

@@ -25,6 +25,22 @@ async function damagedFiles(files: Pick<FileEntry, 'key' | 'bytes'>[], paths: st
   return out;
 }
 
+type SnapshotFile = Snapshot['files'][number];
+
+/**
+ * Each catalog entry's snapshot form, kept while the entry lives (never changed by a reader): a
+ * dashboard panel's snapshot spread ~180 entries anew, ~70 µs of every panel.
+ */
+const snapshotForms = new WeakMap<FileEntry, SnapshotFile>();
+
+function snapshotFile(f: FileEntry, path: string, index: boolean): SnapshotFile {
+  const memo = snapshotForms.get(f);
+  if (memo && memo.path === path && (memo.index === true) === index) return memo;
+  const form: SnapshotFile = { ...f, path, ...(index ? { index: true } : {}) };
+  snapshotForms.set(f, form);
+  return form;
+}
+
 /** A snapshot that reads files' series indexes (seriesIndex.ts) where it can. */
 export interface SeriesIndexes {
   /** Whether a file's index can answer for it under this schema. */
@@ -83,7 +99,7 @@ export async function takeSnapshot(
         return {
           meta: ds.meta,
           schema: ds.schema,
-          files: files.map((f, i) => ({ ...f, path: h.paths[i], ...(index[i] ? { index: true } : {}) })),
+          files: files.map((f, i) => snapshotFile(f, h.paths[i], index[i])),
           segments,
           release: () => {
             releaseSegments();

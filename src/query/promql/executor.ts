@@ -76,8 +76,8 @@ export class PromqlExecutor {
     }
     const request = JSON.stringify({ lookbackMs: 5 * 60_000, ...call.request, maxSamples: this.limits.maxSamples });
     const releases: (() => void)[] = [];
-    /** Link names of the series indexes granted → their data files' keys. */
-    const indexLinks = new Map<string, string>();
+    /** The snapshots granted (the files a damaged link the worker names is one of). */
+    const granted: Snapshot[] = [];
     let filesDir = '';
     const exec = await this.pool.run(call.principalId, (dir) => {
       filesDir = dir;
@@ -87,16 +87,14 @@ export class PromqlExecutor {
     try {
       for await (const m of exec.events) {
         if (m.type === 'need') {
-          for (const link of m.damaged ?? []) {
-            const key = indexLinks.get(link);
-            if (key) this.source.seriesIndexDamaged(name, key, 'the query worker could not read it');
-          }
+          for (const link of m.damaged ?? []) await this.damaged(name, link, granted);
           const minMs = clampMs(m.minMs);
           const maxMs = clampMs(m.maxMs);
           const labelsOnly = m.labelsOnly === true;
           const snap = labelsOnly ? await this.source.seriesSnapshot(name, minMs, maxMs + 1) : await this.source.snapshot(name, minMs, maxMs + 1);
           releases.push(snap.release);
-          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, indexLinks, m.have));
+          granted.push(snap);
+          exec.grant(this.grantOf(snap, minMs, maxMs, filesDir, labelsOnly, m.have));
         } else if (m.type === 'promql') return m.json;
         else if (m.type === 'error') throw new DomainError(m.kind, m.message);
       }
@@ -110,9 +108,20 @@ export class PromqlExecutor {
   /** The file-set parts of grants built lately (grantSets.ts), named by id to workers that hold them. */
   private readonly sets = new GrantSets<PromqlFileSet>();
 
-  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, indexLinks: Map<string, string>, have: number[] | undefined) {
+  /**
+   * A granted file the worker could not read: a series index is left unused (its file is read
+   * instead), a data file is set aside, as the SQL path does (the next grant is without either).
+   */
+  private async damaged(dataset: string, link: string, granted: Snapshot[]): Promise<void> {
+    const file = granted.flatMap((snap) => snap.files).find((f) => linkName(f.path) === link);
+    if (!file) return;
+    const reason = 'the query worker could not read it';
+    if (file.index === true) this.source.seriesIndexDamaged(dataset, file.key, reason);
+    else await this.source.setAsideDamaged(dataset, file.key, reason);
+  }
+
+  private grantOf(snap: Snapshot, minMs: number, maxMs: number, filesDir: string, labelsOnly: boolean, have: number[] | undefined) {
     const pathFor = (file: string) => `${filesDir}/${linkName(file)}`;
-    for (const f of snap.files) if (f.index) indexLinks.set(linkName(f.path), f.key);
     // A dataset without sample values nor native histograms (no metrics yet, or not a metrics dataset)
     // selects nothing.
     const hasValue = snap.schema[VALUE_COLUMN] !== undefined;

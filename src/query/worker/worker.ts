@@ -350,11 +350,17 @@ async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlC
   return grant;
 }
 
-/** Series indexes of a grant that DuckDB cannot read whole (each read on its own, every column decoded). */
-async function unreadableIndexes(conn: DuckDBConnection, grant: PromqlGrant): Promise<string[]> {
+/**
+ * Stored files of a grant that DuckDB cannot read whole (each read on its own, every column decoded):
+ * its series indexes, and (`data`) its Parquet files. Only a file's own error counts: a lack of
+ * descriptors or disk while reading it says nothing of the file.
+ */
+async function unreadableFiles(conn: DuckDBConnection, grant: PromqlGrant, data: boolean): Promise<string[]> {
   const out: string[] = [];
-  for (const l of grant.links.filter((x) => x.name.endsWith('.series'))) {
-    await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`).catch(() => out.push(l.name));
+  for (const l of grant.links.filter((x) => x.name.endsWith('.series') || (data && x.name.endsWith('.parquet')))) {
+    await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`).catch((err: Error) => {
+      if (errorKind(cleanMessage(err.message)) === 'storage') out.push(l.name);
+    });
   }
   return out;
 }
@@ -382,10 +388,12 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
     return { grant: g, result, cached };
   };
   const { grant, result, cached } = await select().catch(async (err: Error) => {
-    // A series index that cannot be read (when its view is made, or read): the service reads its
-    // file instead, in a grant without it.
-    if (!req.labelsOnly || !state.grant || !FILE_ERROR.test(err.message)) throw err;
-    const damaged = await unreadableIndexes(conn, state.grant);
+    // A stored file that cannot be read (when its view is made, read, or decoded into the cache): the
+    // service sets it aside and grants again without it (a series index: its file is read instead).
+    // The snapshot compared each file's size with the catalog's; this finds the rest (a file damaged
+    // at the same size, or since the store last looked: src/storage/recentSizes.ts).
+    if (!state.grant || errorKind(cleanMessage(err.message)) !== 'storage') throw err;
+    const damaged = await unreadableFiles(conn, state.grant, !req.labelsOnly);
     if (!damaged.length) throw err;
     return select(damaged);
   });
