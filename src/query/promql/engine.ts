@@ -23,8 +23,12 @@ export const PROMQL_DIST = fileURLToPath(new URL('../../../promql-dist/', import
 export const PROMQL_NOT_BUILT =
   'PromQL is not available on this install: its engine (promql-dist/promql) is built with Go, which was not found. Install Go 1.26+ and run `npm run build:promql` (or use the Docker image), then restart; SQL and every other endpoint work without it';
 
-/** Whether the engine is built (an install without Go serves everything but PromQL). */
-export const promqlBuilt = (): boolean => fs.existsSync(`${PROMQL_DIST}promql`);
+/**
+ * Whether the engine is built (an install without Go serves everything but PromQL). Once found it is
+ * not looked for again on every query (a program removed later fails the engine's start, said as such).
+ */
+let found = false;
+export const promqlBuilt = (): boolean => (found ||= fs.existsSync(`${PROMQL_DIST}promql`));
 
 /** Series for a fetch, as parts written in order (promqlStorage.ts encodeSeries). */
 export type Fetch = (request: string) => Promise<Uint8Array[]>;

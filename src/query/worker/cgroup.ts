@@ -121,13 +121,30 @@ export class WorkerCgroup {
     return this.oomKills() > 0;
   }
 
+  /** The OOM counter's file, kept open: the pool reads it before every job (one pread, not open, stat, read, close). */
+  private events: number | undefined;
+  private readonly eventsText = Buffer.alloc(1024);
+
   /** How many processes in it the kernel OOM-killed so far (the worker, or its PromQL engine). */
   oomKills(): number {
-    return oomKillCount(realProbe.read(path.join(this.dir, this.version === 1 ? 'memory.oom_control' : 'memory.events')));
+    try {
+      this.events ??= fs.openSync(path.join(this.dir, this.version === 1 ? 'memory.oom_control' : 'memory.events'), 'r');
+      const n = fs.readSync(this.events, this.eventsText, 0, this.eventsText.length, 0);
+      return oomKillCount(this.eventsText.toString('latin1', 0, n));
+    } catch {
+      return 0;
+    }
+  }
+
+  private closeEvents(): void {
+    if (this.events === undefined) return;
+    fs.closeSync(this.events);
+    this.events = undefined;
   }
 
   /** Removes it once its process is gone (an exited process may linger in it for a moment). */
   remove(): Promise<void> {
+    this.closeEvents();
     return (this.removing ??= (async () => {
       for (let i = 0; i < 100; i++) {
         try {
