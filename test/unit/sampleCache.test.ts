@@ -3,7 +3,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { decodeBatches, decodeBytesFor, PATH_PLACEHOLDER, SAMPLE_BYTES, SampleCache, selectCached, type CacheColumns } from '../../src/query/promql/sampleCache.ts';
+import { decodeBatches, decodeBytesFor, PATH_PLACEHOLDER, SAMPLE_BYTES, SampleCache, type CacheColumns } from '../../src/query/promql/sampleCache.ts';
+import { selectCached } from '../../src/query/promql/cachedSelect.ts';
 import { selectProjected, type Projection } from '../../src/query/promql/labelProjection.ts';
 import { encodeSeries, seriesSql, type Matcher, type SeriesRequest } from '../../src/query/promql/storage.ts';
 

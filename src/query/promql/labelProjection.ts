@@ -1,4 +1,5 @@
-import { encodeLabels, mayMatch, type CachedFile, type SampleCache, type Series } from './sampleCache.ts';
+import { encodeLabels, type CachedFile, type SampleCache, type Series } from './sampleCache.ts';
+import { mayMatch } from './cachedSelect.ts';
 import type { SeriesRequest } from './storage.ts';
 
 /*

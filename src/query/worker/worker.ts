@@ -33,7 +33,9 @@ import { STREAM_WINDOW, type FromWorker, type PromqlFileSet, type PromqlGrant, t
 import { HeldSets } from '../promql/grantSets.ts';
 import { promqlEngine } from '../promql/engine.ts';
 import { encodeSeries, seriesSql, type SeriesRequest } from '../promql/storage.ts';
-import { SampleCache, selectCached } from '../promql/sampleCache.ts';
+import { SampleCache, type CachedFile } from '../promql/sampleCache.ts';
+import { selectCached } from '../promql/cachedSelect.ts';
+import { MergedRuns } from '../promql/mergedRuns.ts';
 import { projectionOf, selectProjected, type Projection } from '../promql/labelProjection.ts';
 import { clientColumnName, rowWriter, valueConverter } from '../results/json.ts';
 import { dataRowEncoder, pgTypeOf, RowWriter } from '../results/pg.ts';
@@ -367,6 +369,15 @@ async function unreadableFiles(conn: DuckDBConnection, grant: PromqlGrant, data:
 
 /** This worker's decoded files, kept across PromQL jobs (sampleCache.ts). */
 const sampleCache = new SampleCache();
+/** Metric names' merged runs of the sets it holds (mergedRuns.ts), within a quarter of the cache's budget beside it. */
+const mergedRuns = new MergedRuns();
+
+/** A selector of one metric name over a grant's cached files: the name's merged run when it can have one. */
+function mergedOr(grant: PromqlGrant, files: CachedFile[], req: SeriesRequest): CachedFile[] {
+  const name = req.labelsOnly ? undefined : req.matchers.find((m) => m.type === '=' && m.name === '__name__');
+  const merged = name && grant.cached ? mergedRuns.of(grant.cached, files, name.value, (grant.cacheBytes ?? 0) / 4) : undefined;
+  return merged ? [merged] : files;
+}
 
 async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof promqlCurrent>, req: SeriesRequest): Promise<Uint8Array[]> {
   const read = async (g: PromqlGrant, withRegex: boolean) =>
@@ -400,7 +411,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
   const fromView = result ? encodeSeries(grant.labels.map((l) => l.label), result, req.labelsOnly) : undefined;
   if (!cached) return fromView ?? [new Uint8Array(4)]; // no series
   // The cache's series and the view's, in one answer (a label set in both is merged by the engine).
-  const fromCache = state.projection && req.labelsOnly ? selectProjected(sampleCache, cached, req, state.projection) : selectCached(sampleCache, cached, req);
+  const fromCache = state.projection && req.labelsOnly ? selectProjected(sampleCache, cached, req, state.projection) : selectCached(sampleCache, mergedOr(grant, cached, req), req);
   const viewCount = fromView ? new DataView(fromView[0].buffer, fromView[0].byteOffset, 4).getUint32(0, true) : 0;
   const count = new Uint8Array(4);
   new DataView(count.buffer).setUint32(0, fromCache.count + viewCount, true);
