@@ -140,7 +140,8 @@ export class PromqlExecutor {
     // would hold), under the data view's name and column names, so that a view over it reads either.
     const series = () =>
       seriesRelationSql({ schema: snap.schema, timeColumn, files: rest.files.map((f) => ({ ...f, index: f.index === true })), segments: snap.segments }, minMs, maxMs + 1, pathFor);
-    const scan = isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined;
+    // Built when read: with every file in the cache and nothing in the WAL there is no view to make.
+    const scan = () => (isMetrics && !labelsOnly ? scanSql(rest, minMs, maxMs + 1, pathFor) : undefined);
     const range = { minMs, maxMs, labelsOnly };
     const mapped = isMetrics && this.limits.otlpColumns ? this.otlpMapped(snap, labelsOnly, series, scan) : undefined;
     if (mapped) {
@@ -162,7 +163,7 @@ export class PromqlExecutor {
     });
     // Nothing left for the view (every file cached, no WAL): no DuckDB scan at all.
     const restEmpty = cacheable.length > 0 && !rest.files.length && !snap.segments.length;
-    const sql = !isMetrics || restEmpty ? undefined : labelsOnly ? series() : scan;
+    const sql = !isMetrics || restEmpty ? undefined : labelsOnly ? series() : scan();
     return { ...range, views: sql !== undefined ? [{ name: quotedIdentifier(snap.meta.name), sql }] : [], ...setRef(set, have) };
   }
 
@@ -171,7 +172,7 @@ export class PromqlExecutor {
    * of otlp.ts; remote-write rows pass through it unchanged. For label sets the mapping reads the series
    * relation, which holds every column it names series by (seriesIndexColumns).
    */
-  private otlpMapped(snap: Snapshot, labelsOnly: boolean, series: () => string, scan: string | undefined) {
+  private otlpMapped(snap: Snapshot, labelsOnly: boolean, series: () => string, scan: () => string | undefined) {
     const otlpOpts = { timeColumn: snap.meta.timeColumn, prometheusColumns: this.limits.fixedColumns, otlpColumns: this.limits.otlpColumns ?? new Set<string>() };
     return labelsOnly
       ? otlpSeriesView(`(${series()})`, Object.fromEntries(seriesIndexColumns(snap.schema).map((c) => [c, snap.schema[c]])), {
@@ -179,7 +180,7 @@ export class PromqlExecutor {
           spanColumns: [SERIES_MIN_TIME, SERIES_MAX_TIME],
           remoteWriteRows: snap.schema[STALE_COLUMN] !== undefined,
         })
-      : otlpSeriesView(`(${scan!})`, snap.schema, otlpOpts);
+      : otlpSeriesView(`(${scan()!})`, snap.schema, otlpOpts);
   }
 
   /** Files the worker's sample cache may hold: each at most a quarter of its budget (SAMPLE_BYTES a sample row). */
