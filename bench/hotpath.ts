@@ -5,7 +5,7 @@
  *
  *   npx tsx bench/hotpath.ts            # HOTPATH_EVENTS (100,000) per format, median of HOTPATH_RUNS (5)
  */
-import { serializeJob, type IngestJob } from '../src/ingest/pipeline.ts';
+import { serializeJob, type IngestJob } from '../src/ingest/worker/pipeline.ts';
 import { makeLogEvents } from './logs.ts';
 import { logsRequest, remoteWriteRequest, toProtobuf } from './otel.ts';
 

@@ -25,9 +25,9 @@
  */
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { stampFromRequest } from '../src/ingest/jsonEvents.ts';
-import { serializeJob, type IngestJob, type PlacementTarget } from '../src/ingest/pipeline.ts';
-import { emptySchema } from '../src/storage/schema.ts';
+import { stampFromRequest } from '../src/ingest/json/jsonEvents.ts';
+import { serializeJob, type IngestJob, type PlacementTarget } from '../src/ingest/worker/pipeline.ts';
+import { emptySchema } from '../src/storage/dataset/schema.ts';
 import { api, BENCH_KEY, fmt, median, sendAll, settle, startService, waitFlushed, watchTree, type BenchServer } from './lib.ts';
 import { makeLogEvents } from './logs.ts';
 

@@ -11,7 +11,7 @@
  */
 import { DuckDBInstance } from '@duckdb/node-api';
 import { startJaeger } from '../test/helpers/jaeger.ts';
-import { bloomMayHold, buildTraceBloom } from '../src/storage/traceIndex.ts';
+import { bloomMayHold, buildTraceBloom } from '../src/storage/files/traceIndex.ts';
 import { BENCH_KEY, fmt, listFiles, median, post, rng, runIfMain, startService, waitFlushed } from './lib.ts';
 
 const argSpans = process.argv.indexOf('--spans');

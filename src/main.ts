@@ -19,7 +19,7 @@ import { PROMETHEUS_KNOWN_TYPES } from './ingest/prometheus/index.ts';
 import { log, setLogLevel } from './log.ts';
 import { QueryComponent } from './query/worker/component.ts';
 import { StorageComponent } from './storage/component.ts';
-import { writeFileDurable } from './storage/objectStore.ts';
+import { writeFileDurable } from './storage/objects/objectStore.ts';
 
 /** A worker's name: P_NODE_ID, else one generated on first start and kept in the data dir. */
 async function nodeId(config: Config): Promise<string> {

@@ -37,7 +37,7 @@ export interface RowBatch {
 /**
  * The earliest and latest time (epoch ms) of a batch's rows in their dataset's time column, when the
  * ingest side knows it (a JSON dataset's time field): a flush of rows within a few minutes writes them
- * straight from the WAL (src/storage/flush.ts).
+ * straight from the WAL (src/storage/files/flush.ts).
  */
 export interface TimeRange {
   minMs: number;

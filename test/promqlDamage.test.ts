@@ -10,7 +10,7 @@ import { waitFor } from './helpers/wait.ts';
 /**
  * A data file damaged under a running service (docs/guarantees.md "Damaged files"): a PromQL query
  * answers from the other files and the damaged one is set aside, whether the snapshot finds it (a
- * size that is not the catalog's, once the store looks again: src/storage/recentSizes.ts) or the query
+ * size that is not the catalog's, once the store looks again: src/storage/objects/recentSizes.ts) or the query
  * worker does (a file overwritten at its size, or damaged since the store last looked), read through
  * DuckDB's view or decoded into the worker's sample cache.
  */

@@ -5,7 +5,7 @@ import { DeleteObjectCommand, GetObjectCommand, ListObjectsV2Command, PutObjectC
 import snappy from 'snappy';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { WriteRequestV1 } from '../src/ingest/prometheus/decode.ts';
-import { SIZE_FRESH_MS } from '../src/storage/objectStore.ts';
+import { SIZE_FRESH_MS } from '../src/storage/objects/objectStore.ts';
 import { listFiles } from './helpers/files.ts';
 import { s3Env, startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { startServer, tempDir, type TestServer } from './helpers/server.ts';

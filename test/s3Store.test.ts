@@ -3,7 +3,7 @@ import * as fs from 'node:fs/promises';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { S3ObjectStore, type S3Options } from '../src/storage/s3Store.ts';
+import { S3ObjectStore, type S3Options } from '../src/storage/objects/s3Store.ts';
 import { startS3Server, type S3TestServer } from './helpers/s3server.ts';
 import { tempDir } from './helpers/server.ts';
 import { sleep, waitFor } from './helpers/wait.ts';

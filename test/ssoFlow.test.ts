@@ -6,7 +6,7 @@ import { ApiKeys } from '../src/doors/shared/auth.ts';
 import { ConnectionBudget } from '../src/doors/shared/connections.ts';
 import type { AppEnv, Services } from '../src/doors/shared/context.ts';
 import { createSignIn } from '../src/doors/shared/sessionAuth.ts';
-import { LocalObjectStore } from '../src/storage/objectStore.ts';
+import { LocalObjectStore } from '../src/storage/objects/objectStore.ts';
 import { tempDir } from './helpers/server.ts';
 import { startOidcProvider, type TestProvider } from './helpers/oidcProvider.ts';
 

@@ -1,5 +1,5 @@
 // The last-resort flush of a wide dataset measured with the storage DuckDB's settings (docs/memory.md "Wide
-// datasets", src/storage/walSplit.ts): COLUMNS string fields × ROWS rows of NDJSON read as lines (walLinesSql)
+// datasets", src/storage/wal/walSplit.ts): COLUMNS string fields × ROWS rows of NDJSON read as lines (walLinesSql)
 // → one unpartitioned zstd Parquet COPY, at a memory limit. Needs `npm run build` (imports dist/).
 // node scripts/bench/wide-lines.mjs COLUMNS ROWS MEMORY      (VLEN=n pads every value by n characters)
 import { openDuckDB } from '../../dist/duckdb.js';

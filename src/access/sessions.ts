@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { tooManyRequests } from '../errors.ts';
 import { log } from '../log.ts';
 import { LOGIN_PREFIX, parseSessionObjectKey, SESSION_KEY_KEY, SESSION_PREFIX, sessionObjectKey } from '../storage/layout.ts';
-import type { ObjectStore } from '../storage/objectStore.ts';
+import type { ObjectStore } from '../storage/objects/objectStore.ts';
 
 /**
  * Console sessions, kept in the object store so that every worker on the bucket accepts a session any

@@ -1,6 +1,6 @@
 import { log } from '../log.ts';
 import { unavailable } from '../errors.ts';
-import type { ObjectStore } from '../storage/objectStore.ts';
+import type { ObjectStore } from '../storage/objects/objectStore.ts';
 import { accessStateSchema, emptyState, type AccessState } from './state.ts';
 
 /**

@@ -1,7 +1,7 @@
 import type { Component } from '../component.ts';
 import type { Config } from '../config.ts';
 import { stateGauge } from '../metrics.ts';
-import { IngestPool } from './ingestPool.ts';
+import { IngestPool } from './worker/ingestPool.ts';
 import { IngestService, type IngestSink } from './service.ts';
 
 /**

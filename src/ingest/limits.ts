@@ -18,7 +18,7 @@ import { tooLarge } from '../errors.ts';
 import type { OtlpSignal } from './otlp/index.ts';
 import type { Msg } from './otlp/values.ts';
 import { messageTypes } from './protobuf.ts';
-import { QUOTE, stringEnd } from './jsonScan.ts';
+import { QUOTE, stringEnd } from './json/jsonScan.ts';
 
 export interface RequestLimits {
   maxEvents: number;

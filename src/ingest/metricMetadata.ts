@@ -1,7 +1,7 @@
 import { DomainError, unavailable } from '../errors.ts';
 import { log } from '../log.ts';
 import type { StorageEngine } from '../storage/engine.ts';
-import type { IngestInfo } from './pipeline.ts';
+import type { IngestInfo } from './worker/pipeline.ts';
 
 /**
  * Remembers the remote write 1.0 metadata a request carried (src/storage/metricMetadata.ts), after its

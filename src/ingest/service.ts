@@ -3,15 +3,15 @@ import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, una
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import type { ColumnType, DatasetKind } from '../model.ts';
 import type { DatasetMeta, SerializedRows, TimeField } from '../storage/engine.ts';
-import { emptySchema, type Schema } from '../storage/schema.ts';
+import { emptySchema, type Schema } from '../storage/dataset/schema.ts';
 import { decodeBody, DecodeBudgetExceeded, declaredDecodedSize, isIdentityEncoding } from './compression.ts';
-import { stampFromRequest } from './jsonEvents.ts';
+import { stampFromRequest } from './json/jsonEvents.ts';
 import { InflightBudget, type InflightLease } from './inflight.ts';
 import type { EventGroup, GroupResult, ShipperRequest } from './groups.ts';
-import type { IngestPool } from './ingestPool.ts';
+import type { IngestPool } from './worker/ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
 import type { OtlpFormat, OtlpSignal } from './otlp/index.ts';
-import { datasetTime, type IngestInfo, type IngestJob, type JobBase, type PlacementTarget } from './pipeline.ts';
+import { datasetTime, type IngestInfo, type IngestJob, type JobBase, type PlacementTarget } from './worker/pipeline.ts';
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;

@@ -7,7 +7,7 @@
  * Times are compared as ISO 8601 text to the second (`YYYY-MM-DDTHH:MM:SS`), as every decoder writes them.
  */
 import { invalidInput } from '../errors.ts';
-import { DEFAULT_FUTURE_LIMIT_MS } from './eventTime.ts';
+import { DEFAULT_FUTURE_LIMIT_MS } from './json/eventTime.ts';
 import type { RequestLimits } from './limits.ts';
 
 /** Default of P_SIGNAL_TIME_PAST_LIMIT: Parseable's default time partition limit, 30 days. */

@@ -5,7 +5,7 @@ import { IdleClosingDuckDB, openDuckDB, withConnection } from '../duckdb.ts';
 import { log } from '../log.ts';
 import { stateGauge } from '../metrics.ts';
 import { StorageEngine } from './engine.ts';
-import { LocalObjectStore, type ObjectStore } from './objectStore.ts';
+import { LocalObjectStore, type ObjectStore } from './objects/objectStore.ts';
 
 /**
  * The storage layer as one component of the process: the storage DuckDB, the object store and the
@@ -111,7 +111,7 @@ function storeBaseUri(config: Config): string {
 
 async function openStore(config: Config): Promise<ObjectStore> {
   if (config.storage === 'local') return new LocalObjectStore(path.join(config.dataDir, 'store'));
-  const { S3ObjectStore } = await import('./s3Store.ts');
+  const { S3ObjectStore } = await import('./objects/s3Store.ts');
   return new S3ObjectStore({
     endpoint: config.s3.url,
     bucket: config.s3.bucket,

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { log } from '../log.ts';
-import type { ObjectStore } from './objectStore.ts';
+import type { ObjectStore } from './objects/objectStore.ts';
 
 /**
  * Saved queries ("filters", Parseable's name and JSON shape), one object each under `.filters/` in

@@ -1,7 +1,7 @@
 import { log } from '../log.ts';
 import type { Catalog } from './catalog.ts';
 import { decodeManifest, encodeManifest, type DatasetMeta, type Manifest } from './codec.ts';
-import type { Dataset, StorageContext } from './dataset.ts';
+import type { Dataset, StorageContext } from './dataset/dataset.ts';
 import { manifestKey, manifestPrefix, parseKey } from './layout.ts';
 
 /**

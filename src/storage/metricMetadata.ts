@@ -1,5 +1,5 @@
 import { decodeMetricMetadata, encodeMetricMetadata, type DatasetMeta, type StoredMetricFamily } from './codec.ts';
-import type { StorageContext } from './dataset.ts';
+import type { StorageContext } from './dataset/dataset.ts';
 import { metricMetadataKey, metricMetadataPrefix } from './layout.ts';
 
 /**

@@ -1,13 +1,13 @@
 import { quotedIdentifier as sqlIdent } from '@duckdb/node-api';
 import type { ColumnType } from '../model.ts';
 import { castProjection, listLiteral } from '../duckdb.ts';
-import { walScanSql } from './parquetWriter.ts';
+import { walScanSql } from './files/parquetWriter.ts';
 import type { DatasetMeta, Snapshot } from './engine.ts';
 
 export type { DatasetMeta, Snapshot };
 /** The trace-id index of traces files (traceIndex.ts), for the trace query service. */
-export { bloomMayHold } from './traceIndex.ts';
-export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql } from './seriesIndex.ts';
+export { bloomMayHold } from './files/traceIndex.ts';
+export { SERIES_MAX_TIME, SERIES_MIN_TIME, seriesIndexColumns, seriesRelationSql } from './files/seriesIndex.ts';
 
 /**
  * What queries see of storage: find a dataset by name, and take a consistent snapshot of its rows in a

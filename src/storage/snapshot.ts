@@ -2,10 +2,10 @@ import * as fs from 'node:fs/promises';
 import { notFound, unavailable } from '../errors.ts';
 import type { FileEntry } from './catalog.ts';
 import type { Schema } from './codec.ts';
-import type { Dataset, Snapshot, StorageContext } from './dataset.ts';
+import type { Dataset, Snapshot, StorageContext } from './dataset/dataset.ts';
 import { parseKey, seriesIndexKey } from './layout.ts';
 import { log } from '../log.ts';
-import { isMissingObject } from './objectStore.ts';
+import { isMissingObject } from './objects/objectStore.ts';
 
 /**
  * Files whose local copy does not have the size the catalog recorded (truncated or replaced). `sizes`

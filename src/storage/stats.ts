@@ -1,7 +1,7 @@
 import { TIME_COLUMN } from '../model.ts';
 import type { DatasetMeta } from './codec.ts';
-import type { Dataset } from './dataset.ts';
-import type { QuarantinedObject } from './quarantine.ts';
+import type { Dataset } from './dataset/dataset.ts';
+import type { QuarantinedObject } from './files/quarantine.ts';
 
 /** Counts and sizes: rows, raw request bytes, stored Parquet bytes and files. */
 export interface Totals {

@@ -5,12 +5,12 @@ import { openDuckDB } from '../../src/duckdb.ts';
 import type { ColumnType, TypeSummary } from '../../src/model.ts';
 import type { DatasetKind, SerializedRows, StorageSettings } from '../../src/storage/engine.ts';
 import { StorageEngine } from '../../src/storage/engine.ts';
-import type { StorageContext } from '../../src/storage/dataset.ts';
-import { DatasetSet } from '../../src/storage/datasetSet.ts';
-import { GarbageCollector } from '../../src/storage/gc.ts';
+import type { StorageContext } from '../../src/storage/dataset/dataset.ts';
+import { DatasetSet } from '../../src/storage/dataset/datasetSet.ts';
+import { GarbageCollector } from '../../src/storage/files/gc.ts';
 import { Manifests } from '../../src/storage/manifests.ts';
-import { LocalObjectStore } from '../../src/storage/objectStore.ts';
-import { Quarantine } from '../../src/storage/quarantine.ts';
+import { LocalObjectStore } from '../../src/storage/objects/objectStore.ts';
+import { Quarantine } from '../../src/storage/files/quarantine.ts';
 import { tempDir } from './server.ts';
 
 /**

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import * as rules from '../../src/access/state.ts';
 import { AccessStore } from '../../src/access/store.ts';
 import { hashPassword } from '../../src/access/passwords.ts';
-import { LocalObjectStore } from '../../src/storage/objectStore.ts';
+import { LocalObjectStore } from '../../src/storage/objects/objectStore.ts';
 import { ApiKeys, authorize, canAccess, ingestRights, presentedCredentials, AUDIT_DATASET } from '../../src/doors/shared/auth.ts';
 import { SignInLimits } from '../../src/doors/shared/signInLimits.ts';
 import { DomainError } from '../../src/errors.ts';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { MAX_DATASET_NAME_LENGTH, validateDatasetName } from '../../src/storage/datasetName.ts';
+import { MAX_DATASET_NAME_LENGTH, validateDatasetName } from '../../src/storage/dataset/datasetName.ts';
 
 describe('dataset name rule', () => {
   const reserved = new Set(['select', 'from']);

@@ -2,10 +2,10 @@ import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import type { DatasetMeta, Schema } from '../../src/storage/codec.ts';
-import { FlushState, Lifecycle, Running, SchemaState, type SchemaReadBack } from '../../src/storage/datasetState.ts';
-import { unionSchemas } from '../../src/storage/schema.ts';
+import { FlushState, Lifecycle, Running, SchemaState, type SchemaReadBack } from '../../src/storage/dataset/datasetState.ts';
+import { unionSchemas } from '../../src/storage/dataset/schema.ts';
 
-// The state objects of a dataset (storage/datasetState.ts), each driven through its transitions in
+// The state objects of a dataset (storage/dataset/datasetState.ts), each driven through its transitions in
 // process with a clock the test moves: the flush backoff, the schema's memory-follows-disk rule, and
 // the lifecycle. A last test keeps the rule that only these objects change a Dataset's state.
 

@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { eventTime, isTimeName, isoOf, parseTimestamp, timeFieldRule } from '../../src/ingest/eventTime.ts';
-import { eventsFromJson } from '../../src/ingest/flatten.ts';
-import { jsonEventsToBatch, type EventStamp } from '../../src/ingest/jsonEvents.ts';
-import { jsonEventsToLines } from '../../src/ingest/jsonLines.ts';
-import { rowsToLines } from '../../src/ingest/lines.ts';
-import { placeRows, timeGuess } from '../../src/ingest/placement.ts';
+import { eventTime, isTimeName, isoOf, parseTimestamp, timeFieldRule } from '../../src/ingest/json/eventTime.ts';
+import { eventsFromJson } from '../../src/ingest/json/flatten.ts';
+import { jsonEventsToBatch, type EventStamp } from '../../src/ingest/json/jsonEvents.ts';
+import { jsonEventsToLines } from '../../src/ingest/json/jsonLines.ts';
+import { rowsToLines } from '../../src/ingest/worker/lines.ts';
+import { placeRows, timeGuess } from '../../src/ingest/worker/placement.ts';
 import { timeFieldFromHeaders } from '../../src/doors/http/datasetRoutes.ts';
-import { emptySchema, type Schema } from '../../src/storage/schema.ts';
+import { emptySchema, type Schema } from '../../src/storage/dataset/schema.ts';
 
 const ms = (iso: string) => Date.parse(iso);
 
@@ -202,7 +202,7 @@ describe('times in JSON events: the one-pass path writes what the row path write
     expect(slow(odd)).toThrow(/event 0: time field "ts" is missing/);
   });
 
-  // The flush writes straight from the WAL when the range spans a few minutes (storage/flush.ts).
+  // The flush writes straight from the WAL when the range spans a few minutes (storage/files/flush.ts).
   it.each<[string, string | undefined, { minMs: number; maxMs: number } | undefined]>([
     ['[{"ts":"2026-11-25T10:00:00+02:00"},{"ts":"2026-11-25 07:59:59.5"},{"ts":"2026-11-25T11:00:00Z"}]', 'ts', { minMs: ms('2026-11-25T07:59:59.500Z'), maxMs: ms('2026-11-25T11:00:00Z') }],
     ['[{"ts":"2026-11-25T10:00:00Z"}]', 'ts', { minMs: ms('2026-11-25T10:00:00Z'), maxMs: ms('2026-11-25T10:00:00Z') }],

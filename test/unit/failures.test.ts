@@ -9,7 +9,7 @@ import { classifyFailure, type FailureKind } from '../../src/failures.ts';
 import type { DiskGuard } from '../../src/storage/diskSpace.ts';
 import { StorageEngine } from '../../src/storage/engine.ts';
 import { quarantineDir } from '../../src/storage/layout.ts';
-import { LocalObjectStore } from '../../src/storage/objectStore.ts';
+import { LocalObjectStore } from '../../src/storage/objects/objectStore.ts';
 
 const seg = '/data/wal/app/0123/000000000001.ndjson';
 const other = '/data/wal/app/0123/000000000002.ndjson';

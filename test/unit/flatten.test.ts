@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { flattenEvent } from '../../src/ingest/flatten.ts';
+import { flattenEvent } from '../../src/ingest/json/flatten.ts';
 
 describe('flattenEvent', () => {
   it.each([

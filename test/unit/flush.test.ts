@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { fewMinutes, segmentGroups } from '../../src/storage/flush.ts';
-import { planUnits } from '../../src/storage/parquetWriter.ts';
+import { fewMinutes, segmentGroups } from '../../src/storage/files/flush.ts';
+import { planUnits } from '../../src/storage/files/parquetWriter.ts';
 
 describe('a WAL backlog is flushed about P_FLUSH_BYTES at a time', () => {
   it.each<[string, number[], number, number[][]]>([

@@ -3,14 +3,14 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { openDuckDB, withConnection, type DuckDBSource } from '../../src/duckdb.ts';
 import { Catalog, type FileEntry } from '../../src/storage/catalog.ts';
-import type { Dataset, StorageContext } from '../../src/storage/dataset.ts';
+import type { Dataset, StorageContext } from '../../src/storage/dataset/dataset.ts';
 import { decodeAvroFile, type ManifestEntry, type ManifestFile } from '../../src/storage/iceberg/avro.ts';
 import { decodeTableMetadata } from '../../src/storage/iceberg/metadata.ts';
 import { IcebergPublisher } from '../../src/storage/iceberg/publisher.ts';
 import { TableReader } from '../../src/storage/iceberg/table.ts';
 import { icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../../src/storage/layout.ts';
-import { LocalObjectStore, type ObjectStore } from '../../src/storage/objectStore.ts';
-import { Quarantine } from '../../src/storage/quarantine.ts';
+import { LocalObjectStore, type ObjectStore } from '../../src/storage/objects/objectStore.ts';
+import { Quarantine } from '../../src/storage/files/quarantine.ts';
 import { tempDir } from '../helpers/server.ts';
 
 /**

@@ -1,9 +1,9 @@
 import { Worker } from 'node:worker_threads';
 import { afterEach, describe, expect, it } from 'vitest';
-import { IngestPool, INLINE_BELOW_BYTES, pickWorker, type WorkerState } from '../../src/ingest/ingestPool.ts';
-import { runJob } from '../../src/ingest/ingestWorker.ts';
-import type { IngestJob, PlacementTarget } from '../../src/ingest/pipeline.ts';
-import { emptySchema } from '../../src/storage/schema.ts';
+import { IngestPool, INLINE_BELOW_BYTES, pickWorker, type WorkerState } from '../../src/ingest/worker/ingestPool.ts';
+import { runJob } from '../../src/ingest/worker/ingestWorker.ts';
+import type { IngestJob, PlacementTarget } from '../../src/ingest/worker/pipeline.ts';
+import { emptySchema } from '../../src/storage/dataset/schema.ts';
 
 const ready = (busy: number): WorkerState => ({ ready: true, busy });
 const starting: WorkerState = { ready: false, busy: 0 };

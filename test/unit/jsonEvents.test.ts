@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { escapePairPart, headerColumns, headerPairs, sourceAddress } from '../../src/ingest/jsonEvents.ts';
+import { escapePairPart, headerColumns, headerPairs, sourceAddress } from '../../src/ingest/json/jsonEvents.ts';
 
 describe('X-P-* headers', () => {
   const h = (entries: Record<string, string>) => new Headers(entries);

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { jsonEventsToBatch, type EventStamp } from '../../src/ingest/jsonEvents.ts';
-import { eventsFromJson } from '../../src/ingest/flatten.ts';
-import { jsonEventsToLines } from '../../src/ingest/jsonLines.ts';
-import { rowsToLines } from '../../src/ingest/lines.ts';
-import { summarizeTypes } from '../../src/ingest/placement.ts';
+import { jsonEventsToBatch, type EventStamp } from '../../src/ingest/json/jsonEvents.ts';
+import { eventsFromJson } from '../../src/ingest/json/flatten.ts';
+import { jsonEventsToLines } from '../../src/ingest/json/jsonLines.ts';
+import { rowsToLines } from '../../src/ingest/worker/lines.ts';
+import { summarizeTypes } from '../../src/ingest/worker/placement.ts';
 
 const stamp: EventStamp = { received: '2026-01-01T00:00:00.000Z', meta: 'a=1', tags: null, srcIp: '10.0.0.1', userAgent: 'ua "x"', fields: [['env', 'prod'], ['level', 'x']] };
 

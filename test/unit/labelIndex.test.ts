@@ -9,7 +9,7 @@ import { compareLabels, compareUtf8, goJsonString } from '../../src/query/promql
 import { parseMetaSelector } from '../../src/query/promql/metaSelector.ts';
 import type { PromqlRequest } from '../../src/query/promql/executor.ts';
 import type { Snapshot, TableSource } from '../../src/storage/scan.ts';
-import { writeSeriesIndex } from '../../src/storage/seriesIndex.ts';
+import { writeSeriesIndex } from '../../src/storage/files/seriesIndex.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 /*

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { encodeMeta } from '../../src/storage/codec.ts';
 import type { DatasetMeta } from '../../src/storage/engine.ts';
 import { metaKey } from '../../src/storage/layout.ts';
-import { listMetas } from '../../src/storage/load.ts';
+import { listMetas } from '../../src/storage/dataset/load.ts';
 import { createDataset, openEngine, rows, storageParts, type EngineFixture } from '../helpers/engine.ts';
 
 let f: EngineFixture | undefined;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { flattenEvent } from '../../src/ingest/flatten.ts';
-import { rowsToLines } from '../../src/ingest/lines.ts';
+import { flattenEvent } from '../../src/ingest/json/flatten.ts';
+import { rowsToLines } from '../../src/ingest/worker/lines.ts';
 import { cleanName, copyRow, fixLoneSurrogates, isServiceName, setField } from '../../src/ingest/names.ts';
 import { OVERFLOW, type FlatRow } from '../../src/model.ts';
 

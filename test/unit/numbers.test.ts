@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { checkLosslessNumbers, lossyNumber } from '../../src/ingest/numbers.ts';
+import { checkLosslessNumbers, lossyNumber } from '../../src/ingest/json/numbers.ts';
 
 describe('lossyNumber', () => {
   const cases: [token: string, lossy: boolean][] = [

@@ -5,15 +5,15 @@
  * summary in the same order (the order columns are added to the schema), or fail with the same error.
  */
 import { describe, expect, it } from 'vitest';
-import { serializeJob, type IngestJob, type PlacementTarget } from '../../src/ingest/pipeline.ts';
+import { serializeJob, type IngestJob, type PlacementTarget } from '../../src/ingest/worker/pipeline.ts';
 import { decodeOtlp } from '../../src/ingest/otlp/index.ts';
 import { parseOtlpJson } from '../../src/ingest/otlp/json.ts';
 import { logLines } from '../../src/ingest/otlp/logLines.ts';
 import { nanosToIso, timeColumn } from '../../src/ingest/otlp/values.ts';
-import { placeRows } from '../../src/ingest/placement.ts';
-import { rowsToLines } from '../../src/ingest/lines.ts';
+import { placeRows } from '../../src/ingest/worker/placement.ts';
+import { rowsToLines } from '../../src/ingest/worker/lines.ts';
 import { withDecodeBudget, type RequestLimits } from '../../src/ingest/limits.ts';
-import { emptySchema, type Schema } from '../../src/storage/schema.ts';
+import { emptySchema, type Schema } from '../../src/storage/dataset/schema.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 const RECEIVED = '2026-11-25T10:00:00.123Z';

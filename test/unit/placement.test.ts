@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { applyMoves, placeRows, placeValues, summarizeTypes } from '../../src/ingest/placement.ts';
+import { applyMoves, placeRows, placeValues, summarizeTypes } from '../../src/ingest/worker/placement.ts';
 import { OVERFLOW, type ColumnType, type FlatRow } from '../../src/model.ts';
-import { emptySchema, fit, planSchema, type Schema, type TypeSummary } from '../../src/storage/schema.ts';
+import { emptySchema, fit, planSchema, type Schema, type TypeSummary } from '../../src/storage/dataset/schema.ts';
 
 const schema = (entries: Record<string, ColumnType>): Schema => Object.assign(emptySchema(), entries);
 const summary = (entries: [string, ColumnType[]][]): TypeSummary => new Map(entries);

@@ -1,6 +1,6 @@
 import { DuckDBInstance, type DuckDBMaterializedResult } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkRange, parseDurationParam, parsePromDuration, parseTime, PromqlParamError } from '../../src/doors/http/promqlParams.ts';
+import { checkRange, parseDurationParam, parsePromDuration, parseTime, PromqlParamError } from '../../src/doors/http/prometheus/promqlParams.ts';
 import { encodeSeries, labelColumns, matcherSql, seriesSql, type Matcher } from '../../src/query/promql/storage.ts';
 
 describe('Prometheus API parameters', () => {

@@ -7,7 +7,7 @@ import { METRICS_KNOWN_TYPES } from '../../src/ingest/otlp/metrics.ts';
 import { PROMETHEUS_KNOWN_TYPES } from '../../src/ingest/prometheus/columns.ts';
 import { floatLabelSql, metricNameSql, otlpSeriesView, promLabelName } from '../../src/query/promql/otlp.ts';
 import { seriesSql } from '../../src/query/promql/storage.ts';
-import { seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/seriesIndex.ts';
+import { seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/files/seriesIndex.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 /**

@@ -2,8 +2,8 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { RecentSizes } from '../../src/storage/recentSizes.ts';
-import { LocalObjectStore, SIZE_FRESH_MS } from '../../src/storage/objectStore.ts';
+import { RecentSizes } from '../../src/storage/objects/recentSizes.ts';
+import { LocalObjectStore, SIZE_FRESH_MS } from '../../src/storage/objects/objectStore.ts';
 
 /**
  * A local file's size as acquire() sees it (recentSizes.ts): looked at again once the window is past,

@@ -7,7 +7,7 @@ import { labelColumns } from '../../src/query/promql/storage.ts';
 import { PROMETHEUS_KNOWN_TYPES } from '../../src/ingest/prometheus/columns.ts';
 import { METRICS_KNOWN_TYPES } from '../../src/ingest/otlp/metrics.ts';
 import { parseKey, seriesIndexKey } from '../../src/storage/layout.ts';
-import { indexUsable, isMetricsSchema, seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/seriesIndex.ts';
+import { indexUsable, isMetricsSchema, seriesIndexColumns, seriesRelationSql, writeSeriesIndex } from '../../src/storage/files/seriesIndex.ts';
 import type { ColumnType } from '../../src/model.ts';
 
 describe('seriesIndexColumns', () => {

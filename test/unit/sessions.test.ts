@@ -3,7 +3,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CACHE_MS, LOGIN_TTL_MS, SessionStore } from '../../src/access/sessions.js';
-import { LocalObjectStore } from '../../src/storage/objectStore.js';
+import { LocalObjectStore } from '../../src/storage/objects/objectStore.ts';
 import { parseSessionObjectKey, SESSION_PREFIX } from '../../src/storage/layout.js';
 
 const who = { user: 'ann@example.com', sub: 'ann', issuer: 'https://idp.example.com', roles: ['reader'] };

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { serializeJob, type IngestJob, type PlacementTarget } from '../../src/ingest/pipeline.ts';
+import { serializeJob, type IngestJob, type PlacementTarget } from '../../src/ingest/worker/pipeline.ts';
 import type { RequestLimits } from '../../src/ingest/limits.ts';
 import { outsideWindow, timeWindow } from '../../src/ingest/timeWindow.ts';
 import { otlpLogsJson, otlpLogsProtobuf, remoteWriteV1 } from '../helpers/wire.ts';

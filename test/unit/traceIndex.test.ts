@@ -4,7 +4,7 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
-import { bloomMayHold, buildTraceBloom, traceBloomOf } from '../../src/storage/traceIndex.ts';
+import { bloomMayHold, buildTraceBloom, traceBloomOf } from '../../src/storage/files/traceIndex.ts';
 
 const ids = (n: number) => Array.from({ length: n }, () => randomBytes(16).toString('hex'));
 

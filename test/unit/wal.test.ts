@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { Wal, writeFully } from '../../src/storage/wal.ts';
+import { Wal, writeFully } from '../../src/storage/wal/wal.ts';
 
 /** A file handle whose writev takes at most the given number of bytes per call (0: makes no progress). */
 function shortWriter(perCall: number[]) {

@@ -1,5 +1,5 @@
 /**
- * The last-resort reading of WAL segments as lines (src/storage/parquetWriter.ts walLinesSql, issue 30
+ * The last-resort reading of WAL segments as lines (src/storage/files/parquetWriter.ts walLinesSql, issue 30
  * A11) against read_json (walScanSql, what every other flush reads): the same rows and values for every
  * column type, awkward names, nulls, special doubles and commit markers.
  */
@@ -9,7 +9,7 @@ import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
 import { describe, expect, it } from 'vitest';
 import type { ColumnType } from '../../src/model.ts';
-import { jsonPointer, walLinesSql, walScanSql } from '../../src/storage/parquetWriter.ts';
+import { jsonPointer, walLinesSql, walScanSql } from '../../src/storage/files/parquetWriter.ts';
 
 const COLUMNS: [string, ColumnType][] = [
   ['p_timestamp', 'TIMESTAMP'],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { cutSegment } from '../../src/storage/walSalvage.ts';
+import { cutSegment } from '../../src/storage/wal/walSalvage.ts';
 
 describe('WAL salvage: keeps the readable lines, sets aside the rest', () => {
   const schema = { p_timestamp: 'TIMESTAMP', n: 'BIGINT', s: 'VARCHAR' } as const;

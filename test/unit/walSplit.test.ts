@@ -1,5 +1,5 @@
 /**
- * The streaming split of a wide dataset's WAL into per-minute step files (src/storage/walSplit.ts,
+ * The streaming split of a wide dataset's WAL into per-minute step files (src/storage/wal/walSplit.ts,
  * issue 30 A11): every line with a time lands in exactly one step of its minute, commit markers and
  * rows without a time are dropped as every reader drops them, damaged lines are kept for DuckDB to
  * refuse, and no step costs more than its budget (unless it is one line).
@@ -8,7 +8,7 @@ import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { groupSteps, halveStep, lineCost, minuteOf, splitWalLines, stepBudget, STEP_FIXED_BYTES, type LineStep } from '../../src/storage/walSplit.ts';
+import { groupSteps, halveStep, lineCost, minuteOf, splitWalLines, stepBudget, STEP_FIXED_BYTES, type LineStep } from '../../src/storage/wal/walSplit.ts';
 
 describe('minuteOf: the minute DuckDB casts a WAL time value into', () => {
   it.each([

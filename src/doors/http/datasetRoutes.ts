@@ -8,7 +8,7 @@ import { TIME_COLUMN, type DatasetKind } from '../../model.ts';
 import { invalidInput } from '../../errors.ts';
 import { isServiceName } from '../../ingest/names.ts';
 import type { TimeField } from '../../storage/engine.ts';
-import { isColumnName } from '../../storage/schema.ts';
+import { isColumnName } from '../../storage/dataset/schema.ts';
 import { arrowSchema, datedStats, queriedStats } from './parseableShapes.ts';
 
 

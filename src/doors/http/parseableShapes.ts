@@ -4,11 +4,11 @@
  * form of `Schema`, `QueriedStats`, `StreamInfo`); our own extra facts are extra keys, which
  * Parseable's clients ignore.
  */
-import { DEFAULT_TIME_LIMIT_DAYS } from '../../ingest/eventTime.ts';
-import { datasetTime } from '../../ingest/pipeline.ts';
+import { DEFAULT_TIME_LIMIT_DAYS } from '../../ingest/json/eventTime.ts';
+import { datasetTime } from '../../ingest/worker/pipeline.ts';
 import type { ColumnType } from '../../model.ts';
 import type { DatasetKind, DatasetMeta, DatasetStats, Totals } from '../../storage/engine.ts';
-import type { Schema } from '../../storage/schema.ts';
+import type { Schema } from '../../storage/dataset/schema.ts';
 
 /** arrow-rs's serde form of a `Field`. */
 export interface ArrowField {

@@ -1,7 +1,7 @@
 import { createHash, hash, randomBytes, timingSafeEqual } from 'node:crypto';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { writeFileDurable } from '../../storage/objectStore.ts';
+import { writeFileDurable } from '../../storage/objects/objectStore.ts';
 import { log } from '../../log.ts';
 import { unauthorized, forbidden } from '../../errors.ts';
 import type { IngestRights } from '../../ingest/service.ts';

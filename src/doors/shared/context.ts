@@ -1,6 +1,6 @@
 import type { Config } from '../../config.ts';
 import type { DuckDBSource } from '../../duckdb.ts';
-import type { IngestPool } from '../../ingest/ingestPool.ts';
+import type { IngestPool } from '../../ingest/worker/ingestPool.ts';
 import type { IngestService } from '../../ingest/service.ts';
 import type { QueryExecutor } from '../../query/sql/executor.ts';
 import type { PromqlExecutor } from '../../query/promql/executor.ts';

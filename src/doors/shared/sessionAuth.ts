@@ -3,7 +3,7 @@ import { forbidden } from '../../errors.ts';
 import { OidcClient, type OidcSettings } from '../../access/oidc.ts';
 import { builtInRoles, type RoleDirectory } from '../../access/roleMapping.ts';
 import { SessionStore } from '../../access/sessions.ts';
-import type { ObjectStore } from '../../storage/objectStore.ts';
+import type { ObjectStore } from '../../storage/objects/objectStore.ts';
 import { summaryRole, type Principal } from './auth.ts';
 
 /**

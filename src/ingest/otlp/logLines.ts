@@ -1,6 +1,6 @@
 /**
  * OTLP log records → WAL lines without building a row object per record: the common case of
- * `logRows` + placement + serialisation (src/ingest/pipeline.ts) in one pass. What every record of a
+ * `logRows` + placement + serialisation (src/ingest/worker/pipeline.ts) in one pass. What every record of a
  * scope shares (resource and scope attributes, the resource/scope columns, `p_timestamp`) is serialised
  * once per scope; each record adds its own columns and attributes. The type summary comes out in the
  * order the row path's `summarizeTypes` would give it (the order columns are added to the schema).
@@ -17,7 +17,7 @@ import { LOGS_KNOWN_TYPES, SEVERITY_NAMES } from './logs.ts';
 import { enumNumber, id, int, list, msg, Rejections, str, timeColumn, type IdResult, type Msg } from './values.ts';
 import { checkFieldCount } from '../limits.ts';
 import { fixLoneSurrogates, isServiceName } from '../names.ts';
-import { ownBytes } from '../lines.ts';
+import { ownBytes } from '../worker/lines.ts';
 import { inferType, OVERFLOW, type ColumnType, type FlatValue, type TimeRange, type TypeSummary } from '../../model.ts';
 
 export interface LogLines {

@@ -1,7 +1,7 @@
 import { invalidInput } from '../../errors.ts';
 import type { ColumnType, FlatRow } from '../../model.ts';
 import { setField } from '../names.ts';
-import { knownTypesOf } from '../placement.ts';
+import { knownTypesOf } from '../worker/placement.ts';
 import type { Int64 } from './decode.ts';
 
 /*

@@ -1,7 +1,7 @@
 import { inferType, type ColumnType, type FlatRow, type TypeSummary } from '../../model.ts';
-import { rowToJsonLine } from '../lines.ts';
+import { rowToJsonLine } from '../worker/lines.ts';
 import { copyRow } from '../names.ts';
-import { summarizeTypes } from '../placement.ts';
+import { summarizeTypes } from '../worker/placement.ts';
 import { isoMs, KNOWN, PROMETHEUS_KNOWN_TYPES, type Meta, type NativeHistogram } from './columns.ts';
 import { toNumber, type DecodedSample } from './decode.ts';
 

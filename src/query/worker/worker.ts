@@ -402,7 +402,7 @@ async function selectSeries(conn: DuckDBConnection, state: NonNullable<typeof pr
     // A stored file that cannot be read (when its view is made, read, or decoded into the cache): the
     // service sets it aside and grants again without it (a series index: its file is read instead).
     // The snapshot compared each file's size with the catalog's; this finds the rest (a file damaged
-    // at the same size, or since the store last looked: src/storage/recentSizes.ts).
+    // at the same size, or since the store last looked: src/storage/objects/recentSizes.ts).
     if (!state.grant || errorKind(cleanMessage(err.message)) !== 'storage') throw err;
     const damaged = await unreadableFiles(conn, state.grant, !req.labelsOnly);
     if (!damaged.length) throw err;

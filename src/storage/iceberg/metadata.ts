@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import type { ColumnType } from '../../model.ts';
 import type { Schema } from '../codec.ts';
-import { TIME_US_COLUMN } from '../parquetWriter.ts';
+import { TIME_US_COLUMN } from '../files/parquetWriter.ts';
 
 /**
  * Iceberg v2 table metadata (spec "Table Metadata"): the JSON this service writes and reads back (zod),

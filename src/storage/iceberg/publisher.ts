@@ -5,7 +5,7 @@ import { COLUMN_TYPES, type ColumnType } from '../../model.ts';
 import { icebergCommits } from '../../metrics.ts';
 import type { FileEntry } from '../catalog.ts';
 import type { Schema } from '../codec.ts';
-import type { Dataset, StorageContext } from '../dataset.ts';
+import type { Dataset, StorageContext } from '../dataset/dataset.ts';
 import { datasetPrefix, icebergAvroKey, icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../layout.ts';
 import { currentSchema, emptyTable, evolveSchema, lakeColumns, publishable, type TableMetadata } from './metadata.ts';
 import { buildSnapshot, fileHour, type SnapshotNaming, type SnapshotPlan } from './snapshot.ts';

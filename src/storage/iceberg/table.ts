@@ -1,4 +1,4 @@
-import type { ObjectStore } from '../objectStore.ts';
+import type { ObjectStore } from '../objects/objectStore.ts';
 import { icebergMetadataKey, icebergMetadataPrefix, parseIcebergMetadataVersion } from '../layout.ts';
 import { decodeAvroFile, type ManifestEntry, type ManifestFile } from './avro.ts';
 import { decodeTableMetadata, type TableMetadata } from './metadata.ts';
