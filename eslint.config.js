@@ -9,7 +9,8 @@ export default tseslint.config(
     extends: [tseslint.configs.recommended],
     rules: {
       'max-lines-per-function': ['error', { max: 80, skipBlankLines: true, skipComments: true }],
-      'max-lines': ['error', { max: 400, skipBlankLines: true, skipComments: true }],
+      // A module's every line counts (comments too): ≤ 400 lines as a file (issue 35).
+      'max-lines': ['error', { max: 400, skipBlankLines: false, skipComments: false }],
       complexity: ['error', 25],
       'max-depth': ['error', 5],
       // `const { version: _v, ...rest } = x` drops a field on purpose.

@@ -1,6 +1,7 @@
 import type { DomainError } from '../errors.ts';
 import type { EventGroup, GroupResult, ShipperRequest } from './groups.ts';
-import type { Ingest, IngestBody, IngestRequest, IngestResult } from './service.ts';
+import type { Ingest, IngestRequest, IngestResult } from './service.ts';
+import type { IngestBody } from './bodyDeadline.ts';
 
 /** One request as the fake received it: what the door handed over, its body read whole. */
 export interface RecordedIngest {

@@ -1,5 +1,5 @@
 import type { Config } from '../config.ts';
-import { DomainError, forbidden, invalidInput, notFound, timedOut, tooLarge, unavailable } from '../errors.ts';
+import { DomainError, forbidden, invalidInput, notFound, tooLarge, unavailable } from '../errors.ts';
 import { ingestedBytes, ingestedRows } from '../metrics.ts';
 import type { ColumnType, DatasetKind } from '../model.ts';
 import type { DatasetMeta, SerializedRows, TimeField } from '../storage/engine.ts';
@@ -12,6 +12,7 @@ import type { IngestPool } from './worker/ingestPool.ts';
 import type { RequestLimits } from './limits.ts';
 import type { OtlpFormat, OtlpSignal } from './otlp/index.ts';
 import { datasetTime, type IngestInfo, type IngestJob, type JobBase, type PlacementTarget } from './worker/pipeline.ts';
+import { BodyDeadline, type IngestBody } from './bodyDeadline.ts';
 
 /** How often a batch is placed again because the schema changed under it before giving up (503). */
 const MAX_PLACEMENTS = 4;
@@ -366,42 +367,5 @@ function declaredLength(header: string | null, body: IngestRequest['body']): num
 
 /** Bodies are reserved in steps of this much as they arrive: a request takes the budget a few times, not per chunk. */
 const RESERVE_STEP = 64 * 1024;
-
-/** A body still arriving; `destroy` (a Node stream's) closes its connection when it is too slow. */
-export type IngestBody = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };
-
-/**
- * The minimum body rate: by `grace + received / minRate` after the start the body must be complete,
- * or its stream is destroyed. One timer per request, moved on only when it fires.
- */
-class BodyDeadline {
-  expired: DomainError | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private readonly started = Date.now();
-
-  constructor(
-    private readonly source: IngestBody,
-    private readonly graceMs: number,
-    private readonly minRate: number,
-    private readonly received: () => number,
-  ) {
-    if (source.destroy) this.arm();
-  }
-
-  private arm(): void {
-    const due = this.started + this.graceMs + (this.received() / this.minRate) * 1000;
-    const wait = due - Date.now();
-    if (wait > 0) {
-      this.timer = setTimeout(() => this.arm(), wait);
-      return;
-    }
-    this.expired = timedOut(`the request body arrived too slowly (${this.received()} bytes in ${Date.now() - this.started} ms; P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT)`);
-    this.source.destroy!(this.expired);
-  }
-
-  stop(): void {
-    clearTimeout(this.timer);
-  }
-}
 
 const bodyTooLarge = (maxBytes: number) => tooLarge(`request body is larger than the limit of ${maxBytes} bytes (P_MAX_BODY_BYTES)`);

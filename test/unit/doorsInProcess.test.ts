@@ -9,7 +9,7 @@ import { STATUS } from '../../src/doors/shared/httpStatus.ts';
 import { esStatus } from '../../src/doors/es/errors.ts';
 import { RecordingIngest } from '../../src/ingest/fake.ts';
 import type { Ingest } from '../../src/ingest/service.ts';
-import type { SqlQueries } from '../../src/query/sql/executor.ts';
+import type { SqlQueries } from '../../src/query/sql/queries.ts';
 import { RecordingQueries } from '../../src/query/sql/fake.ts';
 import { tempDir } from '../helpers/server.ts';
 

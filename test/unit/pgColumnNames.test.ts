@@ -1,7 +1,8 @@
 import { DuckDBInstance, DuckDBIntegerType, DuckDBVarCharType } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { answerColumns, applyColumnNames, pgColumnNames, pgColumnTypes, untagColumn, withTypedColumns } from '../../src/query/catalog/columnNames.ts';
-import { ARRAY_OF, ELEMENT_OF, announcedAs, PG } from '../../src/query/results/pg.ts';
+import { announcedAs } from '../../src/query/results/pg.ts';
+import { ARRAY_OF, ELEMENT_OF, PG } from '../../src/query/results/pgTypes.ts';
 
 /**
  * query/catalog/columnNames.ts: the names and types PostgreSQL 15 gives a catalog answer's columns,

@@ -1,7 +1,8 @@
 import { DuckDBInstance, type DuckDBConnection } from '@duckdb/node-api';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DomainError } from '../../src/errors.ts';
-import { asciiLower, checkSqlText, expandedSize, macroCosts, MAX_EXPANDED_EXPRESSIONS, PlanCache, planStatement } from '../../src/query/sql/sandbox.ts';
+import { checkSqlText, PlanCache, planStatement } from '../../src/query/sql/sandbox.ts';
+import { asciiLower, expandedSize, macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../../src/query/sql/macroCost.ts';
 import { parseTimeBound } from '../../src/query/sql/time.ts';
 
 const LIMITS = { maxSqlBytes: 64 * 1024, maxDepth: 16 };

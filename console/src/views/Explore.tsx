@@ -3,7 +3,7 @@ import { ApiError, type Row } from '../lib/api.ts';
 import { useSession, type Session } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
 import { addCondition, defaultColumns, defaultQuery, firstDataset, histogramSql, stripTrailingLimit, valueCondition } from '../lib/sql.ts';
-import { autoBucketSeconds, formatTime, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
+import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
 import { toCsv, toNdjson } from '../lib/export.ts';
 import { downloadText } from '../lib/clipboard.ts';
 import { useCompletionSchema } from '../lib/useCompletion.ts';
@@ -14,32 +14,19 @@ import { SqlEditor } from '../components/SqlEditor.tsx';
 import { TimeRangePicker } from '../components/TimeRangePicker.tsx';
 import { Histogram } from '../components/Histogram.tsx';
 import { ResultsTable } from '../components/ResultsTable.tsx';
-import { ColumnPicker } from '../components/ColumnPicker.tsx';
 import { SavedQueries } from '../components/SavedQueries.tsx';
 import { DatasetSelect } from '../components/DatasetSelect.tsx';
 import { FieldList, type FieldStatsAnswer } from '../components/FieldList.tsx';
+import { EmptyRange, ResultsBar, RunButton, ZoomButtons, type EmptyHint, type RunStatus } from '../components/ExploreBars.tsx';
 
 /** More rows than this stop the stream: a browser tab is not the place for millions of rows. */
 const MAX_ROWS = 200_000;
-
-interface RunStatus {
-  state: 'idle' | 'running' | 'done' | 'cancelled' | 'error';
-  message?: string;
-  ms?: number;
-}
 
 interface Hist {
   times: number[];
   counts: number[];
   bucket: number;
   note?: string;
-}
-
-/** Where an empty range's dataset has its events, to say so next to "No rows". */
-interface EmptyHint {
-  dataset: string;
-  firstMs?: number;
-  lastMs?: number;
 }
 
 /** Stops the run in progress, if any: nothing it still sends is shown. */
@@ -239,19 +226,6 @@ function useLoadAndRun(dataset: string, params: Record<string, string>, typed: {
   }, [kick, timeColumn]);
 }
 
-function ZoomButtons({ back, canGoBack, zoomOut }: { back: () => void; canGoBack: boolean; zoomOut: () => void }) {
-  return (
-    <>
-      <button class="secondary" onClick={back} disabled={!canGoBack} data-testid="zoom-back" title="Back to the range before the last zoom">
-        ← Back
-      </button>
-      <button class="secondary" onClick={zoomOut} data-testid="zoom-out" title="Twice as long a range">
-        Zoom out
-      </button>
-    </>
-  );
-}
-
 export function Explore({ params, theme }: { params: Record<string, string>; theme: string }) {
   const s = useSession();
   const completion = useCompletionSchema();
@@ -357,90 +331,4 @@ function zoomActions(zooms: TimeRange[], range: TimeRange, setRange: (r: TimeRan
       setRange({ from: new Date(end - 2 * span).toISOString(), to: range.to === 'now' || end >= Date.now() ? 'now' : new Date(end).toISOString() });
     },
   };
-}
-
-function rangeText(range: TimeRange): string {
-  try {
-    const b = resolveRange(range);
-    return `${formatTime(b.startMs)} and ${formatTime(b.endMs)}`;
-  } catch {
-    return 'the chosen times';
-  }
-}
-
-function RunButton({ running, onCancel, onRun }: { running: boolean; onCancel: () => void; onRun: () => void }) {
-  return (
-    <div class="editor-actions">
-      {running ? (
-        <button class="danger" onClick={onCancel} data-testid="cancel-query">
-          Cancel
-        </button>
-      ) : (
-        <button onClick={onRun} data-testid="run-query" title="Ctrl/Cmd+Enter">
-          Run
-        </button>
-      )}
-      <span class="muted small">Ctrl/⌘+Enter</span>
-    </div>
-  );
-}
-
-interface ResultsBarProps {
-  status: RunStatus;
-  rowCount: number;
-  mode: 'logs' | 'table';
-  setMode: (m: 'logs' | 'table') => void;
-  fields: string[];
-  columns: string[];
-  setColumns: (c: string[]) => void;
-  download: (kind: 'csv' | 'ndjson') => void;
-}
-
-function ResultsBar({ status, rowCount, mode, setMode, fields, columns, setColumns, download }: ResultsBarProps) {
-  return (
-    <div class="results-bar">
-      <span data-testid="row-count" aria-live="polite">
-        {rowCount.toLocaleString('en-US')} rows
-        {status.state === 'running' && ' · running…'}
-        {status.state === 'cancelled' && ' · cancelled'}
-        {status.ms !== undefined && status.state !== 'running' && ` · ${Math.round(status.ms)} ms`}
-        {status.message && status.state === 'done' && ` · ${status.message}`}
-      </span>
-      <span class="spacer" />
-      <span class="segmented" role="group" aria-label="Show rows as">
-        <button class={mode === 'logs' ? '' : 'secondary'} aria-pressed={mode === 'logs'} onClick={() => setMode('logs')} data-testid="mode-logs">
-          Logs
-        </button>
-        <button class={mode === 'table' ? '' : 'secondary'} aria-pressed={mode === 'table'} onClick={() => setMode('table')} data-testid="mode-table">
-          Table
-        </button>
-      </span>
-      {fields.length > 0 && <ColumnPicker fields={fields} columns={columns} onChange={setColumns} />}
-      <button class="secondary" disabled={!rowCount} onClick={() => download('csv')}>
-        CSV
-      </button>
-      <button class="secondary" disabled={!rowCount} onClick={() => download('ndjson')}>
-        NDJSON
-      </button>
-    </div>
-  );
-}
-
-/** "No rows" in the range, and where the dataset's events are, with a link to that range. */
-function EmptyRange({ range, empty, setRange }: { range: TimeRange; empty: EmptyHint | null; setRange: (r: TimeRange) => void }) {
-  return (
-    <div class="empty-range" data-testid="empty-range">
-      <p>No rows between {rangeText(range)}.</p>
-      {empty && empty.lastMs !== undefined && empty.firstMs !== undefined ? (
-        <p>
-          {empty.dataset} has events from <strong>{formatTime(empty.firstMs)}</strong> to <strong>{formatTime(empty.lastMs)}</strong> (UTC).{' '}
-          <button class="link" data-testid="show-data-range" onClick={() => setRange({ from: new Date(empty.firstMs! - 60_000).toISOString(), to: new Date(empty.lastMs! + 60_000).toISOString() })}>
-            Show that range
-          </button>
-        </p>
-      ) : empty ? (
-        <p class="muted">{empty.dataset} has no stored events yet (rows just sent show within the flush interval).</p>
-      ) : null}
-    </div>
-  );
 }

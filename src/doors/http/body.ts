@@ -1,7 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
 import { tooLarge } from '../../errors.ts';
-import type { IngestBody } from '../../ingest/service.ts';
+import type { IngestBody } from '../../ingest/bodyDeadline.ts';
 
 /** Reads the request body, refusing (413) anything over `maxBytes` without buffering it all. */
 export async function readBody(c: Context, maxBytes: number): Promise<Buffer> {

@@ -1,7 +1,7 @@
 import { quotedString } from '@duckdb/node-api';
 import { invalidInput } from '../../errors.ts';
 import { PgError } from './sqlstate.ts';
-import { PG } from '../../query/results/pg.ts';
+import { PG } from '../../query/results/pgTypes.ts';
 import type { BoundParam } from '../../query/sql/boundParams.ts';
 import { replacePlaceholders } from '../../query/catalog/sqlText.ts';
 

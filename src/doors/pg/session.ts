@@ -3,7 +3,7 @@ import type * as net from 'node:net';
 import * as tls from 'node:tls';
 import { log } from '../../log.ts';
 import { DomainError } from '../../errors.ts';
-import type { PgQueries } from '../../query/sql/executor.ts';
+import type { PgQueries } from '../../query/sql/queries.ts';
 import type { ApiKeys, Principal } from '../shared/auth.ts';
 import type { DatasetSchema } from '../../query/catalog/catalogDb.ts';
 import { Framer, msg, parseStartup, ProtocolViolation, Reader } from './messages.ts';

@@ -1,6 +1,6 @@
 import type { IncomingMessage } from 'node:http';
 import type { Context } from 'hono';
-import type { IngestBody } from '../../ingest/service.ts';
+import type { IngestBody } from '../../ingest/bodyDeadline.ts';
 
 /**
  * The body stream and the client's address of a request on the HTTP listener, for the doors mounted

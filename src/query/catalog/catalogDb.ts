@@ -4,12 +4,14 @@ import type { ColumnType } from '../../model.ts';
 import { DIALECT_SQL } from '../sql/dialect.ts';
 import { pgSyntax } from './sqlText.ts';
 import { answerColumns, applyColumnNames, pgColumnNames, pgColumnTypes, untagColumn, withTypedColumns } from './columnNames.ts';
-import { announcedAs, dataRowEncoder, pgTypeOf, RowWriter, type PgType } from '../results/pg.ts';
+import { announcedAs, dataRowEncoder, RowWriter } from '../results/pg.ts';
+import { pgTypeOf, type PgType } from '../results/pgTypes.ts';
 import { CATALOG_SQL } from './catalogSql.ts';
 import { inspect, nsComparableWithTimestamptz } from './catalogRewrite.ts';
 import { countParses, parseTree, serializeSql, treeJson } from '../sql/parseTree.ts';
 import { withPrepared, type BoundParam } from '../sql/boundParams.ts';
-import { checkNesting, expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/sandbox.ts';
+import { checkNesting } from '../sql/sandbox.ts';
+import { expandedSize, macroCostsOfDialect as macroCosts, MAX_EXPANDED_EXPRESSIONS } from '../sql/macroCost.ts';
 
 /**
  * Catalog introspection without data: clients ask `pg_catalog`, `information_schema` and catalog

@@ -5,7 +5,7 @@
  * those of a server with one read-only role and no indexes, constraints, sequences or inheritance.
  */
 
-import { ARRAY_OF, ELEMENT_OF } from '../results/pg.ts';
+import { ARRAY_OF, ELEMENT_OF } from '../results/pgTypes.ts';
 import { FIXED } from './settings.ts';
 
 /** A table macro `__<name>()` answering these rows (each a select list). */

@@ -8,7 +8,7 @@
  */
 import { holdToLimits } from '../worker/deadline.ts';
 import { DomainError } from '../../errors.ts';
-import type { PgType } from '../results/pg.ts';
+import type { PgType } from '../results/pgTypes.ts';
 import { checkSqlText, type SandboxLimits } from '../sql/sandbox.ts';
 import type { QueryPool } from '../worker/pool.ts';
 import type { CatalogJob, FromWorker } from '../worker/protocol.ts';

@@ -2,7 +2,7 @@ import { holdToLimits, timeLimitMessage } from '../worker/deadline.ts';
 import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, notFound } from '../../errors.ts';
 import type { QueryPool } from '../worker/pool.ts';
-import { linkName } from '../sql/executor.ts';
+import { linkName } from '../sql/runJob.ts';
 import { clampMs, HISTOGRAM_COLUMNS, labelColumns, STALE_COLUMN, VALUE_COLUMN } from './storage.ts';
 import { OTLP_MARKER_COLUMN, otlpSeriesView } from './otlp.ts';
 import { PROMQL_NOT_BUILT, promqlBuilt } from './engine.ts';

@@ -1,4 +1,5 @@
-import type { QueryExecutor, QueryRequest } from './executor.ts';
+import type { QueryExecutor } from './executor.ts';
+import type { QueryRequest } from './queries.ts';
 
 /**
  * A small statement's whole answer as rows, through the query executor (sandbox, permissions,

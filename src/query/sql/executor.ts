@@ -1,20 +1,15 @@
 import { holdToLimits, timeLimitMessage } from '../worker/deadline.ts';
-import { createHash } from 'node:crypto';
-import * as path from 'node:path';
-import { quotedIdentifier } from '@duckdb/node-api';
 import { DomainError, forbidden, isDomainError, notFound, unavailable } from '../../errors.ts';
 import { classifyFailure } from '../../failures.ts';
 import { withConnection, type DuckDBSource } from '../../duckdb.ts';
-import { planCacheLookups, queriesPreAggregated, sqlParses } from '../../metrics.ts';
-import { scanSql, timestampLiteral, type Snapshot, type TableSource } from '../../storage/scan.ts';
+import { planCacheLookups, sqlParses } from '../../metrics.ts';
+import type { Snapshot, TableSource } from '../../storage/scan.ts';
 import type { QueryPool } from '../worker/pool.ts';
-import type { PgType } from '../results/pg.ts';
 import { timeRangeOf, WHOLE_RANGE, type TimeRange } from './timeRange.ts';
-import { RANGE_VARIABLES, type FileTableSpec, type FromWorker, type RunJob, type TimeFormat } from '../worker/protocol.ts';
-import { fileTableFor } from './fileTable.ts';
-import { asciiLower, checkSqlText, PlanCache, planStatement, type QueryPlan, type SandboxLimits } from './sandbox.ts';
-import { TIME_COLUMN } from '../../model.ts';
-import { preAggregationPays } from './preAggregate.ts';
+import type { FromWorker } from '../worker/protocol.ts';
+import { checkSqlText, PlanCache, planStatement, type QueryPlan } from './sandbox.ts';
+import type { PgAnswer, PgQueries, QueryAnswer, QueryLimits, QueryRequest, SqlQueries } from './queries.ts';
+import { linkName, preAggregatedSql, runJob } from './runJob.ts';
 import { countParses, countParsesWith, parseTree, serializeSql } from './parseTree.ts';
 import { ParsedTrees } from './parsedTrees.ts';
 import { CatalogQueries } from '../catalog/client.ts';
@@ -23,93 +18,12 @@ import type { BoundParam } from './boundParams.ts';
 // Every parse in the service's process shows in lakehouse_sql_parses_total (issue 35: one per statement).
 countParsesWith((site, n = 1) => sqlParses.inc({ site }, n));
 
-export interface QueryLimits extends SandboxLimits {
-  timeoutMs: number;
-  maxRows: number;
-  maxBytes: number;
-  /** Estimated bytes of small files' rows each query worker may keep in tables (fileTable.ts); 0: none. */
-  fileTableBytes?: number;
-}
-
-export interface QueryRequest {
-  sql: string;
-  startMs: number;
-  endMs: number;
-  sendNull: boolean;
-  timeFormat: TimeFormat;
-  streaming: boolean;
-  /** Who asks (admission control counts per key). */
-  principalId: string;
-  /** May this caller read the dataset? Decided by name alone, so the answer never reveals existence. */
-  canRead: (dataset: string) => boolean;
-  /** Aborted when the client goes away. */
-  signal?: AbortSignal;
-  /** Only the data files this keeps are read (an index said the others hold no matching row; WAL is always read). */
-  files?: (file: Snapshot['files'][number]) => boolean;
-  /** Values of `sql`'s `$n` placeholders (a PostgreSQL Bind): DuckDB binds them, `sql` is not re-parsed. */
-  params?: BoundParam[];
-}
-
-/** A query under way: its columns, then its rows as JSON text chunks (objects joined by commas). */
-export interface QueryAnswer {
-  fields: string[];
-  /** Throws a DomainError if the query fails or is cut off after the columns were known. */
-  chunks: AsyncIterable<string>;
-}
-
-/**
- * What the HTTP door calls of the SQL executor: the seam its in-process tests replace with
- * RecordingQueries (src/query/sql/fake.ts, beside it so that a changed signature breaks the fake).
- */
-export interface SqlQueries {
-  execute(req: QueryRequest): Promise<QueryAnswer>;
-}
-
-/**
- * What the PostgreSQL door's session calls of the SQL executor and its catalog: the seam its in-process
- * tests replace with RecordingPgQueries (src/query/sql/fake.ts).
- */
-export interface PgQueries {
-  plan(sql: string): Promise<unknown>;
-  timeRange(sql: string, params?: readonly BoundParam[]): Promise<TimeRange>;
-  executePg(req: Omit<QueryRequest, 'sendNull' | 'timeFormat' | 'streaming'>, formats: number[]): Promise<PgAnswer>;
-  readonly catalog: Pick<CatalogQueries, 'classify' | 'describe' | 'run'>;
-}
-
-/** A query under way for the PostgreSQL front door: column names and types, then DataRow batches. */
-export interface PgAnswer {
-  fields: string[];
-  types: PgType[];
-  /** Throws a DomainError if the query fails or is cut off (time limit, cancel). */
-  batches: AsyncIterable<{ data: Buffer; rows: number }>;
-  /** Stops the query's worker (a CancelRequest). */
-  cancel: (reason: DomainError) => void;
-}
-
 /**
  * Most rows a statement may return to be run whole in the worker (see worker.ts): DuckDB holds such a
  * result outside its memory limit, before the worker can apply P_QUERY_MAX_RESULT_BYTES, so only
  * small ones (a LIMIT of a page, an aggregate) go that way.
  */
 const MATERIALIZE_MAX_ROWS = 10_000;
-
-/** Link names by file path: a hash per file per query was most of the cost of a job over many files. */
-const linkNames = new Map<string, string>();
-
-/** A file's link name in a worker's directory: the same for every query, so DuckDB's footer cache hits. */
-export function linkName(file: string): string {
-  let name = linkNames.get(file);
-  if (name === undefined) {
-    name = `${createHash('sha1').update(file).digest('hex').slice(0, 24)}${path.extname(file)}`;
-    // Paths of files long gone would otherwise pile up; starting over costs one hash per file.
-    if (linkNames.size >= 100_000) linkNames.clear();
-    linkNames.set(file, name);
-  }
-  return name;
-}
-
-/** A view's range bounds: the worker's variables (see RunJob.range). */
-const RANGE_BOUNDS = { start: `getvariable('${RANGE_VARIABLES.start}')`, end: `getvariable('${RANGE_VARIABLES.end}')` };
 
 /** Times a query runs again after damaged files were set aside. */
 const MAX_DAMAGE_RETRIES = 3;
@@ -412,67 +326,4 @@ export class QueryExecutor implements SqlQueries, PgQueries {
       throw err;
     }
   }
-}
-
-/**
- * The worker's job: the snapshots' files as links in its directory, a view per dataset over them, and the
- * statement. `materialize`: the PostgreSQL door streams too, but a result the parse tree bounds is run
- * whole there as well.
- */
-function runJob(
-  req: QueryRequest,
-  snapshots: Snapshot[],
-  sql: string,
-  filesDir: string,
-  o: { maxRows: number; maxBytes: number; fileTableBytes?: number; materialize: boolean; wholeUpTo?: number; pgFormats?: number[] },
-): Omit<RunJob, 'id'> {
-  const links = new Map<string, string>();
-  const pathFor = (file: string) => {
-    const name = linkName(file);
-    links.set(name, file);
-    return `${filesDir}/${name}`;
-  };
-  // The range by variables, not literals: the worker keeps a dataset's view while its files straddle
-  // the same bounds ("the last 15 minutes" asked again), instead of creating and binding it anew.
-  // Small files' rows come from a table the worker keeps (fileTable.ts), when they fit its budget.
-  const tables: FileTableSpec[] = [];
-  let room = (o.fileTableBytes ?? 0) / 2;
-  const views = snapshots.map((snap) => {
-    const inTable = fileTableFor(snap, pathFor, room);
-    if (inTable) {
-      tables.push(inTable.spec);
-      room -= inTable.spec.bytes + inTable.spec.files.reduce((sum, f) => sum + f.bytes, 0);
-    }
-    return { name: quotedIdentifier(snap.meta.name), sql: scanSql(snap, req.startMs, req.endMs, pathFor, RANGE_BOUNDS, inTable?.table) };
-  });
-  return {
-    type: 'run',
-    links: [...links].map(([name, src]) => ({ name, src })),
-    views,
-    range: { start: timestampLiteral(req.startMs), end: timestampLiteral(req.endMs) },
-    sql,
-    sendNull: req.sendNull,
-    timeFormat: req.timeFormat,
-    maxRows: o.maxRows,
-    maxBytes: o.maxBytes,
-    streaming: req.streaming,
-    materialize: o.materialize,
-    ...(o.wholeUpTo === undefined ? {} : { wholeUpTo: o.wholeUpTo }),
-    ...(o.pgFormats ? { pgFormats: o.pgFormats } : {}),
-    ...(req.params ? { params: req.params } : {}),
-    ...(tables.length ? { fileTables: { budget: o.fileTableBytes ?? 0, tables } } : {}),
-  };
-}
-
-/**
- * The statement pre-aggregated by receive time (preAggregate.ts) when these files prove it pays: the same
- * rows, with its grouping expressions evaluated once per receive time instead of per row.
- */
-function preAggregatedSql(pre: { sql: string; names: string[] } | undefined, snapshots: Snapshot[]): string | undefined {
-  const only = snapshots.length === 1 ? snapshots[0] : undefined;
-  if (!pre || !only || only.meta.timeColumn !== TIME_COLUMN.json) return undefined;
-  const columns = pre.names.length ? new Set(Object.keys(only.schema).map(asciiLower)) : undefined;
-  if (pre.names.some((n) => columns?.has(n)) || !preAggregationPays(only.files, only.segments)) return undefined;
-  queriesPreAggregated.inc();
-  return pre.sql;
 }

@@ -1,8 +1,9 @@
 import { DomainError } from '../../errors.ts';
 import type { CatalogAnswer, CatalogRequest, Described } from '../catalog/client.ts';
 import type { Statement } from '../catalog/catalogDb.ts';
-import { PG, RowWriter, type PgType } from '../results/pg.ts';
-import type { PgAnswer, PgQueries, QueryAnswer, QueryRequest, SqlQueries } from './executor.ts';
+import { RowWriter } from '../results/pg.ts';
+import { PG, type PgType } from '../results/pgTypes.ts';
+import type { PgAnswer, PgQueries, QueryAnswer, QueryRequest, SqlQueries } from './queries.ts';
 import { WHOLE_RANGE, type TimeRange } from './timeRange.ts';
 import type { BoundParam } from './boundParams.ts';
 

@@ -2,12 +2,14 @@ import { fork, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { DomainError, tooManyRequests, unavailable } from '../../errors.ts';
+import { writeFileSync } from 'node:fs';
+import { DomainError, unavailable } from '../../errors.ts';
 import { entryBeside, fromSource } from '../../entrypoints.ts';
 import { log } from '../../log.ts';
 import type { FromWorker, PromqlGrantMessage, ToWorker, WorkerJob } from './protocol.ts';
 import type { WorkerCgroup, WorkerCgroups } from './cgroup.ts';
+import { Admission } from './admission.ts';
+import { watchMemory } from './rssWatch.ts';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -81,38 +83,7 @@ interface Slot {
   cgroup?: WorkerCgroup;
 }
 
-/** How often a busy worker's resident memory is read (one small /proc read). */
-const RSS_WATCH_MS = 50;
 const QUERY_WORKER_OOM_SCORE_ADJ = 800;
-
-/** Resident bytes of a process (Linux /proc), or undefined. */
-function residentBytes(pid: number | undefined): number | undefined {
-  if (!pid) return undefined;
-  try {
-    const pages = Number(readFileSync(`/proc/${pid}/statm`, 'latin1').split(' ')[1]);
-    return pages * PAGE_BYTES;
-  } catch {
-    return undefined;
-  }
-}
-const PAGE_BYTES = 4096;
-
-/**
- * Resident bytes of a worker and of its PromQL engine process: the engine is counted only while it is
- * still that worker's child (its process id could be another process's once it ended).
- */
-function workerResidentBytes(slot: Slot): number | undefined {
-  const own = residentBytes(slot.child.pid);
-  if (own === undefined || !slot.enginePid) return own;
-  try {
-    const stat = readFileSync(`/proc/${slot.enginePid}/stat`, 'latin1');
-    const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-    if (parent !== slot.child.pid) return own;
-  } catch {
-    return own;
-  }
-  return own + (residentBytes(slot.enginePid) ?? 0);
-}
 
 /**
  * Worker processes for user queries, with admission control. Each running query has a process of its
@@ -125,14 +96,16 @@ function workerResidentBytes(slot: Slot): number | undefined {
 export class QueryPool {
   private slots: Slot[] = [];
   private nextSlot = 1;
-  private running = new Map<string, number>();
-  private waiting: { key: string; resume: () => void; fail: (e: Error) => void; timer: NodeJS.Timeout }[] = [];
   private closed = false;
   private readonly entry = fileURLToPath(entryBeside(import.meta.url, 'worker'));
   /** Run from source, the worker process loads tsx to run TypeScript; from the build it needs nothing. */
   private readonly loader = fromSource ? ['--import', import.meta.resolve('tsx')] : [];
 
-  constructor(private readonly s: QueryPoolSettings) {}
+  private readonly admission: Admission;
+
+  constructor(private readonly s: QueryPoolSettings) {
+    this.admission = new Admission(s);
+  }
 
   async start(): Promise<void> {
     await fs.rm(this.s.workDir, { recursive: true, force: true });
@@ -173,7 +146,7 @@ export class QueryPool {
   get stats(): { starting: number; idle: number; busy: number; waiting: number } {
     const busy = this.slots.filter((s) => s.busy).length;
     const starting = this.slots.filter((s) => !s.busy && !s.started).length;
-    return { starting, idle: this.slots.length - busy - starting, busy, waiting: this.waiting.length };
+    return { starting, idle: this.slots.length - busy - starting, busy, waiting: this.admission.waitingCount };
   }
 
   private spawn(): Slot {
@@ -246,68 +219,6 @@ export class QueryPool {
     return slot;
   }
 
-  private get total(): number {
-    let n = 0;
-    for (const v of this.running.values()) n += v;
-    return n;
-  }
-
-  /**
-   * Whether a query of `key` may take a slot now: a free slot, the key under its own limit, and — for a
-   * key that already runs a query — a free slot beyond the reserve. Keys with nothing running may take
-   * the reserve: so however many keys run heavy queries, another key's query finds a slot.
-   */
-  private mayRun(key: string): boolean {
-    const mine = this.running.get(key) ?? 0;
-    const total = this.total;
-    if (total >= this.s.concurrency || mine >= this.s.perKey) return false;
-    const reserve = Math.max(0, Math.min(this.s.reserve ?? 0, this.s.concurrency - 1));
-    return mine === 0 || total < this.s.concurrency - reserve;
-  }
-
-  /** Waits for a slot under the limits: 429 when this key has too much in flight, 503 when all is full. */
-  private async admit(key: string): Promise<void> {
-    const mine = () => this.running.get(key) ?? 0;
-    // Waiters wait for a reason this request may not share (their key's limit or share); release()
-    // wakes them as soon as they can run, so a request that may run need not queue behind them.
-    if (this.mayRun(key)) {
-      this.running.set(key, mine() + 1);
-      return;
-    }
-    const queuedForKey = this.waiting.filter((w) => w.key === key).length;
-    if (mine() + queuedForKey >= 2 * this.s.perKey) {
-      throw tooManyRequests(`this API key already has ${mine()} queries running and ${queuedForKey} waiting (P_QUERY_CONCURRENCY_PER_KEY=${this.s.perKey})`, 1);
-    }
-    if (this.waiting.length >= this.s.queue) throw unavailable(`all ${this.s.concurrency} query slots are busy and ${this.waiting.length} queries wait (P_QUERY_QUEUE)`, 1);
-    await new Promise<void>((resume, fail) => {
-      const entry = {
-        key,
-        resume,
-        fail,
-        timer: setTimeout(() => {
-          this.waiting = this.waiting.filter((w) => w !== entry);
-          fail(unavailable(`no query slot became free within ${this.s.queueWaitMs} ms`, 2));
-        }, this.s.queueWaitMs),
-      };
-      this.waiting.push(entry);
-    });
-  }
-
-  private release(key: string): void {
-    const n = (this.running.get(key) ?? 1) - 1;
-    if (n > 0) this.running.set(key, n);
-    else this.running.delete(key);
-    // Wake the first waiter of a key with nothing running, else the first that may run.
-    if (this.total >= this.s.concurrency) return;
-    let i = this.waiting.findIndex((w) => !this.running.has(w.key));
-    if (i < 0) i = this.waiting.findIndex((w) => this.mayRun(w.key));
-    if (i < 0) return;
-    const [w] = this.waiting.splice(i, 1);
-    clearTimeout(w.timer);
-    this.running.set(w.key, (this.running.get(w.key) ?? 0) + 1);
-    w.resume();
-  }
-
   /** A ready, idle worker (started if needed); admission guarantees there is room for one. */
   private async idleSlot(): Promise<Slot> {
     let slot = this.slots.find((s) => !s.busy);
@@ -325,12 +236,12 @@ export class QueryPool {
   /** A slot for `key`'s job, once admitted (the admission is given back if no slot can be had). */
   private async acquire(key: string): Promise<Slot> {
     if (this.closed) throw unavailable('the service is shutting down', 5);
-    await this.admit(key);
+    await this.admission.admit(key);
     let slot: Slot;
     try {
       slot = await this.idleSlot();
     } catch (err) {
-      this.release(key);
+      this.admission.release(key);
       throw err;
     }
     // With warm workers asked for, keep one spare so the next query does not wait for a process start.
@@ -349,11 +260,11 @@ export class QueryPool {
    */
   async admitted<T>(key: string, work: () => Promise<T>): Promise<T> {
     if (this.closed) throw unavailable('the service is shutting down', 5);
-    await this.admit(key);
+    await this.admission.admit(key);
     try {
       return await work();
     } finally {
-      this.release(key);
+      this.admission.release(key);
     }
   }
 
@@ -404,7 +315,7 @@ export class QueryPool {
         slot.busy = false;
         slot.idleSince = performance.now();
       }
-      this.release(key);
+      this.admission.release(key);
     };
     const sendTo = (m: ToWorker) => {
       if (slot.child.connected) slot.child.send(m);
@@ -455,10 +366,7 @@ export class QueryPool {
 
   async close(): Promise<void> {
     this.closed = true;
-    for (const w of this.waiting.splice(0)) {
-      clearTimeout(w.timer);
-      w.fail(unavailable('the service is shutting down', 5));
-    }
+    this.admission.failAll(unavailable('the service is shutting down', 5));
     for (const s of this.slots) s.child.kill('SIGKILL');
     await this.s.cgroups?.close();
   }
@@ -471,14 +379,3 @@ export class QueryPool {
  * engine dies with it (the engine's parent-death signal, promql/sandbox_linux.go). A worker in its own
  * memory cgroup (its engine, a child, is in it too) is held to the cap by the kernel instead.
  */
-function watchMemory(slot: Slot, cap: number, finished: () => boolean, onOver: () => void): NodeJS.Timeout {
-  const timer = setInterval(() => {
-    const rss = workerResidentBytes(slot);
-    if (rss === undefined || rss <= cap || finished()) return;
-    log.warn('query worker over its memory cap; killed', { worker: slot.id, rssBytes: rss, capBytes: cap });
-    onOver();
-    slot.child.kill('SIGKILL');
-  }, RSS_WATCH_MS);
-  timer.unref();
-  return timer;
-}

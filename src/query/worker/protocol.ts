@@ -1,5 +1,5 @@
 import type { ErrorKind } from '../../errors.ts';
-import type { PgType } from '../results/pg.ts';
+import type { PgType } from '../results/pgTypes.ts';
 import type { ParseSite } from '../sql/parseTree.ts';
 import type { BoundParam } from '../sql/boundParams.ts';
 
