@@ -71,18 +71,18 @@ describe('catalog statements with bound parameters answer as with literals', asy
 
 describe('placeholders with a gap (as PostgreSQL: a skipped parameter needs a declared type)', () => {
   /** [statement, declared oids, renumbered statement and positions, or the error]. */
-  const cases: [string, number[], { sql: string; positions?: number[] } | RegExp][] = [
-    ['SELECT $1, $2', [], { sql: 'SELECT $1, $2' }],
-    ['SELECT 1', [], { sql: 'SELECT 1' }],
-    ['SELECT $2', [OID.int4], { sql: 'SELECT $1', positions: [2] }],
-    ['SELECT $1::int, $3::int', [OID.int4, OID.int4, OID.int4], { sql: 'SELECT $1::int, $2::int', positions: [1, 3] }],
-    ["SELECT $3 || '$2' /* $2 */, $1", [0, OID.text, 0], { sql: "SELECT $2 || '$2' /* $2 */, $1", positions: [1, 3] }],
+  const cases: [string, number[], { sql: string; highest: number; positions?: number[] } | RegExp][] = [
+    ['SELECT $1, $2', [], { sql: 'SELECT $1, $2', highest: 2 }],
+    ['SELECT 1', [], { sql: 'SELECT 1', highest: 0 }],
+    ['SELECT $2', [OID.int4], { sql: 'SELECT $1', highest: 2, positions: [2] }],
+    ['SELECT $1::int, $3::int', [OID.int4, OID.int4, OID.int4], { sql: 'SELECT $1::int, $2::int', highest: 3, positions: [1, 3] }],
+    ["SELECT $3 || '$2' /* $2 */, $1", [0, OID.text, 0], { sql: "SELECT $2 || '$2' /* $2 */, $1", highest: 3, positions: [1, 3] }],
     ['SELECT $1::int, $3::int', [], /could not determine data type of parameter \$2/],
     ['SELECT $1::int, $3::int', [OID.int4, 0, OID.int4], /could not determine data type of parameter \$2/],
     ['SELECT $1::int, $3::int', [OID.int4, 705, OID.int4], /could not determine data type of parameter \$2/],
     ['SELECT $4', [OID.int4], /parameter \$2/],
     ['SELECT $1::int8', [OID.int8, 0], /could not determine data type of parameter \$2/],
-    ['SELECT $1::int8', [OID.int8, OID.text], { sql: 'SELECT $1::int8' }],
+    ['SELECT $1::int8', [OID.int8, OID.text], { sql: 'SELECT $1::int8', highest: 1 }],
   ];
   it.each(cases)('%s %j', (sql, oids, expected) => {
     if (expected instanceof RegExp) {

@@ -275,9 +275,10 @@ const UNKNOWN_OID = 705;
  * (`[1, 3]`). As PostgreSQL's Parse does (exec_parse_message), a parameter the statement does not use
  * (skipped, or declared past its highest `$n`) whose type the client left unspecified is refused: 42P18
  * "could not determine data type of parameter $2" (checked with psycopg's libpq against PostgreSQL 15).
- * Without a gap the statement comes back as it is.
+ * Without a gap the statement comes back as it is. `highest` is the highest `$n` of the template (0 when it
+ * has none), which Parse also needs: one scan of the placeholders answers both.
  */
-export function withoutGaps(sql: string, paramTypes: readonly number[]): { sql: string; positions?: number[] } {
+export function withoutGaps(sql: string, paramTypes: readonly number[]): { sql: string; highest: number; positions?: number[] } {
   const used = new Set<number>();
   replacePlaceholders(sql, (n) => {
     used.add(n);
@@ -290,6 +291,6 @@ export function withoutGaps(sql: string, paramTypes: readonly number[]): { sql: 
     const declared = paramTypes[n - 1] ?? 0;
     if (!used.has(n) && (declared === 0 || declared === UNKNOWN_OID)) throw new PgError('invalid', `could not determine data type of parameter $${n}`, '42P18');
   }
-  if (highest === positions.length) return { sql };
-  return { sql: replacePlaceholders(sql, (n) => `$${positions.indexOf(n) + 1}`), positions };
+  if (highest === positions.length) return { sql, highest };
+  return { sql: replacePlaceholders(sql, (n) => `$${positions.indexOf(n) + 1}`), highest, positions };
 }

@@ -11,7 +11,7 @@ import type { CatalogRequest } from '../../query/catalog/client.ts';
 import { msg, ProtocolViolation, readBind, readParse, Reader, splitRows } from './messages.ts';
 import { boundParam, withoutGaps } from './params.ts';
 import type { BoundParam } from '../../query/sql/boundParams.ts';
-import { placeholderCount, splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
+import { splitStatements, stripComments } from '../../query/catalog/sqlText.ts';
 import { copyLines, copyOut, headerLine, type CopyOut } from './copy.ts';
 import { invalidSqlstate, PgError, SQLSTATE } from './sqlstate.ts';
 import { SessionState } from './budget.ts';
@@ -72,7 +72,7 @@ export abstract class SessionQueries {
     const bytes = SessionState.cost(sql);
     this.state!.take(bytes, 'prepare another');
     const dense = withoutGaps(sql, paramTypes);
-    this.statements.set(name, { sql: dense.sql, bytes, paramTypes, params: Math.max(placeholderCount(sql), paramTypes.length), ...(dense.positions ? { positions: dense.positions } : {}) });
+    this.statements.set(name, { sql: dense.sql, bytes, paramTypes, params: Math.max(dense.highest, paramTypes.length), ...(dense.positions ? { positions: dense.positions } : {}) });
   }
 
   protected dropStatement(name: string): void {

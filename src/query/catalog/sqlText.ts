@@ -123,16 +123,6 @@ export function stripComments(sql: string): string {
     .join('');
 }
 
-/** The highest `$n` placeholder in the statement (0 when it has none). */
-export function placeholderCount(sql: string): number {
-  let max = 0;
-  for (const p of pieces(sql)) {
-    if (!p.code) continue;
-    for (const m of p.text.matchAll(/(?<![\w$])\$(\d+)/g)) max = Math.max(max, Number(m[1]));
-  }
-  return max;
-}
-
 /** The statement with every `$n` replaced by `render(n)` (1-based). */
 export function replacePlaceholders(sql: string, render: (n: number) => string): string {
   return pieces(sql)
