@@ -206,7 +206,7 @@ export async function startService(
  * The ports the service bound, from its `listening` line (logged at every level). Its stdout is read to
  * the end (shown when BENCH_SERVICE_LOG is set), but kept only until that line is out.
  */
-function announcedPorts(child: ChildProcess): Promise<ListeningLine> {
+export function announcedPorts(child: ChildProcess): Promise<ListeningLine> {
   return new Promise((resolve, reject) => {
     let output = '';
     let found = false;

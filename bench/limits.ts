@@ -5,13 +5,28 @@
  * per second a bare node:http server answers with the same client, and how fast DuckDB alone turns
  * the same events (as NDJSON) into ZSTD Parquet.
  */
-import { spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import * as fs from 'node:fs/promises';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { DuckDBInstance } from '@duckdb/node-api';
-import { freePort } from '../test/helpers/server.ts';
-import { median, post, sendAll } from './lib.ts';
+import { announcedPorts, median, post, sendAll } from './lib.ts';
+
+/**
+ * A probe server (`code` defines `server`, a node:http server not yet listening) started as the service is
+ * (bench/lib.ts startService): it binds port 0 and reports the port in a `listening` line of the service's
+ * shape, so no port is picked here and bound later by another process.
+ */
+async function startProbe(code: string): Promise<{ child: ChildProcess; port: number }> {
+  const announce = `server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ msg: 'listening', port: server.address().port, grpcPort: null, pgPort: null })));`;
+  const child = spawn(process.execPath, ['-e', `${code}\n${announce}`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    return { child, port: (await announcedPorts(child)).port };
+  } catch (err) {
+    child.kill();
+    throw err;
+  }
+}
 
 /** Events per CPU-second of `JSON.parse` on one thread over `bodies` (best of 3 passes, bytes decoded from UTF-8 as the service does). */
 export function jsonParseRate(bodies: Buffer[], eventsPerBody: number): { eventsPerSec: number; mbPerSec: number } {
@@ -51,10 +66,8 @@ export async function fsyncRate(dir: string, chunk: number, seconds: number): Pr
 
 /** Requests/s of a bare node:http server (reads the body, answers a small JSON) under `sendAll` with the same bodies and clients. */
 export async function bareHttpRate(bodies: string[], clients: number): Promise<number> {
-  const port = await freePort();
-  const code = `require('node:http').createServer((req, res) => { const c = []; req.on('data', (d) => c.push(d)); req.on('end', () => { Buffer.concat(c); const b = '{"message":"ingested","count":1}'; res.writeHead(200, { 'content-type': 'application/json', 'content-length': b.length }); res.end(b); }); }).listen(${port}, '127.0.0.1', () => process.send('up'));`;
-  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  await new Promise((r) => child.once('message', r));
+  const code = `const server = require('node:http').createServer((req, res) => { const c = []; req.on('data', (d) => c.push(d)); req.on('end', () => { Buffer.concat(c); const b = '{"message":"ingested","count":1}'; res.writeHead(200, { 'content-type': 'application/json', 'content-length': b.length }); res.end(b); }); });`;
+  const { child, port } = await startProbe(code);
   try {
     const secs = await sendAll(port, '/', bodies, clients);
     return bodies.length / secs;
@@ -95,16 +108,14 @@ export async function duckdbParquetRate(bodies: string[], events: number): Promi
  * and answers with what comes back. Median round trip in ms over `n` sequential POSTs.
  */
 export async function isolatedHttpRoundTripMs(n = 200): Promise<number> {
-  const port = await freePort();
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'lakehouse-hop-'));
   const worker = path.join(dir, 'worker.cjs');
   await fs.writeFile(worker, `process.on('message', (m) => process.send({ id: m.id, rows: JSON.stringify([{ one: 1 }]) }));`);
   const code = `const child = require('node:child_process').fork(${JSON.stringify(worker)}, [], { serialization: 'advanced' });
 const waiting = new Map(); let next = 0;
 child.on('message', (m) => { const res = waiting.get(m.id); waiting.delete(m.id); res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(m.rows) }); res.end(m.rows); });
-require('node:http').createServer((req, res) => { const c = []; req.on('data', (d) => c.push(d)); req.on('end', () => { const id = next++; waiting.set(id, res); child.send({ id, sql: Buffer.concat(c).toString() }); }); }).listen(${port}, '127.0.0.1', () => process.send('up'));`;
-  const server = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'ignore', 'inherit', 'ipc'] });
-  await new Promise((r) => server.once('message', r));
+const server = require('node:http').createServer((req, res) => { const c = []; req.on('data', (d) => c.push(d)); req.on('end', () => { const id = next++; waiting.set(id, res); child.send({ id, sql: Buffer.concat(c).toString() }); }); });`;
+  const { child: server, port } = await startProbe(code);
   try {
     const times: number[] = [];
     const body = JSON.stringify({ query: 'SELECT 1 AS one', startTime: '2000-01-01T00:00:00Z', endTime: '2100-01-01T00:00:00Z' });
