@@ -1,5 +1,5 @@
 import * as path from 'node:path';
-import { quotedString, type DuckDBConnection, type DuckDBMaterializedResult } from '@duckdb/node-api';
+import type { DuckDBConnection, DuckDBMaterializedResult } from '@duckdb/node-api';
 import { DomainError, type ErrorKind } from '../../errors.ts';
 import type { FromWorker, PromqlFileSet, PromqlGrant, PromqlGrantMessage, PromqlJob, RunJob } from './protocol.ts';
 import { HeldSets } from '../promql/grantSets.ts';
@@ -10,6 +10,7 @@ import { selectCached } from '../promql/cachedSelect.ts';
 import { MergedRuns } from '../promql/mergedRuns.ts';
 import { projectionOf, selectProjected, type Projection } from '../promql/labelProjection.ts';
 import type { LinkDir } from './linkDir.ts';
+import { readWholeError } from './session.ts';
 
 /*
  * The PromQL side of a query worker (worker.ts runs it): the Go engine's jobs, the grants of files they
@@ -98,9 +99,8 @@ async function regrant(conn: DuckDBConnection, state: NonNullable<typeof promqlC
 async function unreadableFiles(conn: DuckDBConnection, grant: PromqlGrant, data: boolean): Promise<string[]> {
   const out: string[] = [];
   for (const l of grant.links.filter((x) => x.name.endsWith('.series') || (data && x.name.endsWith('.parquet')))) {
-    await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(side.dir, l.name))})`).catch((err: Error) => {
-      if (side.errorKind(side.cleanMessage(err.message)) === 'storage') out.push(l.name);
-    });
+    const err = await readWholeError(conn, path.join(side.dir, l.name));
+    if (err && side.errorKind(side.cleanMessage(err.message)) === 'storage') out.push(l.name);
   }
   return out;
 }

@@ -3,7 +3,7 @@
  * hop through libuv's thread pool and back to the event loop, 0.3–1 ms each at the worker's nice level
  * on a loaded machine — a good part of a small query's time (docs/performance.md, small SQL).
  */
-import type { DuckDBConnection, DuckDBMaterializedResult, DuckDBResult } from '@duckdb/node-api';
+import { quotedString, type DuckDBConnection, type DuckDBMaterializedResult, type DuckDBResult } from '@duckdb/node-api';
 import { RANGE_VARIABLES, type RunJob } from './protocol.ts';
 import { withPrepared, type BoundParam } from '../sql/boundParams.ts';
 
@@ -123,4 +123,18 @@ export async function streamOne(conn: DuckDBConnection, sql: string, params?: re
 export async function runWholeBound(session: RangeSession, conn: DuckDBConnection, sql: string, range: RunJob['range'], params: readonly BoundParam[]): Promise<DuckDBMaterializedResult> {
   await session.set(conn, range);
   return withPrepared(conn, sql, params, (prepared) => prepared.run());
+}
+
+/**
+ * The error DuckDB gives reading a stored file whole (every column decoded), or undefined when it
+ * reads: how a worker tells a damaged file from a query's own error (SQL's damaged files, PromQL's
+ * unreadable files of a grant).
+ */
+export async function readWholeError(conn: DuckDBConnection, file: string): Promise<Error | undefined> {
+  try {
+    await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(file)})`);
+    return undefined;
+  } catch (err) {
+    return err as Error;
+  }
 }

@@ -36,7 +36,7 @@ import { dataRowEncoder, RowWriter } from '../results/pg.ts';
 import { pgTypeOf } from '../results/pgTypes.ts';
 import { leaveWorkerCgroup } from './cgroup.ts';
 import { LinkDir } from './linkDir.ts';
-import { RangeSession, runBounded, runWholeBound, streamOne } from './session.ts';
+import { RangeSession, readWholeError, runBounded, runWholeBound, streamOne } from './session.ts';
 import { runCatalog } from '../catalog/inWorker.ts';
 import { FileTables } from './fileTables.ts';
 
@@ -151,11 +151,8 @@ async function damagedFiles(conn: DuckDBConnection, job: RunJob, message: string
   const named = parquet.filter((l) => message.includes(`${dir}/${l.name}`));
   const out: { name: string; reason: string }[] = [];
   for (const l of named.length ? named : parquet) {
-    try {
-      await conn.run(`SELECT bit_xor(hash(COLUMNS(*))) FROM read_parquet(${quotedString(path.join(dir, l.name))})`);
-    } catch (err) {
-      out.push({ name: l.name, reason: cleanMessage((err as Error).message) });
-    }
+    const err = await readWholeError(conn, path.join(dir, l.name));
+    if (err) out.push({ name: l.name, reason: cleanMessage(err.message) });
   }
   return out;
 }
