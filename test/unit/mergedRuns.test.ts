@@ -128,6 +128,12 @@ describe('merged runs of a metric name', () => {
     expect(runs.of({}, files, 'cpu', first!.bytes)).toBeDefined();
     expect(runs.bytes).toBe(first!.bytes);
     expect(runs.of({}, files, 'cpu', first!.bytes - 1)).toBeUndefined();
+    // Its size is known before anything is copied; a name that did not fit is not made again for its set.
+    expect(mergeName(files, 'cpu', first!.bytes - 1)).toBeNull();
+    expect(mergeName(files, 'cpu', first!.bytes)?.bytes).toBe(first!.bytes);
+    const tight = {};
+    expect(runs.of(tight, files, 'cpu', first!.bytes - 1)).toBeUndefined();
+    expect(runs.of(tight, files, 'cpu', 1e9)).toBeUndefined();
   });
 
   it('leaves files with native histograms to the slices', () => {

@@ -35,7 +35,8 @@ export class MergedRuns {
 
   /**
    * The name's merged run of `files` (the set's cached files, in order), made if needed within
-   * `maxBytes` (past it the runs of other sets go first, then this one is not made).
+   * `maxBytes`: the runs of other sets go first; one that does not fit beside this set's own runs is
+   * not made (and not tried again while the set is held: its runs only grow).
    */
   of(set: object, files: CachedFile[], name: string, maxBytes: number): CachedFile | undefined {
     let runs = this.sets.get(set);
@@ -46,10 +47,9 @@ export class MergedRuns {
     }
     const known = runs.names.get(name);
     if (known !== undefined) return known ?? undefined;
-    const merged = mergeName(files, name);
+    const merged = mergeName(files, name, maxBytes - runs.bytes);
     if (merged) {
       for (const other of [...this.sets.keys()]) if (this.held + merged.bytes > maxBytes && other !== set) this.drop(other);
-      if (this.held + merged.bytes > maxBytes) return undefined;
       runs.bytes += merged.bytes;
       this.held += merged.bytes;
     }
@@ -88,8 +88,14 @@ function layout(files: CachedFile[], name: string): { ids: number[]; counts: num
   return { ids, counts, index };
 }
 
-/** The name's series of `files` as one file: each series' runs concatenated in file order, or null (see above). */
-export function mergeName(files: CachedFile[], name: string): CachedFile | null {
+/** A merged run's bytes (as the sample cache counts a file's). */
+const runBytes = (series: number, samples: number) => series * 40 + samples * 17 + 64;
+
+/**
+ * The name's series of `files` as one file: each series' runs concatenated in file order; null when
+ * not mergeable (see above) or over `maxBytes` (known before anything is copied).
+ */
+export function mergeName(files: CachedFile[], name: string, maxBytes = Infinity): CachedFile | null {
   const plan = layout(files, name);
   if (!plan) return null;
   const { ids, counts, index } = plan;
@@ -97,6 +103,8 @@ export function mergeName(files: CachedFile[], name: string): CachedFile | null 
   const off = new Int32Array(n + 1);
   for (let m = 0; m < n; m++) off[m + 1] = off[m] + counts[m];
   const total = off[n];
+  const bytes = runBytes(n, total);
+  if (bytes > maxBytes) return null;
   const t = new BigInt64Array(total);
   const v = new Float64Array(total);
   const k = new Uint8Array(total);
@@ -119,6 +127,5 @@ export function mergeName(files: CachedFile[], name: string): CachedFile | null 
     }
   }
   const locals = Array.from({ length: n }, (_, m) => m);
-  const bytes = n * 40 + total * 17 + 64;
   return { bytes, ids: Int32Array.from(ids), off, lo, hi, t, v, k, t32: new Int32Array(t.buffer), v32: new Int32Array(v.buffer), byName: new Map([[name, locals]]) };
 }
