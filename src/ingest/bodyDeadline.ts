@@ -1,8 +1,9 @@
-/**
+import { timedOut, type DomainError } from '../errors.ts';
+
+/*
  * The minimum rate of a request body as it arrives (P_INGEST_MIN_BODY_RATE after P_INGEST_BODY_TIMEOUT):
  * a body too slow has its stream destroyed (service.ts reads bodies through it).
  */
-import { timedOut, type DomainError } from '../errors.ts';
 
 /** A body still arriving; `destroy` (a Node stream's) closes its connection when it is too slow. */
 export type IngestBody = AsyncIterable<Uint8Array> & { destroy?: (error?: Error) => void };

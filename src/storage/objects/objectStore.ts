@@ -146,7 +146,6 @@ export class LocalObjectStore implements ObjectStore {
   /** An exclusive hard link of a complete temp file: it appears whole, and only if the key is free. */
   async putIfAbsent(key: string, body: Buffer | string): Promise<boolean> {
     const target = this.file(key);
-    this.recent.forget([target]);
     await fs.mkdir(path.dirname(target), { recursive: true });
     const tmp = tempBeside(target);
     try {
@@ -159,6 +158,7 @@ export class LocalObjectStore implements ObjectStore {
       await fs.rm(tmp, { force: true });
     }
     await fsyncDir(path.dirname(target));
+    this.recent.forget([target]);
     return true;
   }
 
