@@ -47,7 +47,6 @@ function workerResidentBytes(slot: Watched): number | undefined {
   return own + (residentBytes(slot.enginePid) ?? 0);
 }
 
-
 /** Kills the slot's worker once it is over `cap` (unless its job has `finished`), calling `onOver` first. */
 export function watchMemory(slot: Watched, cap: number, finished: () => boolean, onOver: () => void): NodeJS.Timeout {
   const timer = setInterval(() => {
