@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { findBinary } from './binaries.ts';
 import * as fs from 'node:fs/promises';
 import * as path from 'node:path';
-import { tempDir } from './server.ts';
+import { freePort, tempDir } from './server.ts';
 import { sleep } from './wait.ts';
 
 /**
@@ -20,9 +20,6 @@ export interface PrometheusOptions {
   /** Also scrape the service's `/metrics` (job `lakehouse`) at this `host:port`, with the same key. */
   scrapeService?: string;
 }
-
-/** Prometheus' log line with the address it listens on (port 0 made real). */
-const LISTENING = /msg="Listening on" address=127\.0\.0\.1:(\d+)/;
 
 export interface RunningPrometheus {
   /** Where its own web UI/API listens (loopback, a free port); it scrapes itself there. */
@@ -81,40 +78,36 @@ export async function startPrometheus(a: string | PrometheusOptions, b?: Prometh
   const binary = typeof a === 'string' ? a : prometheusBinary();
   const opts = typeof a === 'string' ? b! : a;
   const dir = await tempDir('prometheus-');
-  const config = path.join(dir, 'prometheus.yml');
-  // Port 0, never a port picked here and bound later: Prometheus logs the address it got ("Listening
-  // on"), and the configuration that names it (the self-scrape) is loaded after, with a SIGHUP.
-  await fs.writeFile(config, 'global:\n  scrape_interval: 1s\n');
-  const child = spawn(binary, [`--config.file=${config}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, '--web.listen-address=127.0.0.1:0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const port = await freePort();
+  await fs.writeFile(path.join(dir, 'prometheus.yml'), prometheusConfig(port, opts));
+  const child = spawn(
+    binary,
+    [`--config.file=${path.join(dir, 'prometheus.yml')}`, `--storage.tsdb.path=${path.join(dir, 'data')}`, `--web.listen-address=127.0.0.1:${port}`],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
   let output = '';
   child.stdout!.on('data', (d) => (output += d.toString()));
   child.stderr!.on('data', (d) => (output += d.toString()));
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     await exited;
     await fs.rm(dir, { recursive: true, force: true });
   };
-  const gone = () => child.exitCode !== null || child.signalCode !== null;
-  const until = async (what: string, done: () => boolean | Promise<boolean>) => {
-    const deadline = Date.now() + 30_000;
-    while (!(await done())) {
-      if (gone() || Date.now() > deadline) {
-        await stop();
-        throw new Error(`prometheus: ${gone() ? 'exited' : 'timed out'} waiting for ${what}:\n${output.slice(-3000)}`);
-      }
-      await sleep(100);
+  const deadline = Date.now() + 30_000;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      await stop();
+      throw new Error(`prometheus exited during startup:\n${output.slice(-3000)}`);
     }
-  };
-  await until('its listening address', () => LISTENING.test(output));
-  const port = Number(LISTENING.exec(output)![1]);
-  const url = `http://127.0.0.1:${port}`;
-  // Ready: its first configuration is loaded, so the next load counted is the one asked for here.
-  await until('ready', () => fetch(`${url}/-/ready`).then((r) => r.ok, () => false));
-  await fs.writeFile(config, prometheusConfig(port, opts));
-  const loads = () => output.split('Completed loading of configuration file').length;
-  const before = loads();
-  child.kill('SIGHUP');
-  await until('the configuration naming its port', () => loads() > before);
+    const ready = await fetch(`${url}/-/ready`).then((r) => r.ok, () => false);
+    if (ready) break;
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error(`prometheus was not ready within 30s:\n${output.slice(-3000)}`);
+    }
+    await sleep(100);
+  }
   return { url, stop, logs: () => output };
 }
