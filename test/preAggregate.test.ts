@@ -20,7 +20,7 @@ const STATEMENTS = [
   "SELECT date_trunc('hour', p_timestamp AT TIME ZONE 'America/New_York') AS h, count(*) AS n FROM hist GROUP BY 1 ORDER BY 1",
   "SELECT date_bin('15 minutes', p_timestamp) AS b, count(*) AS n FROM hist GROUP BY 1 ORDER BY 1",
   // The console's hits over time (grouped by an alias no dataset column has).
-  "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM hist GROUP BY t ORDER BY t",
+  "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP), TIMESTAMP '1970-01-01') AS t, count(*) AS n FROM hist GROUP BY t ORDER BY t",
   // Ordered by an alias that is also a column of the dataset: left as written (DuckDB may bind the column).
   "SELECT date_trunc('minute', p_timestamp) AS minute, count(*) AS level FROM hist GROUP BY 1 ORDER BY level",
 ];

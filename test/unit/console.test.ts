@@ -1,5 +1,6 @@
 import { describe, expect, test } from 'vitest';
-import { autoBucketSeconds, parseTimestamp, parseTimestampNs, resolveBound, resolveRange } from '../../console/src/lib/time.ts';
+import { DuckDBInstance } from '@duckdb/node-api';
+import { autoBucketSeconds, BUCKETS_S, histogramBars, parseTimestamp, parseTimestampNs, resolveBound, resolveRange } from '../../console/src/lib/time.ts';
 import { defaultColumns, firstDataset, histogramSql, ident, stripTrailingLimit, stripTrailingOrder } from '../../console/src/lib/sql.ts';
 import { normalizeSchema } from '../../console/src/lib/schema.ts';
 import { computeLines, histogramQuantile, type MetricPoint } from '../../console/src/lib/metrics.ts';
@@ -94,12 +95,31 @@ describe('sql', () => {
 
   test('histogram SQL wraps the query without its LIMIT and trailing ORDER BY, or reads the dataset', () => {
     expect(histogramSql({ query: 'SELECT * FROM app\nORDER BY p_timestamp DESC\nLIMIT 1000' }, 'p_timestamp', 60)).toBe(
-      "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
+      "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP), TIMESTAMP '1970-01-01') AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
     );
     expect(histogramSql({ query: 'SELECT * FROM app LIMIT 10' }, 'p_timestamp', 60)).toBe(
-      "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
+      "SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP), TIMESTAMP '1970-01-01') AS t, count(*) AS n FROM (SELECT * FROM app) AS q GROUP BY t ORDER BY t",
     );
     expect(histogramSql({ dataset: 'otel-logs' }, 'time_unix_nano', 15)).toContain('FROM "otel-logs" GROUP BY t');
+  });
+
+  // The SQL's buckets, run by DuckDB, must land on the grid the bars are drawn on, for every bucket
+  // size the console picks (DuckDB's default origin, a Monday in 2000, put 2-day and 7-day buckets off it).
+  test.each(BUCKETS_S)('histogram of %i s buckets: each bar counts exactly the events of its bucket', async (bucket) => {
+    const startMs = Date.parse('2026-11-23T12:34:56.789Z') - 40 * bucket * 1000;
+    const endMs = startMs + 40 * bucket * 1000;
+    const events = Array.from({ length: 400 }, (_, i) => startMs + Math.floor(((i * 7919) % 400) * (endMs - startMs) / 400) + (i % 3));
+    const conn = await (await DuckDBInstance.create(':memory:')).connect();
+    try {
+      await conn.run(`CREATE TABLE app AS SELECT make_timestamp(ms * 1000) AS p_timestamp FROM unnest([${events.join(', ')}]::BIGINT[]) AS u(ms)`);
+      const rows = (await conn.runAndReadAll(histogramSql({ query: 'SELECT * FROM app ORDER BY p_timestamp DESC LIMIT 1000' }, 'p_timestamp', bucket))).getRowObjectsJson();
+      const bars = histogramBars(rows, startMs, endMs, bucket);
+      const expected = bars.times.map((t) => events.filter((ms) => ms >= t * 1000 && ms < (t + bucket) * 1000).length);
+      expect(bars.counts).toEqual(expected);
+      expect(bars.counts.reduce((a, b) => a + b, 0)).toBe(events.filter((ms) => ms >= bars.times[0] * 1000).length);
+    } finally {
+      conn.closeSync();
+    }
   });
 
   test('default columns: time first, then level and message, p_* last', () => {

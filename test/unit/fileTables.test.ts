@@ -126,4 +126,16 @@ describe('file tables', () => {
     expect(a.table).toEqual(b.table);
     expect(new Set([a.table.name, other.table.name, widened.table.name]).size).toBe(3);
   });
+
+  // A file's SELECT is kept with the file between queries: a new schema or link directory must not get the old one.
+  it("builds a file's rows anew for another schema or link path, and keeps them otherwise", () => {
+    const first = fileTableFor(snap(minute(2), minute(3)), (f) => `/w1/${path.basename(f)}`, BUDGET)!.spec.files[0];
+    expect(fileTableFor(snap(minute(2), minute(3)), (f) => `/w1/${path.basename(f)}`, BUDGET)!.spec.files[0]).toBe(first);
+    const otherDir = fileTableFor(snap(minute(2), minute(3)), (f) => `/w2/${path.basename(f)}`, BUDGET)!.spec.files[0];
+    expect(otherDir.sql).toContain("'/w2/m2.parquet'");
+    expect(otherDir.id).toBe(first.id);
+    const widened = fileTableFor({ ...snap(minute(2), minute(3)), schema: { p_timestamp: 'TIMESTAMP', v: 'VARCHAR', level: 'VARCHAR' } }, (f) => `/w2/${path.basename(f)}`, BUDGET)!.spec.files[0];
+    expect(widened.sql).toMatch(/CAST\("v" AS VARCHAR\)/);
+    expect(first.sql).toMatch(/CAST\("v" AS DOUBLE\)/);
+  });
 });

@@ -76,6 +76,7 @@ const SHAPES: [string, boolean][] = [
   ["SELECT date_trunc('minute', p_timestamp + random() * INTERVAL 1 MINUTE) AS m, count(*) AS n FROM t GROUP BY 1", false],
   // The console's hits over time: GROUP BY / ORDER BY an alias, held for datasets with no such column.
   ["SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP)) AS b, count(*) AS n FROM t GROUP BY b ORDER BY b", true],
+  ["SELECT time_bucket(INTERVAL '60 seconds', CAST(p_timestamp AS TIMESTAMP), TIMESTAMP '1970-01-01') AS b, count(*) AS n FROM t GROUP BY b ORDER BY b", true],
   ["SELECT date_trunc('minute', p_timestamp) AS m, count(*) AS n FROM t GROUP BY m ORDER BY n DESC, m", true],
   // A bare name that is the table's binds to its row, and an alias of the count is no grouping key.
   ["SELECT date_trunc('minute', p_timestamp) AS t, count(*) AS n FROM t GROUP BY t", false],

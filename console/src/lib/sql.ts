@@ -37,11 +37,16 @@ export function stripTrailingOrder(sql: string): string {
   return sql.replace(TRAILING_ORDER, '');
 }
 
-/** Rows of `source` (a query or a dataset) per time bucket: `t` (bucket start) and `n`. */
+/**
+ * Rows of `source` (a query or a dataset) per time bucket: `t` (bucket start) and `n`. Buckets start on
+ * the epoch's grid, the one the bars are drawn on (time.ts `histogramBars`): DuckDB's own origin for
+ * `time_bucket` is 2000-01-03, a Monday, which put 2-day and 7-day buckets off that grid (their bars
+ * drew empty).
+ */
 export function histogramSql(source: { query: string } | { dataset: string }, timeColumn: string, bucketSeconds: number): string {
   const from = 'query' in source ? `(${stripTrailingOrder(stripTrailingLimit(source.query))}) AS q` : ident(source.dataset);
   return (
-    `SELECT time_bucket(INTERVAL '${bucketSeconds} seconds', CAST(${ident(timeColumn)} AS TIMESTAMP)) AS t, count(*) AS n ` +
+    `SELECT time_bucket(INTERVAL '${bucketSeconds} seconds', CAST(${ident(timeColumn)} AS TIMESTAMP), TIMESTAMP '1970-01-01') AS t, count(*) AS n ` +
     `FROM ${from} GROUP BY t ORDER BY t`
   );
 }

@@ -54,12 +54,28 @@ export function parseTimestampNs(v: unknown): bigint | undefined {
 }
 
 /** Bucket sizes a histogram may use, in seconds: "nice" steps a person reads at a glance. */
-const BUCKETS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800];
+export const BUCKETS_S = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 10800, 21600, 43200, 86400, 172800, 604800];
 
 /** The smallest nice bucket that splits the range into at most `maxBars` bars. */
 export function autoBucketSeconds(startMs: number, endMs: number, maxBars = 80): number {
   const span = Math.max(1, (endMs - startMs) / 1000);
   return BUCKETS_S.find((b) => span / b <= maxBars) ?? BUCKETS_S[BUCKETS_S.length - 1];
+}
+
+/**
+ * The histogram's bars: every bucket of [startMs, endMs) on the epoch's grid (empty ones as zero, so
+ * bars sit where their time is), counted from rows of `t` (a bucket's start) and `n` as
+ * sql.ts `histogramSql` answers. Times in epoch seconds.
+ */
+export function histogramBars(rows: { t?: unknown; n?: unknown }[], startMs: number, endMs: number, bucket: number): { times: number[]; counts: number[] } {
+  const byT = new Map(rows.map((r) => [Math.floor((parseTimestamp(r.t) ?? 0) / 1000), Number(r.n)]));
+  const times: number[] = [];
+  const counts: number[] = [];
+  for (let t = Math.floor(startMs / 1000 / bucket) * bucket; t < endMs / 1000; t += bucket) {
+    times.push(t);
+    counts.push(byT.get(t) ?? 0);
+  }
+  return { times, counts };
 }
 
 export function formatBucket(seconds: number): string {

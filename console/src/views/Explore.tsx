@@ -3,7 +3,7 @@ import { ApiError, type Row } from '../lib/api.ts';
 import { useSession, type Session } from '../lib/store.ts';
 import { navigate } from '../lib/route.ts';
 import { addCondition, defaultColumns, defaultQuery, firstDataset, histogramSql, stripTrailingLimit, valueCondition } from '../lib/sql.ts';
-import { autoBucketSeconds, parseTimestamp, resolveRange, type TimeRange } from '../lib/time.ts';
+import { autoBucketSeconds, histogramBars, resolveRange, type TimeRange } from '../lib/time.ts';
 import { toCsv, toNdjson } from '../lib/export.ts';
 import { downloadText } from '../lib/clipboard.ts';
 import { useCompletionSchema } from '../lib/useCompletion.ts';
@@ -152,21 +152,10 @@ async function whereEventsAre(s: Session, ds: string): Promise<EmptyHint> {
  * projection), the dataset's events. Undefined: nothing to draw (no time column known, or superseded).
  */
 async function loadHistogram(s: Session, run: { text: string; dataset: string; timeColumn?: string }, req: { startTime: string; endTime: string }, b: { startMs: number; endMs: number }, signal: AbortSignal): Promise<Hist | null | undefined> {
-const { text, dataset, timeColumn } = run;
-if (!timeColumn) return undefined;
+  const { text, dataset, timeColumn } = run;
+  if (!timeColumn) return undefined;
   const bucket = autoBucketSeconds(b.startMs, b.endMs);
-  const toHist = (records: Row[], note?: string): Hist => {
-    // Every bucket of the range, empty ones as zero, so bars sit where their time is.
-    const byT = new Map(records.map((r) => [Math.floor((parseTimestamp(r.t) ?? 0) / 1000), Number(r.n)]));
-    const first = Math.floor(b.startMs / 1000 / bucket) * bucket;
-    const times: number[] = [];
-    const counts: number[] = [];
-    for (let t = first; t < b.endMs / 1000; t += bucket) {
-      times.push(t);
-      counts.push(byT.get(t) ?? 0);
-    }
-    return { times, counts, bucket, note };
-  };
+  const toHist = (records: Row[], note?: string): Hist => ({ ...histogramBars(records, b.startMs, b.endMs, bucket), bucket, note });
   try {
     const { records } = await s.api.query({ query: histogramSql({ query: text }, timeColumn, bucket), ...req }, signal);
     return toHist(records);

@@ -39,6 +39,24 @@ export function tableBytes(file: Pick<Snapshot['files'][number], 'bytes' | 'rawB
  */
 export const TABLE_BYTES_PER_COLUMN = 40 * 1024;
 
+type SnapshotFile = Snapshot['files'][number];
+
+/**
+ * A file's part of the spec, kept with the snapshot's form of the file (the same object while the
+ * catalog's entry is: storage/snapshot.ts) for the same table columns and link path: building every
+ * file's SELECT for every query was most of the service's cost of a small query's job.
+ */
+const fileRowsMemo = new WeakMap<SnapshotFile, { columns: string; path: string; rows: FileTableSpec['files'][number] }>();
+
+function fileRows(snap: Snapshot, f: SnapshotFile, path: string, columns: string): FileTableSpec['files'][number] {
+  const kept = fileRowsMemo.get(f);
+  if (kept && kept.columns === columns && kept.path === path) return kept.rows;
+  const id = fileId(f.path);
+  const rows = { id, bytes: tableBytes(f), sql: fileTableRowsSql(snap, f, path, id) };
+  fileRowsMemo.set(f, { columns, path, rows });
+  return rows;
+}
+
 /**
  * The table the snapshot's files are read from, and what the worker loads into it; undefined when
  * `room` is 0, the snapshot has no file, reads series indexes, has a column named as the file id, or
@@ -53,9 +71,6 @@ export function fileTableFor(snap: Snapshot, pathFor: (file: string) => string, 
   const columns = fileTableColumnsSql(snap);
   // Per dataset and schema: a widened or new column makes a new table (the old one's rows were cast to other types).
   const name = `p_files_${createHash('sha1').update(`${snap.meta.name}\0${columns}`).digest('hex').slice(0, 16)}`;
-  const files = snap.files.map((f) => {
-    const id = fileId(f.path);
-    return { id, bytes: tableBytes(f), sql: fileTableRowsSql(snap, f, pathFor(f.path), id) };
-  });
+  const files = snap.files.map((f) => fileRows(snap, f, pathFor(f.path), columns));
   return { table: { name, ids: files.map((f) => f.id) }, spec: { name, columns, bytes: fixed, files } };
 }
