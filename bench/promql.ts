@@ -126,7 +126,6 @@ export async function timed(url: string, headers: Record<string, string>): Promi
   return { ms: performance.now() - started, body };
 }
 
-/** Median of RUNS timings after one warm-up, for the same request to both. */
 /**
  * Median ms of both for one API path (service path, Prometheus path) over `runs`, each asked in turn after a
  * warm-up whose two answers go to `check` (which throws on a mismatch).

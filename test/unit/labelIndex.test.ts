@@ -82,7 +82,8 @@ function sourceOf(schema: Record<string, ColumnType> = SCHEMA, opts: { files?: (
   return src;
 }
 
-const newIndex = (source: TableSource, maxBytes = 1 << 24) => new LabelIndex({ source, duck, fixedColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), maxBytes });
+const newIndex = (source: TableSource, maxBytes = 1 << 24, coldReadMax?: number) =>
+  new LabelIndex({ source, duck, fixedColumns: new Set(Object.keys(PROMETHEUS_KNOWN_TYPES)), maxBytes, ...(coldReadMax === undefined ? {} : { coldReadMax }) });
 
 /** The reference: label sets per the rules above, from the samples themselves. */
 function expected(req: PromqlRequest, matches: (l: Labels) => boolean): unknown {
@@ -238,15 +239,24 @@ describe('LabelIndex follows the snapshot', () => {
 });
 
 describe('LabelIndex when cold', () => {
-  it('leaves a call over many files not held yet to the workers, reads them meanwhile, then answers', async () => {
-    const many = await Promise.all([10, 11, 12, 13, 14].map((i) => writeFile(i, FILES[i % 3].map((x) => ({ ...x, t: x.t + i * 600_000 })))));
-    const source = sourceOf(SCHEMA, { files: () => many });
-    const index = newIndex(source);
-    const req: PromqlRequest = { op: 'labels', start: 0, end: 1e8 };
+  const names = new Set([...FILES.flat(), ...WAL.flat()].flatMap((x) => Object.keys(x.labels)));
+  const manyFiles = () => Promise.all([10, 11, 12, 13, 14].map((i) => writeFile(i, FILES[i % 3].map((x) => ({ ...x, t: x.t + i * 600_000 })))));
+  const req: PromqlRequest = { op: 'labels', start: 0, end: 1e8 };
+
+  it('leaves a call over more files not held than it reads at once to the workers, reads them meanwhile, then answers', async () => {
+    const many = await manyFiles();
+    const index = newIndex(sourceOf(SCHEMA, { files: () => many }), 1 << 24, 4);
     expect(await index.answer('m', req)).toBeUndefined();
     await expect.poll(async () => index.answer('m', req)).toBeDefined();
-    const names = new Set([...FILES.flat(), ...WAL.flat()].flatMap((x) => Object.keys(x.labels)));
     expect(JSON.parse((await index.answer('m', req))!).data).toEqual([...names].sort());
+  });
+
+  it('reads the files of a first call in one go and answers it, and the calls beside it', async () => {
+    const many = await manyFiles();
+    const index = newIndex(sourceOf(SCHEMA, { files: () => many }));
+    const answers = await Promise.all([index.answer('m', req), index.answer('m', req), index.answer('m', { ...req, op: 'label_values', name: '__name__' })]);
+    for (const a of answers.slice(0, 2)) expect(JSON.parse(a!).data).toEqual([...names].sort());
+    expect(JSON.parse(answers[2]!).data).toEqual([...new Set([...FILES.flat(), ...WAL.flat()].map((x) => x.labels.__name__))].sort());
   });
 });
 

@@ -49,6 +49,8 @@ class DatasetLabels {
   bytes = 0;
   /** Files being read in the background (a cold call's), if any. */
   warming?: Promise<void>;
+  /** Files being read for a cold call that waits for them (LabelIndex.readMissing), if any. */
+  reading?: Promise<boolean>;
   /** The distinct label sets of a list of files (by their keys), for the files a range holds whole. */
   private readonly unions = new Map<string, Int32Array>();
   constructor(readonly signature: string) {}
@@ -95,8 +97,15 @@ class DatasetLabels {
 /** A sealed WAL segment's cache key: its path and size (a dataset made again reuses paths, never both). */
 const segmentKey = (s: Snapshot['segments'][number]) => `${s.path}\u0000${s.bytes}`;
 
-/** More files than this not held yet: the call takes the workers while they are read in the background. */
+/** More files than this not held yet: they are read in one statement before the call is answered. */
 const COLD_FILES_MAX = 4;
+
+/**
+ * More files than this not held yet: the call takes the workers while they are read in the background.
+ * Below it they are read first: the last hour of the dashboard bench (121 files, 2,906 series) in
+ * ~0.3 s, where the workers' answer took 0.6–1 s (docs/performance.md, the meta calls).
+ */
+const COLD_READ_MAX = 360;
 
 export interface LabelIndexOptions {
   source: TableSource;
@@ -105,6 +114,8 @@ export interface LabelIndexOptions {
   fixedColumns: { has(column: string): boolean };
   /** P_PROMQL_LABEL_INDEX_BYTES: most estimated bytes per dataset; 0: off. */
   maxBytes: number;
+  /** More files not held than this: the call takes the workers while they are read (default COLD_READ_MAX; the tests' smaller). */
+  coldReadMax?: number;
 }
 
 export class LabelIndex {
@@ -136,11 +147,18 @@ export class LabelIndex {
       if (!columns) return undefined;
       const idx = this.datasetOf(dataset, snap.meta.generation, columns);
       const fresh = idx.bytes === 0;
-      // Cold (a first call, a restart): the workers answer this one while the files are read here.
-      if (snap.files.filter((f) => !idx.files.has(f.key)).length > COLD_FILES_MAX) {
+      const missing = snap.files.filter((f) => !idx.files.has(f.key)).length;
+      // Cold with many files (a first call over days): the workers answer this one while the files are read here.
+      if (missing > (this.opts.coldReadMax ?? COLD_READ_MAX)) {
         handedOff = idx.warming === undefined;
         if (handedOff) idx.warming = this.warm(dataset, idx, snap, columns).catch((err: unknown) => log.warn('label index: reading files in the background failed', { dataset, error: (err as Error).message }));
         return undefined;
+      }
+      // Cold over a few hours (a first call, a restart): read in one statement, then answered here.
+      // Concurrent calls (a dashboard's variables) share the one read.
+      if (missing > COLD_FILES_MAX) {
+        idx.reading ??= this.readMissing(dataset, idx, snap, columns).finally(() => (idx.reading = undefined));
+        if (await idx.reading) return undefined;
       }
       const held = await this.load(idx, snap, columns, start, end);
       if (!held) return undefined;
@@ -160,24 +178,34 @@ export class LabelIndex {
     }
   }
 
-  /** Reads the snapshot's files not held yet, one at a time, then releases the snapshot; stops past the bound. */
+  /** Reads the snapshot's files not held yet in the background, then releases the snapshot. */
   private async warm(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
     try {
-      const missing = snap.files.filter((f) => !idx.files.has(f.key));
-      const all = await readFilesLabels(this.opts.duck, idx, missing, columns);
-      for (const [key, entry] of all ?? []) if (!idx.files.has(key)) idx.files.set(key, Promise.resolve(entry));
-      if (this.pastBound(dataset, idx)) return;
-      for (const f of snap.files) {
-        if (idx.files.has(f.key)) continue;
-        const entry = readFileLabels(this.opts.duck, idx, f, columns);
-        idx.files.set(f.key, entry);
-        if (!(await entry)) idx.files.delete(f.key);
-        if (this.pastBound(dataset, idx)) return;
-      }
+      await this.readMissing(dataset, idx, snap, columns);
     } finally {
       idx.warming = undefined;
       snap.release();
     }
+  }
+
+  /**
+   * Reads the snapshot's files not held yet: all in one statement, then one at a time those it could
+   * not read (a file without a usable series index stays out: the call then takes the workers). True
+   * when the index went past its bound (it is then dropped).
+   */
+  private async readMissing(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<boolean> {
+    const missing = snap.files.filter((f) => !idx.files.has(f.key));
+    const all = await readFilesLabels(this.opts.duck, idx, missing, columns);
+    for (const [key, entry] of all ?? []) if (!idx.files.has(key)) idx.files.set(key, Promise.resolve(entry));
+    if (this.pastBound(dataset, idx)) return true;
+    for (const f of snap.files) {
+      if (idx.files.has(f.key)) continue;
+      const entry = readFileLabels(this.opts.duck, idx, f, columns);
+      idx.files.set(f.key, entry);
+      if (!(await entry)) idx.files.delete(f.key);
+      if (this.pastBound(dataset, idx)) return true;
+    }
+    return false;
   }
 
   /** Whether a dataset's index is past the bound (read for a call or in the background): then dropped, and tried again in a minute. */

@@ -107,8 +107,9 @@ export async function readFilesLabels(duck: DuckDBSource, into: Interner, files:
   // One row per distinct label set, with the files (by position) and spans it has: each label value is
   // turned into a JavaScript string once, not once per file (that conversion was most of the cost).
   const inner =
-    `SELECT ${cols.join(', ')}, list_position(${list}, filename)::INTEGER AS f, epoch_ms(${SERIES_MIN_TIME}::TIMESTAMP)::DOUBLE AS lo, ` +
-    `epoch_ms(${SERIES_MAX_TIME}::TIMESTAMP)::DOUBLE AS hi FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true, filename = true)`;
+    `SELECT ${cols.join(', ')}, p_files.f, epoch_ms(${SERIES_MIN_TIME}::TIMESTAMP)::DOUBLE AS lo, ` +
+    `epoch_ms(${SERIES_MAX_TIME}::TIMESTAMP)::DOUBLE AS hi FROM read_parquet(${list}, hive_partitioning = false, union_by_name = true, filename = true) AS p_rows ` +
+    `JOIN (SELECT unnest(${list}) AS filename, unnest(range(1, ${files.length + 1}))::INTEGER AS f) AS p_files ON p_rows.filename = p_files.filename`;
   const sql = `SELECT ${columns.map((_, i) => `c${i}`).join(', ')}${columns.length ? ', ' : ''}list(f), list(lo), list(hi) FROM (${inner}) GROUP BY ALL`;
   let rows: unknown[][];
   try {
