@@ -276,9 +276,10 @@ const META_WARMUP = 20;
 
 /**
  * `labels`, `label values` and `series` of the last hour, asked of both. The first `labels` call is
- * timed on its own: the service's label index holds no file of this dataset yet (labelIndex.ts), so a
- * query worker answers it while the index reads the hour's files in the background. The medians are
- * taken a second later, with the index warm, as it stays while the service runs, each after
+ * timed on its own: the service's label index holds no file of this dataset yet (labelIndex.ts), so it
+ * reads the hour's files before it answers (a query worker answers, and the files are read in the
+ * background, past 360 missing files). The medians are taken a second later, with the index warm, as it
+ * stays while the service runs, each after
  * META_WARMUP uncounted calls: the index's code runs 1–3 ms a call until V8 has compiled it (~10 calls,
  * measured), 1.0–1.2 ms after.
  */

@@ -47,9 +47,10 @@ class DatasetLabels {
   readonly files = new Map<string, Promise<FileLabels | undefined>>();
   readonly segments = new Map<string, Promise<SegmentLabels | undefined>>();
   bytes = 0;
-  /** Files being read in the background (a cold call's), if any. */
-  warming?: Promise<void>;
-  /** Files being read for a cold call that waits for them (LabelIndex.readMissing), if any. */
+  /**
+   * The read of missing files under way, if any (LabelIndex.readMissing): a cold call's in the
+   * background, or one that calls wait for. True when it left the index past its bound or failed.
+   */
   reading?: Promise<boolean>;
   /** The distinct label sets of a list of files (by their keys), for the files a range holds whole. */
   private readonly unions = new Map<string, Int32Array>();
@@ -150,12 +151,12 @@ export class LabelIndex {
       const missing = snap.files.filter((f) => !idx.files.has(f.key)).length;
       // Cold with many files (a first call over days): the workers answer this one while the files are read here.
       if (missing > (this.opts.coldReadMax ?? COLD_READ_MAX)) {
-        handedOff = idx.warming === undefined;
-        if (handedOff) idx.warming = this.warm(dataset, idx, snap, columns).catch((err: unknown) => log.warn('label index: reading files in the background failed', { dataset, error: (err as Error).message }));
+        handedOff = idx.reading === undefined;
+        if (handedOff) idx.reading = this.warm(dataset, idx, snap, columns);
         return undefined;
       }
       // Cold over a few hours (a first call, a restart): read in one statement, then answered here.
-      // Concurrent calls (a dashboard's variables) share the one read.
+      // Concurrent calls (a dashboard's variables) share the one read, as they share a background one.
       if (missing > COLD_FILES_MAX) {
         idx.reading ??= this.readMissing(dataset, idx, snap, columns).finally(() => (idx.reading = undefined));
         if (await idx.reading) return undefined;
@@ -178,14 +179,17 @@ export class LabelIndex {
     }
   }
 
-  /** Reads the snapshot's files not held yet in the background, then releases the snapshot. */
-  private async warm(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<void> {
-    try {
-      await this.readMissing(dataset, idx, snap, columns);
-    } finally {
-      idx.warming = undefined;
-      snap.release();
-    }
+  /** Reads the snapshot's files not held yet in the background, then releases the snapshot (a failure is logged). */
+  private warm(dataset: string, idx: DatasetLabels, snap: Snapshot, columns: Columns): Promise<boolean> {
+    return this.readMissing(dataset, idx, snap, columns)
+      .catch((err: unknown) => {
+        log.warn('label index: reading files in the background failed', { dataset, error: (err as Error).message });
+        return true;
+      })
+      .finally(() => {
+        idx.reading = undefined;
+        snap.release();
+      });
   }
 
   /**
