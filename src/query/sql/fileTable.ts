@@ -44,7 +44,8 @@ type SnapshotFile = Snapshot['files'][number];
 /**
  * A file's part of the spec, kept with the snapshot's form of the file (the same object while the
  * catalog's entry is: storage/snapshot.ts) for the same table columns and link path: building every
- * file's SELECT for every query was most of the service's cost of a small query's job.
+ * file's SELECT for every query was about half the cost of building a small query's job (~6% of the
+ * service's CPU per query in a profile).
  */
 const fileRowsMemo = new WeakMap<SnapshotFile, { columns: string; path: string; rows: FileTableSpec['files'][number] }>();
 
